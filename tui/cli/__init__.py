@@ -1,0 +1,56 @@
+"""Command-line entry point: `mtp-tune [app options]` opens the TUI, `mtp-tune COMMAND ...` runs a tool.
+
+Each module in this package that defines `COMMAND` (its name), `HELP` (one line), `add_arguments(p)`
+and `run(args) -> int` is a subcommand; modules are discovered, so adding one touches no other file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from types import ModuleType
+
+
+def _commands() -> dict[str, ModuleType]:
+    found: dict[str, ModuleType] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        name = getattr(mod, "COMMAND", None)
+        if name:
+            found[name] = mod
+    return found
+
+
+def build_parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mtp-tune",
+        description="Tune llama-server's MTP speculative decoding. Without a command, opens the TUI "
+        "(see `mtp-tune app --help` for its options).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod in sorted(commands.items()):
+        p = sub.add_parser(name, help=mod.HELP, description=(mod.__doc__ or mod.HELP).strip())
+        mod.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _commands()
+    # No command (or only app options): the TUI.
+    if not argv or (argv[0] not in commands and argv[0] not in ("-h", "--help")):
+        argv = ["app", *argv]
+    parser = build_parser(commands)
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 0
+    try:
+        return int(commands[args.command].run(args) or 0)
+    except KeyboardInterrupt:
+        print("mtp-tune: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,152 @@
+"""`mtp-tune doctor`: what was found, and what will silently change results.
+
+llama-server reads `/etc/llama.cpp/config.ini`, `$XDG_CONFIG_HOME/llama.cpp/config.ini` and every
+`LLAMA_ARG_*` variable before its command line, so a tuning run can differ from what the form shows
+without any error. Doctor lists them, with the server, its capabilities, the GPUs and free RAM.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui.core import provision
+from tui.core.server_info import ServerProbeError, probe
+
+#: Options whose absence changes what mtp-tune can do with a build.
+KEY_OPTIONS = ("--spec-type", "-ctkd", "-ctvd", "--fit-target", "--load-mode", "--spec-draft-n-max")
+
+
+@dataclass
+class DoctorReport:
+    server: dict[str, Any] = field(default_factory=dict)
+    nvml: dict[str, Any] = field(default_factory=dict)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    llama_config_files: list[dict[str, Any]] = field(default_factory=list)
+    llama_env: dict[str, str] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "nvml": self.nvml,
+            "gpus": self.gpus,
+            "llama_config_files": self.llama_config_files,
+            "llama_env": self.llama_env,
+            "host": self.host,
+            "warnings": self.warnings,
+        }
+
+
+def llama_config_paths() -> list[Path]:
+    """The config files llama-server applies before its command line (arg.cpp:721-766)."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return [Path("/etc/llama.cpp/config.ini"), Path(xdg) / "llama.cpp" / "config.ini"]
+
+
+def _config_keys(path: Path) -> list[str]:
+    keys = []
+    try:
+        for line in path.read_text(errors="replace").splitlines():
+            s = line.strip()
+            if s and s[0] not in ";#[" and "=" in s:
+                keys.append(s.split("=", 1)[0].strip())
+    except OSError:
+        pass
+    return keys
+
+
+def _host_memory() -> dict[str, Any]:
+    info: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name in ("MemTotal", "MemAvailable"):
+                info[name] = int(rest.split()[0]) // 1024
+    except OSError:
+        return {"ram_total_mib": None, "ram_available_mib": None}
+    return {"ram_total_mib": info.get("MemTotal"), "ram_available_mib": info.get("MemAvailable"), "cpus": os.cpu_count()}
+
+
+def _gpus(report: DoctorReport) -> None:
+    try:
+        from tui.core.gpu import nvml  # written alongside; optional at import time
+    except ImportError:
+        report.nvml = {"status": "unavailable", "message": "GPU telemetry module missing"}
+        return
+    snap = nvml.query_all()
+    report.nvml = {"status": snap.status, "message": snap.message, "driver": snap.driver_version}
+    report.gpus = [dev.to_json() for dev in snap.devices]
+    for dev in snap.devices:
+        foreign = [p for p in dev.processes if not p.is_ours]
+        if foreign:
+            names = ", ".join(f"{p.name or '?'} (pid {p.pid})" for p in foreign)
+            report.warnings.append(
+                f"GPU {dev.index} ({dev.name}) has other processes using memory: {names}. "
+                "They lower free VRAM and can halve decode speed while measuring."
+            )
+
+
+def collect(server_bin: str | None = None, configured: str | None = None) -> DoctorReport:
+    """Gather the report; never raises for a missing piece, it becomes a warning instead."""
+    report = DoctorReport()
+    try:
+        found = provision.find_server(server_bin, configured)
+    except provision.ProvisionError as exc:
+        found = None
+        report.warnings.append(str(exc))
+    if found is None:
+        report.server = {"path": None, "source": None, "version": None, "supports_draft_mtp": False}
+        report.warnings.append(
+            "No llama-server found (checked --server-bin, $MTP_TUNE_LLAMA_SERVER, the config, PATH and the "
+            f"cache {provision.build_root()}). Run `mtp-tune doctor --build` to build one (~15 min on 2 cores)."
+        )
+    else:
+        report.server = {"path": str(found.path), "source": found.source}
+        try:
+            info = probe(found.path)
+        except ServerProbeError as exc:
+            report.server.update(version=None, supports_draft_mtp=False, error=str(exc))
+            report.warnings.append(str(exc))
+        else:
+            report.server.update(
+                version=info.version_string,
+                build_number=info.version,
+                built_with=info.built_with,
+                supports_draft_mtp=info.supports_draft_mtp,
+                spec_types=list(info.spec_types),
+                capabilities=info.capabilities(),
+                rpc_server=str(provision.rpc_server_for(found.path) or "") or None,
+            )
+            if not info.supports_draft_mtp:
+                report.warnings.append(
+                    f"{found.path} ({info.version_string}) does not list draft-mtp in --spec-type: it is too old "
+                    "for MTP. Update llama.cpp, or let mtp-tune build a current CPU server with `mtp-tune doctor --build`."
+                )
+            missing = [o for o in KEY_OPTIONS if not info.accepts(o)]
+            if missing:
+                report.warnings.append(f"This llama-server does not accept {', '.join(missing)}; those fields are disabled.")
+    for path in llama_config_paths():
+        if path.is_file():
+            keys = _config_keys(path)
+            report.llama_config_files.append({"path": str(path), "keys": keys})
+            report.warnings.append(
+                f"{path} exists and llama-server applies it before the command line ({', '.join(keys) or 'no keys'}): "
+                "results may differ from the settings shown."
+            )
+    report.llama_env = {k: ("***" if "KEY" in k else v) for k, v in sorted(os.environ.items()) if k.startswith("LLAMA_ARG_")}
+    if os.environ.get("LLAMA_API_KEY"):
+        report.llama_env["LLAMA_API_KEY"] = "***"
+    if report.llama_env:
+        report.warnings.append(
+            f"LLAMA_ARG_* variables are set ({', '.join(report.llama_env)}); llama-server treats each as an option."
+        )
+    _gpus(report)
+    report.host = _host_memory()
+    avail = report.host.get("ram_available_mib")
+    if isinstance(avail, int) and avail < 2048:
+        report.warnings.append(f"Only {avail} MiB of RAM is free; weights spilled to host memory will swap.")
+    return report
