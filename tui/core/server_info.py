@@ -12,7 +12,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-VERSION_RE = re.compile(r"version:\s*(\d+)\s*\(([0-9a-fA-F]+)\)")
+#: `version: 4567 (abc123f)` (older builds) or `version: 0.6.0-dev (build 11434, commit abc123f)`.
+VERSION_RE = re.compile(r"version:\s*(\d+)\s*\(([0-9a-zA-Z_.-]+)\)")
+VERSION_NEW_RE = re.compile(r"version:\s*(\S+)\s*\(build\s+(\d+),\s*commit\s+([^)\s]+)\)")
 BUILT_WITH_RE = re.compile(r"built with (.+)")
 
 
@@ -79,6 +81,36 @@ def _run(path: Path, arg: str, timeout: float) -> str:
     return out
 
 
+def parse_version(text: str) -> tuple[int | None, str | None]:
+    """(build number, commit) from `--version`; build 0 (a tree without git) reads as unknown."""
+    m = VERSION_NEW_RE.search(text)
+    if m:
+        build = int(m.group(2))
+        commit = None if m.group(3) == "unknown" else m.group(3)
+        return (build or None, commit)
+    m = VERSION_RE.search(text)
+    if m:
+        return (int(m.group(1)), m.group(2))
+    return (None, None)
+
+
+_OPT_LINE = re.compile(r"^(-[^ ].*?)(?:\s{2,}|$)(.*)")
+
+
+def removed_options(help_text: str) -> frozenset[str]:
+    """Spellings that --help still lists but marks "the argument has been removed"."""
+    removed: set[str] = set()
+    lines = help_text.splitlines()
+    for i, line in enumerate(lines):
+        m = _OPT_LINE.match(line)
+        if not m:
+            continue
+        desc = m.group(2) + " " + " ".join(ln.strip() for ln in lines[i + 1 : i + 3] if ln.startswith(" "))
+        if "has been removed" in desc:
+            removed.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", m.group(1)))
+    return frozenset(removed)
+
+
 def parse_spec_types(help_text: str) -> tuple[str, ...]:
     """The speculative types listed in `--spec-type`'s help entry."""
     m = re.search(r"--spec-type\b(.*?)(?:\n\S|\n\s*-{1,2}[a-z])", help_text, re.S)
@@ -96,8 +128,8 @@ def probe(path: str | Path, timeout: float = 30.0) -> ServerInfo:
 
     path = Path(path)
     version_out = _run(path, "--version", timeout)
-    m = VERSION_RE.search(version_out)
-    if not m:
+    version, commit = parse_version(version_out)
+    if version is None and "version:" not in version_out:
         raise ServerProbeError(
             f"{path} --version printed no llama.cpp version line; this does not look like llama-server."
         )
@@ -105,9 +137,9 @@ def probe(path: str | Path, timeout: float = 30.0) -> ServerInfo:
     help_out = _run(path, "--help", timeout)
     return ServerInfo(
         path=path,
-        version=int(m.group(1)),
-        commit=m.group(2),
+        version=version,
+        commit=commit,
         built_with=built.group(1).strip() if built else None,
-        options=parse_help(help_out),
+        options=parse_help(help_out) - removed_options(help_out),
         spec_types=parse_spec_types(help_out),
     )
