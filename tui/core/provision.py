@@ -39,6 +39,9 @@ BUILD_FLAGS: tuple[str, ...] = (
     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG",
     "-DGGML_NATIVE=OFF",
     "-DGGML_RPC=ON",
+    # the sdist has no .git: give the server its real build number so `--version` can be checked
+    f"-DLLAMA_BUILD_NUMBER={SDIST_VERSION.split('.')[0]}",
+    "-DLLAMA_BUILD_COMMIT=pypi-sdist",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
