@@ -54,3 +54,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mtp-tune: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `mtp-tune ... | head`
+        sys.stderr.close()
+        return 0
