@@ -1,0 +1,1 @@
+"""Fakes of third-party modules that behave like the real ones (not mocks of mtp-tune code)."""
