@@ -6,7 +6,7 @@ long option names with `-` replaced by `_`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 #: KV cache types accepted by -ctk/-ctv/-ctkd/-ctvd in llama.cpp b11434 (arg.cpp:304-314).
 CACHE_TYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -35,7 +35,7 @@ class Settings:
     threads: int | None = None  # -t
     threads_batch: int | None = None  # -tb
     # speculative decoding
-    spec_type: list[str] = field(default_factory=list)  # --spec-type, repeated/comma list; [] = none
+    spec_type: list[str] = field(default_factory=list)  # --spec-type comma list; [] = none; a `none` disables all
     spec_draft_n_max: int | None = None  # 3
     spec_draft_n_min: int | None = None  # 0
     spec_draft_p_min: float | None = None  # 0.0
@@ -62,14 +62,34 @@ class Settings:
     # server
     host: str = "127.0.0.1"
     port: int | None = None  # None = pick a free port at launch
-    api_key: str | None = None  # never written to logs
+    api_key: str | None = field(default=None, repr=False)  # never written to logs (nor repr)
     metrics: bool = True  # --metrics (mtp-tune needs /metrics for verification steps)
     extra_args: list[str] = field(default_factory=list)  # free-form, appended verbatim
 
     @property
     def mtp_enabled(self) -> bool:
-        """True when draft-mtp is in the effective spec-type list (a `none` resets the list)."""
-        effective: list[str] = []
-        for t in self.spec_type:
-            effective = [] if t == "none" else effective + [t]
-        return "draft-mtp" in effective
+        """True when draft-mtp is in the effective spec-type list (see `effective_spec_types`)."""
+        return "draft-mtp" in effective_spec_types(self.spec_type)
+
+    def redacted(self) -> Settings:
+        """A copy safe for logs and history: API keys (field and extra arguments) replaced by `REDACTED`."""
+        extra = list(self.extra_args)
+        for i, a in enumerate(extra):
+            if a == "--api-key" and i + 1 < len(extra):
+                extra[i + 1] = REDACTED
+            elif isinstance(a, str) and a.startswith("--api-key="):
+                extra[i] = f"--api-key={REDACTED}"
+        return replace(self, api_key=REDACTED if self.api_key else None, extra_args=extra)
+
+
+#: What logs, history and default profiles show instead of an API key.
+REDACTED = "<redacted>"
+
+
+def effective_spec_types(types: list[str]) -> list[str]:
+    """The types one `--spec-type a,b,c` really enables in b11434.
+
+    `common_speculative_types_from_names` (speculative.cpp:2324) returns just `{none}` as soon as the
+    list holds `none`, so any `none` switches the whole list off; otherwise order is kept.
+    """
+    return [] if "none" in types else list(types)

@@ -1,0 +1,395 @@
+"""Settings <-> llama-server argv, and import of a pasted llama-server command line.
+
+Why an argv list and never a shell string: the launcher execs the list directly, so paths with
+spaces, quotes or `;` cannot break or inject anything. A shell-quoted line exists only for display
+(`command_line`). The importer reads what people paste from guides: shell quoting and line
+continuations, short and long flags, `--flag=value` (which llama-server itself rejects), repeated
+`--spec-type`, env assignments in front, removed flags (translated when possible) and unknown flags
+(kept verbatim in `extra_args`, with a warning).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+
+from tui.core.options import (
+    FALSEY,
+    FIELDS,
+    REMOVED_ENV,
+    TABLE_BUILD,
+    TRUTHY,
+    FieldSpec,
+    ServerOption,
+    describe_removed,
+    field_for_option,
+    find_option,
+    find_removed,
+    normalize_spelling,
+    SERVER_OPTIONS,
+)
+from tui.core.settings import REDACTED, Settings, effective_spec_types
+from tui.core.validate import Problem, label
+
+_LIST_SPLIT = re.compile(r"[,/]+")
+_ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_WRAPPERS = frozenset({"env", "exec", "nohup", "time", "command"})
+
+
+# --------------------------------------------------------------------------- values
+
+
+def format_float(x: float) -> str:
+    """Shortest text that reads back as the same float (`1.0` -> `1`, `0.1` -> `0.1`)."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return repr(x) if isinstance(x, float) else str(x)
+
+
+def format_value(spec: FieldSpec, value: object) -> str | None:
+    """The option value text for a field, or None when nothing is emitted (unset/empty/False).
+
+    Flags return "" when set (emit the flag alone).
+    """
+    k = spec.kind
+    if value is None:
+        return None
+    if k in ("flag", "negflag"):
+        return "" if value is True or (isinstance(value, str) and value in TRUTHY) else None
+    if k == "onoff":
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return str(value)
+    if k == "spec":
+        return ",".join(str(t) for t in value) if value else None  # type: ignore[union-attr]
+    if k in ("list_int", "list_str"):
+        return ",".join(str(x) for x in value) if value else None  # type: ignore[union-attr]
+    if k == "list_float":
+        return ",".join(format_float(x) if isinstance(x, float) else str(x) for x in value) if value else None  # type: ignore[union-attr]
+    if k == "float":
+        return format_float(value) if isinstance(value, float) else str(value)
+    if k == "str" and value == "":
+        return None
+    return str(value)
+
+
+def parse_value(spec: FieldSpec, raw: str) -> object:
+    """Text -> field value. Text that does not parse is kept as text, so validation can name it."""
+    k = spec.kind
+    text = raw.strip()
+    if k == "int":
+        try:
+            return int(text)
+        except ValueError:
+            return raw
+    if k == "float":
+        try:
+            v = float(text)
+            return v if math.isfinite(v) else raw
+        except ValueError:
+            return raw
+    if k == "onoff":
+        return True if text in TRUTHY else False if text in FALSEY else raw
+    if k == "choice" and spec.field == "flash_attn":
+        return "on" if text in TRUTHY else "off" if text in FALSEY else "auto" if text in ("auto", "-1") else raw
+    if k == "spec":
+        return [t for t in raw.split(",")] if raw else []
+    if k in ("list_int", "list_float"):
+        out: list[object] = []
+        for part in _LIST_SPLIT.split(text):
+            if part == "":
+                continue
+            try:
+                out.append(int(part) if k == "list_int" else float(part))
+            except ValueError:
+                out.append(part)
+        return out
+    if k == "list_str":
+        return [p for p in raw.split(",") if p]
+    if k in ("flag", "negflag"):
+        return text not in FALSEY
+    return raw
+
+
+# --------------------------------------------------------------------------- export
+
+
+def settings_to_argv(
+    settings: Settings,
+    *,
+    binary: str | os.PathLike[str] | None = None,
+    include_extra: bool = True,
+    redact: bool = False,
+) -> list[str]:
+    """The llama-server argument list for `settings` (with `binary` first when given).
+
+    Only set fields are emitted, with their canonical long spellings, in `options.FIELDS` order;
+    `extra_args` follow verbatim. `redact=True` hides the API key (for logs and display).
+    """
+    out: list[str] = [os.fspath(binary)] if binary is not None else []
+    for spec in FIELDS:
+        value = getattr(settings, spec.field)
+        text = format_value(spec, value)
+        if text is None:
+            continue
+        out.append(spec.flag)
+        if spec.kind not in ("flag", "negflag"):
+            out.append(REDACTED if redact and spec.field == "api_key" else text)
+    if include_extra:
+        out.extend(str(a) for a in settings.extra_args)
+    return redact_argv(out) if redact else out
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A copy of `argv` with every API key value replaced by `REDACTED` (for logs and history)."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a == "--api-key" and i + 1 < len(out):
+            out[i + 1] = REDACTED
+        elif a.startswith("--api-key="):
+            out[i] = f"--api-key={REDACTED}"
+    return out
+
+
+def command_line(argv: list[str]) -> str:
+    """One shell-quoted line for display and copy-paste; never executed by mtp-tune."""
+    return shlex.join(argv)
+
+
+# --------------------------------------------------------------------------- import
+
+
+@dataclass
+class ArgvImport:
+    """What an imported command line became: settings, the binary, env assignments, and problems."""
+
+    settings: Settings
+    problems: list[Problem] = field(default_factory=list)
+    binary: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+
+class _Importer:
+    """Applies options one at a time with llama-server's semantics (last value wins, spec-type appends)."""
+
+    def __init__(self, base: Settings) -> None:
+        self.s = replace(base, spec_type=list(base.spec_type), extra_args=list(base.extra_args))
+        self.problems: list[Problem] = []
+        self.seen: dict[str, str] = {}  # field -> spelling first seen
+        self.spec_lists: list[list[str]] = []
+
+    def warn(self, field_: str, message: str, severity: str = "warning") -> None:
+        self.problems.append(Problem(field_, severity, message))  # type: ignore[arg-type]
+
+    def set_field(self, spec: FieldSpec, spelling: str, raw: str | None, negative: bool = False) -> None:
+        if spec.kind == "spec":
+            self.spec_lists.append(str(raw).split(",") if raw else [])
+            return
+        if spec.field in self.seen and spec.kind not in ("flag", "negflag"):
+            self.warn(spec.field, f"{spelling} is given more than once; the last value wins (llama-server warns about this too).")
+        self.seen[spec.field] = spelling
+        if spec.kind == "flag":
+            setattr(self.s, spec.field, not negative)
+        elif spec.kind == "negflag":
+            setattr(self.s, spec.field, negative)
+        else:
+            setattr(self.s, spec.field, parse_value(spec, str(raw)))
+
+    def apply_removed(self, spelling: str, value: str | None) -> None:
+        removed = find_removed(spelling)
+        assert removed is not None
+        if removed.field is None:
+            self.warn("extra_args", describe_removed(spelling, removed) + "; it was dropped.", "error")
+            return
+        new_value = removed.value if removed.value is not None else value
+        if removed.field == "load_mode":
+            cur = self.s.load_mode
+            if {cur, new_value} == {"mmap", "mlock"}:
+                new_value = "mmap+mlock"
+        spec = next(f for f in FIELDS if f.field == removed.field)
+        setattr(self.s, removed.field, parse_value(spec, str(new_value)))
+        shown = f"{spelling} {value}" if value is not None else spelling
+        self.warn(removed.field, f"{describe_removed(spelling, removed)}; imported {shown} as --{label(removed.field)} {getattr(self.s, removed.field)}.")
+
+    def finish(self) -> None:
+        if len(self.spec_lists) == 1:
+            self.s.spec_type = self.spec_lists[0]
+        elif self.spec_lists:
+            merged: list[str] = []
+            for lst in self.spec_lists:
+                eff = effective_spec_types(lst)
+                if lst and not eff and lst != ["none"]:
+                    self.warn("spec_type", f"--spec-type {','.join(lst)} enables nothing: a list containing none is just none.")
+                merged.extend(eff)
+            self.s.spec_type = merged
+
+
+def _env_option(name: str) -> tuple[ServerOption, bool] | None:
+    for opt in SERVER_OPTIONS:
+        if opt.preset_only:
+            continue
+        names = opt.env_names
+        if name in names:
+            return opt, name != opt.env
+    return None
+
+
+def _apply_env(imp: _Importer, env: dict[str, str]) -> None:
+    """LLAMA_ARG_* assignments in front of the command apply before the CLI (arg.cpp:790)."""
+    for name, value in env.items():
+        if name in REMOVED_ENV:
+            removed = REMOVED_ENV[name]
+            imp.warn("extra_args", f"{name}: {describe_removed(name, removed)}; llama-server fails when it is set.", "error")
+            continue
+        found = _env_option(name)
+        if not found:
+            imp.warn("extra_args", f"{name}={value} in front of the command is not a llama-server option; set it in your environment yourself if you need it.")
+            continue
+        opt, is_no = found
+        if opt.neg:  # a bool option: LLAMA_ARG_NO_X always means off (arg.cpp:125-143)
+            positive = False if is_no else value in TRUTHY
+        else:  # a plain flag triggers only on a truthy value (arg.cpp:792)
+            positive = value in TRUTHY
+        spec = field_for_option(opt)
+        if spec is None:
+            if opt.takes_value:
+                imp.s.extra_args += [opt.canonical, value]
+            elif opt.neg:
+                imp.s.extra_args.append(opt.canonical if positive else str(opt.canonical_neg))
+            elif positive:
+                imp.s.extra_args.append(opt.canonical)
+            continue
+        if spec.kind == "flag":
+            if positive:
+                imp.set_field(spec, name, None)
+        elif spec.kind == "negflag":
+            imp.set_field(spec, name, None, negative=not positive)
+        else:
+            imp.set_field(spec, name, value)
+        imp.seen.pop(spec.field, None)  # the CLI may override env without a warning
+
+
+def _looks_like_value(tok: str) -> bool:
+    if not tok.startswith("-") or tok == "-":
+        return True
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def settings_from_argv(args: list[str], *, base: Settings | None = None, env: dict[str, str] | None = None) -> ArgvImport:
+    """Parse llama-server arguments (without the binary) into Settings.
+
+    Starts from `base` (default: `Settings(metrics=False)`, since an argv without `--metrics` means
+    metrics off). Unknown flags and options without a Settings field go to `extra_args` verbatim.
+    """
+    imp = _Importer(base if base is not None else Settings(metrics=False))
+    if env:
+        _apply_env(imp, env)
+    i = 0
+    n = len(args)
+    while i < n:
+        tok = args[i]
+        i += 1
+        if not tok.startswith("-") or tok == "-" or _looks_like_value(tok):
+            imp.s.extra_args.append(tok)
+            imp.warn("extra_args", f"{tok!r} is not an option (llama-server takes no positional arguments); kept in extra arguments.")
+            continue
+        spelling, eq, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+        spelling = normalize_spelling(spelling)
+        opt = find_option(spelling)
+        removed = find_removed(spelling)
+        if removed is not None:
+            value = None
+            if removed.takes_value:
+                if eq:
+                    value = inline
+                elif i < n:
+                    value = args[i]
+                    i += 1
+                else:
+                    imp.warn("extra_args", f"{spelling} needs a value, but the command ends there.", "error")
+                    continue
+            imp.apply_removed(spelling, value)
+            continue
+        if opt is None:
+            kept = [tok]
+            if not eq and i < n and _looks_like_value(args[i]):
+                kept.append(args[i])
+                i += 1
+            imp.s.extra_args.extend(kept)
+            imp.warn("extra_args", f"{spelling} is not an option of llama-server {TABLE_BUILD}; kept in extra arguments, but the server will refuse to start with it.")
+            continue
+        value: str | None = None
+        if opt.takes_value:
+            if eq:
+                value = inline
+                imp.warn(_field_name(opt), f"{tok}: llama-server does not accept --flag=value; mtp-tune passes it as {spelling} {inline!r}.")
+            elif spelling in ("-fa", "--flash-attn") and (i >= n or not _looks_like_value(args[i])):
+                value = "on"
+                imp.warn("flash_attn", f"{spelling} takes a value since 2025 (on, off or auto); imported the bare flag as on.")
+            elif i < n:
+                value = args[i]
+                i += 1
+            else:
+                imp.warn(_field_name(opt), f"{spelling} needs a value, but the command ends there.", "error")
+                continue
+        elif eq:
+            imp.warn(_field_name(opt), f"{tok}: {spelling} is a flag and takes no value; the value was ignored.")
+        spec = field_for_option(opt)
+        if spec is None:
+            imp.s.extra_args.extend([spelling] if value is None else [spelling, value])
+            continue
+        imp.set_field(spec, spelling, value, negative=opt.is_negative(spelling))
+    imp.finish()
+    return ArgvImport(imp.s, imp.problems, env=dict(env or {}))
+
+
+def _field_name(opt: ServerOption) -> str:
+    spec = field_for_option(opt)
+    return spec.field if spec else "extra_args"
+
+
+def split_command(text: str) -> list[str]:
+    """Shell words of a pasted command: handles quotes, `\\`/`^`/backtick line continuations,
+    a leading `$ ` prompt and a trailing `# comment`."""
+    text = re.sub(r"[\\^`]\r?\n", " ", text.strip())
+    text = re.sub(r"^\$\s+", "", text)
+    words = shlex.split(text)
+    for j, w in enumerate(words):
+        if w.startswith("#"):
+            return words[:j]
+    return words
+
+
+def parse_command_line(text: str, *, base: Settings | None = None) -> ArgvImport:
+    """Import a pasted `llama-server ...` command line (env assignments and a binary are optional)."""
+    try:
+        words = split_command(text)
+    except ValueError as e:
+        return ArgvImport(base or Settings(metrics=False), [Problem("extra_args", "error", f"the command line cannot be split into words ({e}); check its quotes.")])
+    env: dict[str, str] = {}
+    while words and (_ENV_ASSIGN.match(words[0]) or words[0] in _WRAPPERS):
+        w = words.pop(0)
+        if "=" in w:
+            k, _, v = w.partition("=")
+            env[k] = v
+    binary: str | None = None
+    if words and not words[0].startswith("-"):
+        binary = words.pop(0)
+        if os.path.basename(binary) == "llama" and words and words[0] in ("serve", "server"):
+            binary = f"{binary} {words.pop(0)}"
+    result = settings_from_argv(words, base=base, env=env)
+    result.binary = binary
+    if binary is not None and "llama" not in os.path.basename(binary.split(" ")[0]) and "server" not in binary:
+        result.problems.insert(0, Problem("extra_args", "warning", f"{binary!r} does not look like llama-server; its arguments were imported anyway."))
+    return result

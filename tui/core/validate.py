@@ -1,0 +1,356 @@
+"""Validation of a `Settings`: every rule that makes llama-server refuse, ignore or surprise.
+
+Why here and not in the form: the same rules guard the TUI form, `profile import/export/check` and
+the launcher, and each message names the option and says what to do. Severity `error` means the
+server would refuse it (or mtp-tune cannot write it safely); `warning` means it runs, but probably
+not as intended.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal
+
+from tui.core.options import (
+    FALSEY,
+    FIELD_BY_NAME,
+    TABLE_BUILD,
+    TRUTHY,
+    describe_removed,
+    find_option,
+    find_removed,
+    normalize_spelling,
+)
+from tui.core.settings import (
+    CACHE_TYPES,
+    FLASH_ATTN,
+    LOAD_MODES,
+    SPEC_TYPES,
+    SPLIT_MODES,
+    Settings,
+)
+
+Severity = Literal["error", "warning"]
+
+#: Server defaults used by cross-field rules when a field is unset (common.h, b11434).
+DEFAULT_BATCH = 2048
+DEFAULT_UBATCH = 512
+DEFAULT_N_MAX = 3
+DEFAULT_N_MIN = 0
+#: KV types that need no flash attention for V (llama-context.cpp:3843-3852).
+UNQUANTIZED_KV: frozenset[str] = frozenset({"f32", "f16", "bf16"})
+FA_VALUES: frozenset[str] = frozenset(FLASH_ATTN) | TRUTHY | FALSEY | {"-1"}
+FA_OFF: frozenset[str] = FALSEY
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: `field` is the Settings field (or `extra_args`), so a form can mark it."""
+
+    field: str
+    severity: Severity
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.message}"
+
+
+def label(field: str) -> str:
+    """The option name users know for a Settings field (`ctx_size` -> `ctx-size`)."""
+    spec = FIELD_BY_NAME.get(field)
+    return spec.label if spec else field.replace("_", "-")
+
+
+def _int_value(value: object) -> int | None | str:
+    """An int, None, or the text that is not a whole number."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return str(value)
+
+
+def _float_value(value: object) -> float | None | str:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return str(value)
+
+
+def _is_loopback(host: str) -> bool:
+    h = host.strip().strip("[]")
+    if h.endswith(".sock") or h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False  # a name: may resolve to anything
+
+
+# (field, minimum, what the minimum means) for whole-number fields.
+_INT_RULES: tuple[tuple[str, int, str], ...] = (
+    ("ctx_size", 0, "0 means the model's training context"),
+    ("batch_size", 1, "the logical batch must hold at least one token"),
+    ("ubatch_size", 1, "the micro-batch must hold at least one token"),
+    ("parallel", -1, "-1 means auto"),
+    ("threads", -1, "-1 means all cores"),
+    ("threads_batch", -1, "-1 means the same as threads"),
+    ("spec_draft_n_max", 0, "it is a number of draft tokens"),
+    ("spec_draft_n_min", 0, "it is a number of draft tokens"),
+    ("fit_ctx", 0, "it is a number of tokens"),
+    ("main_gpu", 0, "it is a device index"),
+    ("n_cpu_moe", 0, "it is a number of layers"),
+    ("cache_ram", -1, "-1 means no limit, 0 turns the cache off"),
+    ("port", 0, "0 lets the system pick a port"),
+)
+
+
+def _check_numbers(s: Settings, out: list[Problem]) -> dict[str, int | None]:
+    """Whole-number fields; returns the parsed values of the valid ones."""
+    parsed: dict[str, int | None] = {}
+    for field, minimum, why in _INT_RULES:
+        v = _int_value(getattr(s, field))
+        if isinstance(v, str):
+            out.append(Problem(field, "error", f"{label(field)}: {v!r} is not a whole number; enter digits only."))
+            continue
+        if v is not None and v < minimum:
+            out.append(Problem(field, "error", f"{label(field)}: {v} is below {minimum} ({why})."))
+            continue
+        parsed[field] = v
+    if parsed.get("parallel") == 0:
+        out.append(Problem("parallel", "error", "parallel: 0 is rejected by llama-server; use -1 (auto) or 1 or more."))
+    if (p := parsed.get("port")) is not None and p > 65535:
+        out.append(Problem("port", "error", f"port: {p} is above 65535."))
+    for field in ("threads", "threads_batch"):
+        if parsed.get(field) == 0:
+            out.append(Problem(field, "error", f"{label(field)}: 0 threads cannot run; use -1 or 1 or more."))
+    return parsed
+
+
+def _check_floats(s: Settings, out: list[Problem]) -> None:
+    v = _float_value(s.spec_draft_p_min)
+    if isinstance(v, str):
+        out.append(Problem("spec_draft_p_min", "error", f"spec-draft-p-min: {v!r} is not a number; use e.g. 0.75."))
+    elif v is not None and not 0.0 <= v <= 1.0:
+        out.append(Problem("spec_draft_p_min", "error", f"spec-draft-p-min: {v} is a probability and must be between 0 and 1."))
+    for i, x in enumerate(s.tensor_split):
+        fv = _float_value(x)
+        if isinstance(fv, str):
+            out.append(Problem("tensor_split", "error", f"tensor-split: entry {i + 1} ({fv!r}) is not a number; use proportions like 3,1."))
+        elif fv is not None and fv < 0:
+            out.append(Problem("tensor_split", "error", f"tensor-split: entry {i + 1} ({fv:g}) is negative; proportions must be 0 or more."))
+    for i, x in enumerate(s.fit_target):
+        iv = _int_value(x)
+        if isinstance(iv, str):
+            out.append(Problem("fit_target", "error", f"fit-target: entry {i + 1} ({iv!r}) is not a whole number of MiB."))
+        elif iv is not None and iv < 0:
+            out.append(Problem("fit_target", "error", f"fit-target: entry {i + 1} ({iv}) is negative; it is the MiB to keep free per device."))
+
+
+def _check_choices(s: Settings, out: list[Problem]) -> None:
+    for field in ("cache_type_k", "cache_type_v", "cache_type_k_draft", "cache_type_v_draft"):
+        v = getattr(s, field)
+        if v is not None and v not in CACHE_TYPES:
+            out.append(Problem(field, "error", f"{label(field)}: unknown cache type {v!r}; llama-server accepts {', '.join(CACHE_TYPES)}."))
+    checks = (
+        ("flash_attn", FA_VALUES, "on, off or auto"),
+        ("split_mode", frozenset(SPLIT_MODES), ", ".join(SPLIT_MODES)),
+        ("load_mode", frozenset(LOAD_MODES), ", ".join(LOAD_MODES)),
+    )
+    for field, allowed, words in checks:
+        v = getattr(s, field)
+        if v is not None and v not in allowed:
+            out.append(Problem(field, "error", f"{label(field)}: {v!r} is not one of {words}."))
+    if s.fit is not None and not isinstance(s.fit, bool):
+        if str(s.fit) not in TRUTHY | FALSEY:
+            out.append(Problem("fit", "error", f"fit: {s.fit!r} is not on or off."))
+    ngl = s.n_gpu_layers
+    if ngl is not None and str(ngl) not in ("auto", "all"):
+        if isinstance(_int_value(ngl), str):
+            out.append(Problem("n_gpu_layers", "error", f"gpu-layers: {ngl!r} is not auto, all or a whole number of layers."))
+        elif int(str(ngl)) < -2:
+            out.append(Problem("n_gpu_layers", "warning", f"gpu-layers: {ngl} is negative, which llama-server treats as all layers; write all."))
+
+
+def _check_spec(s: Settings, n: dict[str, int | None], out: list[Problem]) -> None:
+    for t in s.spec_type:
+        if t not in SPEC_TYPES:
+            hint = " (use draft-mtp)" if t == "mtp" else ""
+            out.append(Problem("spec_type", "error", f"spec-type: unknown speculative type {t!r}{hint}; known: {', '.join(SPEC_TYPES)}."))
+    if "none" in s.spec_type and len(s.spec_type) > 1:
+        out.append(Problem("spec_type", "warning", "spec-type: a list containing none switches every type in it off (llama-server keeps only none); remove none to enable the others."))
+    dupes = sorted({t for t in s.spec_type if s.spec_type.count(t) > 1})
+    if dupes:
+        out.append(Problem("spec_type", "warning", f"spec-type: {', '.join(dupes)} listed more than once."))
+    n_max = n.get("spec_draft_n_max")
+    n_min = n.get("spec_draft_n_min")
+    eff_max = DEFAULT_N_MAX if n_max is None else n_max
+    eff_min = DEFAULT_N_MIN if n_min is None else n_min
+    if "spec_draft_n_max" in n and "spec_draft_n_min" in n and eff_min > eff_max:
+        out.append(Problem("spec_draft_n_min", "error", f"spec-draft-n-min ({eff_min}) is greater than spec-draft-n-max ({eff_max}); lower n-min or raise n-max."))
+
+
+def _check_batches(n: dict[str, int | None], out: list[Problem]) -> None:
+    if "batch_size" not in n or n.get("ubatch_size") is None:
+        return  # not a number (already reported), or ubatch left to the server (it follows batch)
+    b = DEFAULT_BATCH if n["batch_size"] is None else n["batch_size"]
+    ub = DEFAULT_UBATCH if n["ubatch_size"] is None else n["ubatch_size"]
+    if ub > b:
+        out.append(Problem("ubatch_size", "error", f"ubatch-size ({ub}) is larger than batch-size ({b}); llama-server would cut the micro-batch to {b}. Lower ubatch-size or raise batch-size."))
+
+
+def _check_kv_fa(s: Settings, out: list[Problem]) -> None:
+    if s.flash_attn is None or str(s.flash_attn) not in FA_OFF:
+        return
+    for field in ("cache_type_v", "cache_type_v_draft"):
+        v = getattr(s, field)
+        if v is not None and v in CACHE_TYPES and v not in UNQUANTIZED_KV:
+            out.append(Problem(field, "error", f"{label(field)}: a quantized V cache ({v}) needs flash attention, but flash-attn is off; set flash-attn to on or auto, or use f16."))
+
+
+def _check_devices(s: Settings, n: dict[str, int | None], device_count: int | None, out: list[Problem]) -> None:
+    if device_count is None:
+        return
+    ts = len(s.tensor_split)
+    if ts > device_count:
+        out.append(Problem("tensor_split", "error", f"tensor-split has {ts} entries but only {device_count} device(s) are present; give one proportion per device."))
+    elif 0 < ts < device_count:
+        out.append(Problem("tensor_split", "warning", f"tensor-split has {ts} entries for {device_count} devices; the remaining devices get no layers."))
+    ft = len(s.fit_target)
+    if ft > 1 and ft > device_count:
+        out.append(Problem("fit_target", "error", f"fit-target has {ft} values but only {device_count} device(s) are present; give one value, or one per device."))
+    elif 1 < ft < device_count:
+        out.append(Problem("fit_target", "warning", f"fit-target has {ft} values for {device_count} devices; the others keep the default 1024 MiB margin."))
+    mg = n.get("main_gpu")
+    if mg is not None and device_count > 0 and mg >= device_count:
+        out.append(Problem("main_gpu", "error", f"main-gpu {mg} does not exist; devices are numbered 0 to {device_count - 1}."))
+
+
+def _check_text(s: Settings, target: str, out: list[Problem]) -> None:
+    sev: Severity = "error" if target == "ini" else "warning"
+    for name in ("model", "hf_repo", "host", "api_key", "flash_attn", "n_gpu_layers", "load_mode", "split_mode"):
+        v = getattr(s, name)
+        if not isinstance(v, str):
+            continue
+        shown = "the API key" if name == "api_key" else repr(v)
+        if "\n" in v or "\r" in v:
+            out.append(Problem(name, "error", f"{label(name)}: {shown} contains a line break; remove it."))
+        for ch in (";", "#"):
+            if ch in v:
+                out.append(Problem(name, sev, f"{label(name)}: {shown} contains {ch!r}, where llama-server cuts preset values; it cannot be written to a --models-preset file. Rename the file or pass it on the command line."))
+                break
+    for v in [*s.rpc, *s.extra_args, *s.spec_type]:
+        if any(ch in str(v) for ch in ";#"):
+            field = "rpc" if v in s.rpc else "extra_args" if v in s.extra_args else "spec_type"
+            out.append(Problem(field, sev, f"{label(field)}: {v!r} contains ';' or '#', where llama-server cuts preset values; it cannot be written to a --models-preset file."))
+
+
+def _check_model(s: Settings, out: list[Problem]) -> None:
+    if not s.model and not s.hf_repo:
+        out.append(Problem("model", "error", "model: give a GGUF path or an hf reference (user/model[:quant]); without one llama-server starts in router mode."))
+    elif s.model and s.hf_repo:
+        out.append(Problem("hf_repo", "warning", "hf-repo and model are both set; llama-server downloads the hf reference to the model path. Clear one of them."))
+
+
+def _check_host(s: Settings, out: list[Problem]) -> None:
+    hosts = [h for h in str(s.host or "").split(",") if h.strip()]
+    exposed = [h for h in hosts if not _is_loopback(h)]
+    if exposed and not s.api_key:
+        out.append(Problem("host", "warning", f"host {', '.join(exposed)} listens beyond this machine without an API key: anyone on the network can use the server. Set api-key or use 127.0.0.1."))
+    if s.api_key and "," in s.api_key:
+        out.append(Problem("api_key", "warning", "api-key contains ',': llama-server splits it into several keys."))
+
+
+def _check_flags(s: Settings, accepted: frozenset[str] | None, out: list[Problem]) -> None:
+    """Removed or unknown options among the emitted flags and the extra arguments."""
+    from tui.core.argv import settings_to_argv  # late: argv imports this module
+
+    emitted = settings_to_argv(s, include_extra=False)
+    fields_flags = [a for a in emitted if a.startswith("-") and find_option(a) is not None]
+    extra_flags = [a for a in s.extra_args if isinstance(a, str) and a.startswith("-") and len(a) > 1 and not _is_number(a)]
+    seen_fields = {find_option(f) for f in fields_flags}
+    for flag in [*fields_flags, *extra_flags]:
+        spelled = normalize_spelling(flag.split("=", 1)[0])
+        field = "extra_args" if flag in extra_flags else _field_of(flag)
+        removed = find_removed(spelled)
+        if removed:
+            out.append(Problem(field, "error", describe_removed(spelled, removed) + "."))
+            continue
+        if accepted is not None:
+            if spelled not in accepted:
+                out.append(Problem(field, "error", f"{spelled}: the installed llama-server does not accept this option; update llama-server or remove it."))
+            continue
+        if find_option(spelled) is None:
+            out.append(Problem(field, "warning", f"{spelled}: not an option of llama-server {TABLE_BUILD}; the server will refuse to start if it does not know it either."))
+    for flag in extra_flags:
+        opt = find_option(flag.split("=", 1)[0])
+        if opt is not None and opt in seen_fields and opt.canonical != "--spec-type":
+            out.append(Problem("extra_args", "warning", f"extra arguments repeat {flag}, which a form field already sets; the later value (the extra one) wins."))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _field_of(flag: str) -> str:
+    from tui.core.options import field_for_option
+
+    opt = find_option(flag)
+    spec = field_for_option(opt) if opt else None
+    return spec.field if spec else "extra_args"
+
+
+def validate(
+    settings: Settings,
+    accepted: frozenset[str] | None = None,
+    device_count: int | None = None,
+    *,
+    target: Literal["argv", "ini"] = "argv",
+    require_model: bool = True,
+) -> list[Problem]:
+    """Every problem in `settings`, errors first.
+
+    `accepted`: option spellings the installed server knows (`server_options.parse_help`); None
+    checks against the b11434 table only. `device_count`: GPUs (or RPC devices) present; None skips
+    the per-device rules. `target="ini"` turns values a preset file would truncate into errors.
+    """
+    out: list[Problem] = []
+    numbers = _check_numbers(settings, out)
+    _check_floats(settings, out)
+    _check_choices(settings, out)
+    _check_spec(settings, numbers, out)
+    _check_batches(numbers, out)
+    _check_kv_fa(settings, out)
+    _check_devices(settings, numbers, device_count, out)
+    _check_text(settings, target, out)
+    if require_model:
+        _check_model(settings, out)
+    _check_host(settings, out)
+    _check_flags(settings, accepted, out)
+    if settings.split_mode == "tensor" and settings.fit is not False:
+        out.append(Problem("split_mode", "warning", "split-mode tensor is experimental and --fit cannot plan it; set fit to off and size the context yourself."))
+    if settings.cpu_moe and settings.n_cpu_moe is not None:
+        out.append(Problem("n_cpu_moe", "warning", "cpu-moe already keeps every expert on the CPU; n-cpu-moe has no extra effect."))
+    return sorted(out, key=lambda p: p.severity != "error")
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    """Only the problems that stop a launch or an export."""
+    return [p for p in problems if p.severity == "error"]
