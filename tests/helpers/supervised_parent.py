@@ -1,0 +1,34 @@
+"""A stand-in for mtp-tune in the orphan tests: a separate process that supervises a real server.
+
+Usage: python -m tests.helpers.supervised_parent MODE SERVER_BIN LOG_DIR [llama-server args...]
+Prints "<state> <server pid> <server executable name>" once the server is ready, then, by MODE: `wait` (until killed),
+`exit` (returns normally, so only the atexit hook stops the server).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from tui.core.supervisor import Supervisor
+
+
+def main() -> int:
+    mode, binary, log_dir, *args = sys.argv[1:]
+    sup = Supervisor(binary, args, log_dir=log_dir, ready_timeout=60)
+    # Start from a short-lived thread, as a UI worker would: the server must outlive that thread.
+    t = threading.Thread(target=sup.start)
+    t.start()
+    t.join()
+    state = sup.wait_ready(60)
+    exe = Path(f"/proc/{sup.pid}/exe").resolve().name if sup.pid else "?"
+    print(f"{state.value} {sup.pid} {exe}", flush=True)
+    if mode == "exit":
+        return 0
+    threading.Event().wait(300)  # the test kills this process long before
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Shared bits of the supervisor/client/failure tests: argv, hermetic supervisors, process checks."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tests.conftest import server_env
+from tui.core.supervisor import ServerState, StateEvent, Supervisor
+
+#: Small and steady on a busy 2-core runner.
+BASE_ARGS = ["-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics"]
+MTP_ARGS = ["--spec-type", "draft-mtp"]
+FINAL = [ServerState.STOPPED, ServerState.EXITED, ServerState.FAILED]
+
+
+def make_supervisor(server_bin: Path, args: Sequence[str], root: Path, **kw: object) -> Supervisor:
+    """A supervisor whose server sees no user config, cache or LLAMA_ARG_* and logs under `root`."""
+    kw.setdefault("ready_timeout", 60.0)
+    kw.setdefault("poll_interval", 0.05)
+    return Supervisor(server_bin, list(args), env=server_env(root), log_dir=root / "logs", **kw)  # type: ignore[arg-type]
+
+
+class Recorder:
+    """Collects state events (delivered on the supervisor's dispatcher thread)."""
+
+    def __init__(self) -> None:
+        self.events: list[StateEvent] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, ev: StateEvent) -> None:
+        with self._lock:
+            self.events.append(ev)
+
+    def states(self, launch_id: int | None = None) -> list[ServerState]:
+        with self._lock:
+            return [e.state for e in self.events if launch_id is None or e.launch_id == launch_id]
+
+
+def pid_gone(pid: int, timeout: float = 10.0) -> bool:
+    """True once `pid` no longer runs (absent from /proc, or a zombie waiting to be reaped)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return True
+        time.sleep(0.02)  # polling /proc with a bounded deadline
+    return False
+
+
+def pid_cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """One line of the child's stdout, or '' if none came within `timeout` (or it exited)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        ch = os.read(fd, 1)
+        if not ch:
+            break
+        if ch == b"\n":
+            return buf.decode()
+        buf += ch
+    return buf.decode()

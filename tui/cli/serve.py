@@ -1,0 +1,109 @@
+"""Run llama-server under mtp-tune's supervisor: `mtp-tune serve -m FILE [llama-server flags]`.
+
+Every argument mtp-tune does not know is passed to llama-server unchanged. The server listens on
+127.0.0.1 and a free port unless --host/--port are given, logs at `-lv 4` to a file per launch, and
+dies with this command (Ctrl-C, SIGTERM, or even SIGKILL of mtp-tune). State changes are printed;
+a failure is explained in one paragraph with the flag or file at fault and the full log's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from tui.cli._common import fail
+from tui.core.failures import Failure
+from tui.core.provision import ProvisionError, ensure_server
+from tui.core.supervisor import LogLine, ServerState, StateEvent, Supervisor, SupervisorError
+
+COMMAND = "serve"
+HELP = "run llama-server under the supervisor (all unknown flags go to llama-server)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server-bin", metavar="PATH", help="llama-server binary (default: found or built by mtp-tune)")
+    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S",
+                   help="seconds to wait for the model to load (default 180)")
+    p.add_argument("--stop-grace", type=float, default=5.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL when stopping (default 5)")
+    p.add_argument("--router-model", metavar="NAME",
+                   help="with --models-preset: the preset section to load; ready when it reports 'loaded'")
+    p.add_argument("--show-log", action="store_true", help="echo the server's log lines to stderr")
+    p.add_argument("--keep-llama-env", action="store_true",
+                   help="pass LLAMA_ARG_* environment variables to the server (default: stripped)")
+    p.set_defaults(server_args=[])
+    # llama-server's flags are open-ended: take whatever this parser does not know, in order, and
+    # never let `--server...` abbreviate one of ours.
+    p.allow_abbrev = False
+    parse_known = p.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = parse_known(args, namespace)
+        rest = list(extras)
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        ns.server_args = list(getattr(ns, "server_args", []) or []) + rest
+        return ns, []
+
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def _printer(t0: float) -> Any:
+    def on_state(ev: StateEvent) -> None:
+        dt = ev.at - t0
+        extra = f": {ev.detail}" if ev.state == ServerState.STARTING and ev.detail else ""
+        print(f"[{dt:7.2f} s] {ev.state.value}{extra}", flush=True)
+
+    return on_state
+
+
+def run(args: argparse.Namespace) -> int:
+    server_args: list[str] = list(args.server_args)
+    if not any(a in server_args for a in ("-m", "--model", "-hf", "--hf-repo", "-hfr", "--models-preset")) and not any(
+        a.startswith(("--model=", "--models-preset=")) for a in server_args
+    ):
+        return fail("serve needs a model: `mtp-tune serve -m FILE.gguf [llama-server flags]` "
+                    "(or --models-preset FILE.ini --router-model NAME for router mode).")
+    try:
+        server = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
+                                                                          file=sys.stderr, flush=True))
+    except ProvisionError as e:
+        return fail(str(e))
+    sup = Supervisor(server.path, server_args, ready_timeout=args.ready_timeout, stop_grace=args.stop_grace,
+                     router_model=args.router_model, keep_llama_env=args.keep_llama_env)
+    t0 = time.monotonic()
+    sup.add_state_listener(_printer(t0))
+    if args.show_log:
+        sup.add_log_listener(lambda ln: print(ln.text, file=sys.stderr, flush=True) if isinstance(ln, LogLine) else None)
+    try:
+        launch = sup.start()
+        sup.events.flush()
+        if launch.log_path:
+            print(f"log: {launch.log_path}", flush=True)
+        state = sup.wait_ready()
+        if state == ServerState.READY:
+            took = launch.seconds_to_ready or 0.0
+            sup.events.flush()
+            print(f"ready at {launch.url} after {took:.2f} s (pid {launch.pid}); Ctrl-C stops it.", flush=True)
+            while not sup.wait_for([ServerState.STOPPED, ServerState.EXITED, ServerState.FAILED], 3600.0).final:
+                pass
+        return _report(sup, sup.failure)
+    except KeyboardInterrupt:
+        code = sup.stop()
+        sup.events.flush()
+        print(f"stopped (exit code {code}).", flush=True)
+        return 0
+    except SupervisorError as e:
+        return fail(str(e))
+    finally:
+        sup.close()
+
+
+def _report(sup: Supervisor, failure: Failure | None) -> int:
+    sup.events.flush()
+    if failure is None:
+        return 0
+    print(f"mtp-tune: {failure.explain()}", file=sys.stderr, flush=True)
+    return 0 if sup.state == ServerState.EXITED else 1

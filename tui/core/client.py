@@ -1,0 +1,508 @@
+"""Async HTTP client for llama-server: health, props, slots, metrics, completions, router models.
+
+It returns the server's `timings` object untouched (probes and comparisons are held to the server's
+own numbers) and adds what only the client can see: time to first token and total wall time. It
+knows llama-server's quirks: `draft_n`/`draft_n_accepted` are absent (not 0) when nothing was
+drafted; `/props` always says `speculative.types: none` (speculation is read from `/slots`);
+`/completion` streams end with a `stop: true` chunk and no `[DONE]`, chat streams with `[DONE]`;
+router mode wants `"model"` in POST bodies and `?model=` on GETs. A server that dies mid-request
+raises `ServerGone`, never a bare httpx error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class ClientError(Exception):
+    """Base class: every error the client raises is one of these, with a one-sentence message."""
+
+
+class ServerGone(ClientError):
+    """The server went away: refused the connection, or dropped it in the middle of a request."""
+
+    def __init__(self, message: str, url: str, during: str) -> None:
+        super().__init__(message)
+        self.url = url
+        self.during = during  # "connect", "request" or "stream"
+
+
+class ServerUnreachable(ServerGone):
+    """Nothing listens at the URL (connection refused or name not resolved)."""
+
+
+class ClientTimeout(ClientError):
+    """The server did not answer within the client's timeout."""
+
+
+class ServerHTTPError(ClientError):
+    """The server answered with an error status; `message`/`error_type` come from its JSON body."""
+
+    def __init__(self, status: int, message: str, error_type: str | None = None, body: Any = None) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+        self.error_type = error_type
+        self.body = body
+
+
+class ServerLoading(ServerHTTPError):
+    """HTTP 503 "Loading model": the server is up but not ready yet."""
+
+
+class Unauthorized(ServerHTTPError):
+    """HTTP 401: the server wants an API key (or another one)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class Health:
+    status_code: int
+    status: str  # "ok", "loading", "error", ...
+    body: Any
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code == 200
+
+    @property
+    def loading(self) -> bool:
+        return self.status_code == 503
+
+
+@dataclass
+class CompletionResult:
+    """One completion. `timings` is the server's object as sent; `response` the final JSON object."""
+
+    text: str
+    timings: dict[str, Any]
+    ttft_s: float | None  # client side: request sent -> first generated text (streaming only)
+    wall_s: float  # client side: request sent -> response complete
+    response: dict[str, Any]
+    stream: bool
+    chunks: int = 0
+    usage: dict[str, Any] | None = None
+
+    @property
+    def draft_n(self) -> int:
+        """Draft tokens proposed (0 when the server omitted the key because none were drafted)."""
+        return int(self.timings.get("draft_n", 0))
+
+    @property
+    def draft_n_accepted(self) -> int:
+        return int(self.timings.get("draft_n_accepted", 0))
+
+    @property
+    def acceptance(self) -> float | None:
+        """Accepted / drafted, or None when nothing was drafted."""
+        return self.draft_n_accepted / self.draft_n if self.draft_n else None
+
+    @property
+    def generation_settings(self) -> dict[str, Any] | None:
+        gs = self.response.get("generation_settings")
+        return gs if isinstance(gs, dict) else None
+
+    @property
+    def predicted_per_second(self) -> float | None:
+        v = self.timings.get("predicted_per_second")
+        return float(v) if v is not None else None
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Parsed Prometheus text. Names keep their `llamacpp:` prefix; `value()` accepts either form."""
+
+    samples: dict[str, float] = field(default_factory=dict)  # unlabelled series
+    labeled: dict[str, dict[tuple[tuple[str, str], ...], float]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    help: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def _name(name: str) -> str:
+        return name if ":" in name else f"llamacpp:{name}"
+
+    def value(self, name: str, default: float | None = None) -> float | None:
+        return self.samples.get(self._name(name), default)
+
+    def series(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+        return dict(self.labeled.get(self._name(name), {}))
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        """label value -> sample value for a labelled series (e.g. position -> count)."""
+        out: dict[str, float] = {}
+        for labels, v in self.labeled.get(self._name(name), {}).items():
+            for k, lv in labels:
+                if k == label:
+                    out[lv] = v
+        return out
+
+    # llama-server's speculative counters (absent until the first draft on some builds)
+    @property
+    def draft_tokens(self) -> float:
+        return self.value("spec_decode_num_draft_tokens_total", 0.0) or 0.0
+
+    @property
+    def accepted_tokens(self) -> float:
+        return self.value("spec_decode_num_accepted_tokens_total", 0.0) or 0.0
+
+    @property
+    def drafts(self) -> float:
+        """Verification steps (drafts that were checked)."""
+        return self.value("spec_decode_num_drafts_total", 0.0) or 0.0
+
+    @property
+    def accepted_per_position(self) -> dict[int, float]:
+        raw = self.by_label("spec_decode_num_accepted_tokens_per_pos_total", "position")
+        return {int(k): v for k, v in sorted(raw.items(), key=lambda kv: int(kv[0])) if k.isdigit()}
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else None
+
+    @property
+    def mean_accept_len(self) -> float | None:
+        """1 + accepted / drafts: tokens gained per verification step (the log's `mean len`)."""
+        return 1.0 + self.accepted_tokens / self.drafts if self.drafts else None
+
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
+_LABEL = re.compile(r'\s*([A-Za-z_]\w*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def parse_prometheus(text: str) -> Metrics:
+    """Parse Prometheus exposition text (what `GET /metrics` returns)."""
+    samples: dict[str, float] = {}
+    labeled: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    types: dict[str, str] = {}
+    helps: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                types[parts[2]] = parts[3]
+            elif len(parts) >= 3 and parts[1] == "HELP":
+                helps[parts[2]] = parts[3] if len(parts) > 3 else ""
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        name, labels_s, value_s = m.groups()
+        try:
+            value = float(value_s)
+        except ValueError:
+            continue
+        if labels_s:
+            labels = tuple((k, v.replace('\\"', '"').replace("\\\\", "\\")) for k, v in _LABEL.findall(labels_s))
+            labeled.setdefault(name, {})[labels] = value
+        else:
+            samples[name] = value
+    return Metrics(samples, labeled, types, helps)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+class LlamaClient:
+    """One server (or one router model, with `model=`). Use as `async with LlamaClient(url) as c:`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.model = model
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        host = urlsplit(self.base_url).hostname or ""
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport,
+            # Proxies from the environment must not capture a local server.
+            trust_env=host not in _LOOPBACK,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "LlamaClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _params(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        out = dict(params or {})
+        if self.model and "model" not in out:
+            out["model"] = self.model
+        return out
+
+    def _body(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.model and "model" not in body:
+            body = {"model": self.model, **body}
+        return body
+
+    def _gone(self, e: Exception, during: str, path: str) -> ServerGone:
+        url = self.base_url + path
+        if isinstance(e, httpx.ConnectError):
+            return ServerUnreachable(f"No llama-server answers at {self.base_url} ({e}).", url, "connect")
+        what = "in the middle of the response stream" if during == "stream" else "before answering"
+        return ServerGone(f"llama-server at {self.base_url} closed the connection {what} on {path}; "
+                          "it probably crashed or was killed.", url, during)
+
+    async def _request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+                       json_body: Any = None, ok_statuses: Sequence[int] = ()) -> httpx.Response:
+        try:
+            r = await self._http.request(method, path, params=params, json=json_body)
+        except httpx.TimeoutException as e:
+            raise ClientTimeout(f"llama-server at {self.base_url} did not answer {path} in time ({e!r}).") from e
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+            raise self._gone(e, "request", path) from e
+        except httpx.HTTPError as e:
+            raise ClientError(f"request to {self.base_url}{path} failed: {e}") from e
+        if r.status_code >= 400 and r.status_code not in ok_statuses:
+            raise _http_error(r.status_code, r.content)
+        return r
+
+    async def _json(self, method: str, path: str, **kw: Any) -> Any:
+        r = await self._request(method, path, **kw)
+        try:
+            return r.json()
+        except ValueError as e:
+            raise ClientError(f"{path} returned something that is not JSON: {r.text[:200]!r}") from e
+
+    # ---- monitoring ----------------------------------------------------------------------
+
+    async def health(self) -> Health:
+        """GET /health: 200 ok, 503 loading. Connection refused raises ServerUnreachable."""
+        r = await self._request("GET", "/health", ok_statuses=(503, 500))
+        try:
+            body: Any = r.json()
+        except ValueError:
+            body = r.text
+        if r.status_code == 200:
+            status = body.get("status", "ok") if isinstance(body, dict) else "ok"
+        elif r.status_code == 503:
+            status = "loading"
+        else:
+            status = "error"
+        return Health(r.status_code, status, body)
+
+    async def props(self) -> dict[str, Any]:
+        """GET /props (router: `?model=` proxies to that model). Its speculative.types is always "none"."""
+        return await self._json("GET", "/props", params=self._params())
+
+    async def slots(self) -> list[dict[str, Any]]:
+        """GET /slots: one entry per slot, with `speculative: true` when a draft is attached."""
+        data = await self._json("GET", "/slots", params=self._params())
+        return data if isinstance(data, list) else []
+
+    async def speculative_enabled(self) -> bool:
+        """Whether speculation is on, read from /slots (the only place that tells the truth)."""
+        return any(bool(s.get("speculative")) for s in await self.slots())
+
+    async def metrics(self) -> Metrics:
+        """GET /metrics (needs --metrics; 501 otherwise) parsed from Prometheus text."""
+        r = await self._request("GET", "/metrics", params=self._params())
+        return parse_prometheus(r.text)
+
+    # ---- router --------------------------------------------------------------------------
+
+    async def models(self) -> list[dict[str, Any]]:
+        """GET /models (router): entries with `status.value` loaded/loading/unloaded, `failed`, `exit_code`."""
+        data = await self._json("GET", "/models")
+        return list(data.get("data", [])) if isinstance(data, dict) else []
+
+    async def model_status(self, name: str | None = None) -> dict[str, Any] | None:
+        name = name or self.model
+        for m in await self.models():
+            if m.get("id") == name or name in (m.get("aliases") or []):
+                st = m.get("status")
+                return st if isinstance(st, dict) else None
+        return None
+
+    async def load_model(self, name: str | None = None) -> bool:
+        """POST /models/load; True if it started loading, False if it was already running."""
+        r = await self._request("POST", "/models/load", json_body={"model": name or self.model}, ok_statuses=(400,))
+        if r.status_code == 400:
+            err = _http_error(400, r.content)
+            if "already" in err.message:
+                return False
+            raise err
+        return True
+
+    async def unload_model(self, name: str | None = None) -> None:
+        await self._request("POST", "/models/unload", json_body={"model": name or self.model})
+
+    # ---- generation ----------------------------------------------------------------------
+
+    async def complete(self, prompt: str | list[Any], *, n_predict: int = 128, stream: bool = False,
+                       on_text: Callable[[str], None] | None = None, **params: Any) -> CompletionResult:
+        """POST /completion with a raw prompt (no chat template). Extra params go into the body."""
+        body = self._body({"prompt": prompt, "n_predict": n_predict, "stream": stream, **params})
+        if not stream:
+            return await self._plain("/completion", body, _completion_text)
+        return await self._stream("/completion", body, on_text, chat=False)
+
+    async def chat(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = 128,
+                   stream: bool = False, on_text: Callable[[str], None] | None = None,
+                   **params: Any) -> CompletionResult:
+        """POST /v1/chat/completions (the model's chat template applies)."""
+        body: dict[str, Any] = {"messages": list(messages), "stream": stream, **params}
+        if max_tokens is not None:
+            body.setdefault("max_tokens", max_tokens)
+        if stream:
+            body.setdefault("stream_options", {"include_usage": True})
+        body = self._body(body)
+        if not stream:
+            return await self._plain("/v1/chat/completions", body, _chat_text)
+        return await self._stream("/v1/chat/completions", body, on_text, chat=True)
+
+    async def _plain(self, path: str, body: dict[str, Any], text_of: Callable[[dict[str, Any]], str]) -> CompletionResult:
+        t0 = time.perf_counter()
+        data = await self._json("POST", path, json_body=body)
+        wall = time.perf_counter() - t0
+        if not isinstance(data, dict):
+            raise ClientError(f"{path} returned {type(data).__name__}, expected a JSON object")
+        return CompletionResult(text=text_of(data), timings=dict(data.get("timings") or {}), ttft_s=None,
+                                wall_s=wall, response=data, stream=False, usage=data.get("usage"))
+
+    async def _stream(self, path: str, body: dict[str, Any], on_text: Callable[[str], None] | None,
+                      chat: bool) -> CompletionResult:
+        t0 = time.perf_counter()
+        ttft: float | None = None
+        parts: list[str] = []
+        timings: dict[str, Any] = {}
+        final: dict[str, Any] | None = None
+        usage: dict[str, Any] | None = None
+        chunks = 0
+        done = False
+        async with self._open_stream(path, body) as lines:
+            try:
+                async for data in _sse_events(lines):
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        obj = json.loads(data)
+                    except ValueError:
+                        continue
+                    if isinstance(obj, dict) and "error" in obj and not obj.get("choices"):
+                        err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
+                        raise ServerHTTPError(int(err.get("code", 500) or 500), str(err.get("message", err)),
+                                              err.get("type"), obj)
+                    chunks += 1
+                    piece = _chat_delta(obj) if chat else str(obj.get("content") or "")
+                    if piece:
+                        if ttft is None:
+                            ttft = time.perf_counter() - t0
+                        parts.append(piece)
+                        if on_text is not None:
+                            on_text(piece)
+                    if isinstance(obj.get("timings"), dict):
+                        timings = dict(obj["timings"])
+                        final = obj
+                    if obj.get("usage"):
+                        usage = obj["usage"]
+                    if not chat and obj.get("stop"):
+                        final = obj
+                        done = True
+                        break
+            except (httpx.RemoteProtocolError, httpx.ReadError) as e:
+                raise self._gone(e, "stream", path) from e
+            except httpx.TimeoutException as e:
+                raise ClientTimeout(f"llama-server at {self.base_url} stopped sending on {path} ({e!r}).") from e
+        if not done:
+            raise ServerGone(f"llama-server at {self.base_url} ended the {path} stream before its final chunk; "
+                             "it probably crashed or was killed.", self.base_url + path, "stream")
+        wall = time.perf_counter() - t0
+        return CompletionResult(text="".join(parts), timings=timings, ttft_s=ttft, wall_s=wall,
+                                response=final or {}, stream=True, chunks=chunks, usage=usage)
+
+    @asynccontextmanager
+    async def _open_stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[AsyncIterator[str]]:
+        try:
+            async with self._http.stream("POST", path, json=body) as r:
+                if r.status_code >= 400:
+                    raise _http_error(r.status_code, await r.aread())
+                yield r.aiter_lines()
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+            raise self._gone(e, "stream", path) from e
+        except httpx.TimeoutException as e:
+            raise ClientTimeout(f"llama-server at {self.base_url} did not answer {path} in time ({e!r}).") from e
+
+
+async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The `data:` payloads of an SSE stream (comments such as the `:` keep-alive pings skipped)."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+    if data:
+        yield "\n".join(data)
+
+
+def _completion_text(d: dict[str, Any]) -> str:
+    return str(d.get("content") or "")
+
+
+def _chat_text(d: dict[str, Any]) -> str:
+    choices = d.get("choices") or []
+    if not choices:
+        return ""
+    msg = choices[0].get("message") or {}
+    return str(msg.get("content") or "")
+
+
+def _chat_delta(d: dict[str, Any]) -> str:
+    choices = d.get("choices") or []
+    if not choices:
+        return ""
+    delta = choices[0].get("delta") or {}
+    return str(delta.get("content") or "") + str(delta.get("reasoning_content") or "")
+
+
+def _http_error(status: int, content: bytes) -> ServerHTTPError:
+    message, etype, body = "", None, None
+    try:
+        body = json.loads(content)
+        err = body.get("error") if isinstance(body, dict) else None
+        if isinstance(err, dict):
+            message, etype = str(err.get("message", "")), err.get("type")
+        elif err is not None:
+            message = str(err)
+    except ValueError:
+        message = content.decode("utf-8", "replace")[:300]
+    message = message or f"HTTP {status}"
+    cls = ServerLoading if status == 503 else Unauthorized if status == 401 else ServerHTTPError
+    return cls(status, message, etype, body)
