@@ -1,0 +1,180 @@
+"""Measure PP, TG and acceptance of a llama-server, with medians over repeats and hygiene warnings.
+
+`mtp-tune probe --url URL` probes a running server; `mtp-tune probe -m FILE [llama-server flags]`
+launches one under the supervisor (with `-np 1 -t 1 --metrics` unless your flags say otherwise; pass
+`-t N` when layers or experts run on the CPU), probes it and stops it. Every flag mtp-tune does not
+know goes to llama-server. Suites: `tasks` (nine chat prompts: TG and acceptance), `long-prompt`
+(a ~10k-token document: PP, cache checked), `full` (both), or a .toml/.jsonl file. Every run is kept
+in the results store (`mtp-tune runs list`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from tui.cli._common import fail, print_json
+from tui.core.probes.runner import ProbeProgress, ProbeRun, RunConfig
+from tui.core.probes.stats import Summary, fmt_summary
+from tui.core.probes.suites import SuiteError, get_suite
+
+COMMAND = "probe"
+HELP = "measure PP, TG and acceptance (--url URL, or -m FILE [llama-server flags])"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", help="probe the llama-server already running at this URL")
+    p.add_argument("--suite", default="tasks", help="tasks (default), long-prompt, full, or a .toml/.jsonl file")
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="passes over the suite (default 3)")
+    p.add_argument("--n-predict", type=int, default=512, metavar="N",
+                   help="tokens to generate per prompt (default 512; the long prompt keeps its own 32)")
+    p.add_argument("--seed", type=int, default=42, help="sampling seed (default 42; temperature is 0)")
+    p.add_argument("--ignore-eos", action="store_true", help="always generate exactly --n-predict tokens")
+    p.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up request")
+    p.add_argument("--label", help="a name for this run in `runs list` and exports")
+    p.add_argument("--json", action="store_true", help="print one JSON object (run_id, summary, requests, warnings)")
+    p.add_argument("--api-key", help="API key of the server (attach mode)")
+    p.add_argument("--server-bin", metavar="PATH", help="llama-server binary for -m (default: found or built)")
+    p.add_argument("--server-pid", type=int, metavar="PID",
+                   help="attach mode: the server's pid, so it is not counted as another process on the GPU")
+    p.add_argument("--simulate", metavar="PROFILE", help="record simulated hardware (a profile or e.g. 2x16GiB)")
+    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S", help="seconds to wait for the model to load")
+    p.add_argument("--db", metavar="PATH", help="results database (default: the user data dir)")
+    p.set_defaults(server_args=[])
+    p.allow_abbrev = False
+    parse_known = p.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = parse_known(args, namespace)
+        rest = list(extras)
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        ns.server_args = list(getattr(ns, "server_args", []) or []) + rest
+        return ns, []
+
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def _progress_printer(enabled: bool) -> Any:
+    def show(ev: ProbeProgress) -> None:
+        if not enabled:
+            return
+        if ev.event == "request_done" and ev.record is not None:
+            r = ev.record
+            if r.ok:
+                tg = f"{r.tg_tps:.1f}" if r.tg_tps else "-"
+                pp = f"{r.pp_tps:.1f}" if r.pp_tps else "-"
+                acc = f"{r.acceptance:.2f}" if r.acceptance is not None else "-"
+                msg = f"TG {tg} t/s  PP {pp} t/s  acc {acc}  {r.predicted_n} tok"
+            else:
+                msg = f"FAILED: {r.error}"
+            print(f"[{ev.done:>3}/{ev.total}] pass {r.repeat + 1} {r.prompt:<24} {msg}", file=sys.stderr, flush=True)
+        elif ev.event == "started":
+            print(f"probe: {ev.message} (run {ev.run_id})", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _has_model(args: list[str]) -> bool:
+    return any(a in ("-m", "--model", "-hf", "--hf-repo") or a.startswith(("--model=", "--hf-repo=")) for a in args)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tui.core.probes.session import probe_attached, probe_launched
+    from tui.core.store import StoreError, open_store
+
+    server_args: list[str] = list(args.server_args)
+    if args.url and server_args:
+        return fail(f"--url attaches to a running server, so llama-server flags ({' '.join(server_args[:3])} ...) "
+                    "cannot apply. Drop them, or drop --url to launch a server with -m FILE.")
+    if not args.url and not _has_model(server_args):
+        return fail("probe needs a server: `mtp-tune probe --url http://127.0.0.1:8080` for a running one, or "
+                    "`mtp-tune probe -m FILE.gguf [llama-server flags]` to launch one.")
+    try:
+        suite = get_suite(args.suite)
+        config = RunConfig(repeat=args.repeat, n_predict=args.n_predict, seed=args.seed,
+                           ignore_eos=args.ignore_eos, warmup=not args.no_warmup)
+    except SuiteError as exc:
+        return fail(str(exc))
+    except ValueError as exc:
+        return fail(f"{exc}.")
+    try:
+        store = open_store(args.db)
+    except StoreError as exc:
+        return fail(str(exc))
+    cancel = threading.Event()
+    progress = _progress_printer(True)
+    try:
+        if args.url:
+            result = probe_attached(args.url, suite, config, store=store, label=args.label, api_key=args.api_key,
+                                    simulate=args.simulate, server_pid=args.server_pid, progress=progress, cancel=cancel)
+        else:
+            from tui.core.provision import ProvisionError, ensure_server
+
+            try:
+                found = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
+                                                                                  file=sys.stderr, flush=True))
+            except ProvisionError as exc:
+                return fail(str(exc))
+            result = probe_launched(found.path, server_args, suite, config, store=store, label=args.label,
+                                    simulate=args.simulate, ready_timeout=args.ready_timeout, progress=progress,
+                                    cancel=cancel)
+    except KeyboardInterrupt:
+        cancel.set()
+        return fail("interrupted; the requests done so far are stored as a cancelled run.", 130)
+    finally:
+        store.close()
+    if args.json:
+        print_json(probe_json(result))
+    elif not result.requests and result.status != "ok":
+        where = f" (stored as run {result.run_id})" if result.run_id is not None else ""
+        return fail(f"the probe {result.status}{where}: {result.error}", 1)
+    else:
+        print(render_run(result))
+    return 0 if result.status == "ok" else 1
+
+
+def probe_json(result: ProbeRun) -> dict[str, Any]:
+    """The `probe --json` object: run_id, status, summary (tg_tps_median, pp_tps_median, acceptance,
+    n_requests, ...), requests (each with the server's timings verbatim), warnings."""
+    d = result.to_json()
+    return {
+        "run_id": d["run_id"], "status": d["status"], "error": d["error"], "suite": d["suite"],
+        "config": d["config"], "server": d["server"], "summary": d["summary"], "requests": d["requests"],
+        "warnings": d["warnings"],
+    }
+
+
+def render_run(result: ProbeRun) -> str:
+    """Plain-text summary of one run."""
+    s = result.summary
+    lines = [f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else "")]
+    tg, pp = Summary.from_json(s.get("tg_tps")), Summary.from_json(s.get("pp_tps"))
+    lines.append(f"  TG  {fmt_summary(tg):>24} t/s   (median [min-max] over {s.get('n_passes', 0)} passes)")
+    pp_note = "long prompt" if s.get("pp_source") == "pp" else "the suite's prompts"
+    lines.append(f"  PP  {fmt_summary(pp):>24} t/s   ({pp_note})")
+    acc = s.get("acceptance")
+    mal = s.get("mean_accept_len")
+    lines.append(
+        "  acceptance " + ("-" if acc is None else f"{acc:.3f} ({s.get('draft_n_accepted')}/{s.get('draft_n')} drafted)")
+        + ("" if mal is None else f", mean acceptance length {mal:.2f}")
+    )
+    ttft = Summary.from_json(s.get("ttft_ms"))
+    lines.append(f"  TTFT {fmt_summary(ttft, 0)} ms;  {s.get('n_ok', 0)}/{s.get('n_requests', 0)} requests ok")
+    prompts = s.get("prompts") or []
+    if prompts:
+        w = max(len(p["name"]) for p in prompts)
+        lines.append("")
+        for p in prompts:
+            acc_p = "-" if p.get("acceptance") is None else f"{p['acceptance']:.2f}"
+            lines.append(
+                f"  {p['name']:<{w}}  TG {fmt_summary(Summary.from_json(p.get('tg_tps'))):>22}  "
+                f"PP {fmt_summary(Summary.from_json(p.get('pp_tps'))):>22}  acc {acc_p:>5}  "
+                f"in {p.get('prompt_n')}  out {p.get('predicted_n')}"
+            )
+    if result.warnings:
+        lines.append("")
+        lines += [f"! {w.message}" for w in result.warnings]
+    return "\n".join(lines)

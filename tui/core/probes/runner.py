@@ -1,0 +1,481 @@
+"""A probe run: every prompt of a suite N times against one server, each request's `timings` recorded.
+
+Order: a short warm-up request (not recorded), then passes: pass r sends every prompt once, so slow
+drift (clocks, thermals) spreads over all prompts instead of biasing one. Every request uses a fixed
+seed, temperature 0 and `cache_prompt: false`, streams (for the client-side time to first token), and
+is bracketed by two `/metrics` scrapes whose counter deltas give the verification steps (mean
+acceptance length = 1 + accepted / drafts).
+
+The run is recorded as it goes through a `RunSink` (the results store): if the server dies, the run ends
+`failed` with every request done so far; if it is cancelled (a `threading.Event`, or asyncio
+cancellation), it ends `cancelled` the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from tui.core.client import ClientError, ClientTimeout, CompletionResult, Metrics, ServerGone, ServerHTTPError
+from tui.core.probes import hygiene
+from tui.core.probes.hygiene import ProbeWarning
+from tui.core.probes.records import METRIC_COUNTERS, RequestRecord, summarize_run
+from tui.core.probes.suites import ProbePrompt, Suite
+from tui.core.settings import effective_spec_types
+
+#: Tokens of the warm-up request: enough to allocate every graph once.
+WARMUP_N_PREDICT = 8
+WARMUP_TEXT = "Name three primary colours."
+_CANCEL_POLL_S = 0.05
+
+
+class ProbeClient(Protocol):
+    """What the runner needs from a client (`tui.core.client.LlamaClient` fits)."""
+
+    async def chat(
+        self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = ..., stream: bool = ...,
+        on_text: Callable[[str], None] | None = ..., **params: Any,
+    ) -> CompletionResult: ...
+
+    async def complete(
+        self, prompt: str | list[Any], *, n_predict: int = ..., stream: bool = ...,
+        on_text: Callable[[str], None] | None = ..., **params: Any,
+    ) -> CompletionResult: ...
+
+    async def metrics(self) -> Metrics: ...
+
+    async def props(self) -> dict[str, Any]: ...
+
+    async def slots(self) -> list[dict[str, Any]]: ...
+
+
+class RunSink(Protocol):
+    """Where a run is recorded as it goes (`tui.core.store.Store` fits)."""
+
+    def begin_run(self, **fields: Any) -> int: ...
+
+    def update_run(self, run_id: int, **fields: Any) -> None: ...
+
+    def add_request(self, run_id: int, rec: dict[str, Any]) -> None: ...
+
+    def finish_run(
+        self, run_id: int, status: str, *, summary: dict[str, Any] | None = ...,
+        warnings: Sequence[dict[str, Any]] = ..., error: str | None = ...,
+    ) -> None: ...
+
+
+@dataclass
+class RunConfig:
+    """Probe options. `n_predict` applies to prompts that don't set their own (the long prompt does)."""
+
+    repeat: int = 3
+    n_predict: int = 512
+    seed: int = 42
+    temperature: float = 0.0
+    warmup: bool = True
+    ignore_eos: bool = False  # True forces exactly n_predict tokens (less realistic text, exact lengths)
+    min_generation: int = hygiene.MIN_GENERATION
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1:
+            raise ValueError(f"repeat must be at least 1, not {self.repeat}")
+        if self.n_predict < 1:
+            raise ValueError(f"n_predict must be at least 1, not {self.n_predict}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunContext:
+    """What the caller knows about the setup, stored with the run (all optional in attach mode)."""
+
+    url: str
+    label: str | None = None
+    model: str | None = None
+    settings: dict[str, Any] | None = None
+    configured_parallel: int | None = None
+    server: dict[str, Any] = field(default_factory=dict)  # version, capabilities...
+    hardware: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = None
+    #: Called before the first and after the last request: GPU contamination, host spill.
+    environment_check: Callable[[], list[ProbeWarning]] | None = None
+    extra_warnings: list[ProbeWarning] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ProbeProgress:
+    """A progress event for the UI. `event`: started | request_started | first_token | request_done |
+    finished. `done`/`total` count recorded requests."""
+
+    event: str
+    done: int
+    total: int
+    run_id: int | None = None
+    prompt: str | None = None
+    repeat: int | None = None
+    record: RequestRecord | None = None
+    status: str | None = None
+    message: str = ""
+
+
+ProgressFn = Callable[[ProbeProgress], None]
+
+
+@dataclass
+class ProbeRun:
+    """The outcome of a run, as stored."""
+
+    run_id: int | None
+    status: str  # ok | failed | cancelled
+    suite: str
+    config: RunConfig
+    requests: list[RequestRecord]
+    summary: dict[str, Any]
+    warnings: list[ProbeWarning]
+    error: str | None = None
+    server: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "error": self.error,
+            "suite": self.suite,
+            "config": self.config.to_json(),
+            "server": self.server,
+            "summary": self.summary,
+            "requests": [r.to_json() for r in self.requests],
+            "warnings": [w.to_json() for w in self.warnings],
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class _RunFailed(Exception):
+    pass
+
+
+def metric_counters(m: Metrics) -> dict[str, float]:
+    """The counters the runner diffs, 0 for those the server has not emitted yet."""
+    return {name: float(m.value(name, 0.0) or 0.0) for name in METRIC_COUNTERS}
+
+
+class ProbeRunner:
+    """Runs one suite against one server. Use `await runner.run()` (or `run_probe_sync`)."""
+
+    def __init__(
+        self,
+        client: ProbeClient,
+        suite: Suite,
+        config: RunConfig | None = None,
+        *,
+        context: RunContext | None = None,
+        sink: RunSink | None = None,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        if not suite.prompts:
+            raise ValueError(f"suite {suite.name!r} has no prompts")
+        self.client = client
+        self.suite = suite
+        self.config = config or RunConfig()
+        self.context = context or RunContext(url="")
+        self.sink = sink
+        self.progress = progress
+        self.cancel = cancel
+        self.records: list[RequestRecord] = []
+        self.run_id: int | None = None
+        self._metrics_ok = True
+        self._metrics_error: str | None = None
+        self._server: dict[str, Any] = dict(self.context.server)
+        self._env_warnings: list[ProbeWarning] = []
+
+    @property
+    def total(self) -> int:
+        return len(self.suite.prompts) * self.config.repeat
+
+    def _emit(self, event: str, **kw: Any) -> None:
+        if self.progress is None:
+            return
+        with contextlib.suppress(Exception):  # a broken UI callback must not lose the run
+            self.progress(ProbeProgress(event, len(self.records), self.total, self.run_id, **kw))
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    async def run(self) -> ProbeRun:
+        started = time.time()
+        self._begin()
+        self._emit("started", message=f"{self.suite.name}: {self.total} requests")
+        status, error = "ok", None
+        try:
+            await self._discover()
+            self._env_check()
+            if self.config.warmup:
+                await self._warmup()
+            await self._passes()
+            self._env_check()
+        except _Cancelled:
+            status, error = "cancelled", "cancelled by the user"
+        except asyncio.CancelledError:
+            self._finish("cancelled", "cancelled", started)
+            raise
+        except _RunFailed as exc:
+            status, error = "failed", str(exc)
+        except ClientError as exc:
+            status, error = "failed", str(exc)
+        if status == "ok" and any(not r.ok for r in self.records):
+            bad = [r for r in self.records if not r.ok]
+            status, error = "failed", f"{len(bad)} request(s) failed; first: {bad[0].prompt}: {bad[0].error}"
+        return self._finish(status, error, started)
+
+    def _begin(self) -> None:
+        if self.sink is None:
+            return
+        ctx = self.context
+        self.run_id = self.sink.begin_run(
+            suite=self.suite.name, url=ctx.url, label=ctx.label, model=ctx.model,
+            mtp=_mtp_from_settings(ctx.settings), settings=ctx.settings,
+            config={**self.config.to_json(), "suite": self.suite.to_json()},
+            server=self._server or None, hardware=ctx.hardware, plan=ctx.plan, memory=ctx.memory,
+        )
+
+    def _finish(self, status: str, error: str | None, started: float) -> ProbeRun:
+        summary = summarize_run(self.records, [p.name for p in self.suite.prompts])
+        warnings = self._warnings()
+        if self.sink is not None and self.run_id is not None:
+            self.sink.finish_run(
+                self.run_id, status, summary=summary, warnings=[w.to_json() for w in warnings], error=error
+            )
+        run = ProbeRun(
+            run_id=self.run_id, status=status, suite=self.suite.name, config=self.config,
+            requests=list(self.records), summary=summary, warnings=warnings, error=error,
+            server=self._server, started_at=started, finished_at=time.time(),
+        )
+        self._emit("finished", status=status, message=error or "")
+        return run
+
+    def _warnings(self) -> list[ProbeWarning]:
+        base = list(self.context.extra_warnings) + self._env_warnings
+        if not self.records:  # nothing was measured: request checks would only add noise to the error
+            return hygiene.dedupe(base)
+        total_slots = self._server.get("total_slots")
+        return hygiene.dedupe(
+            base
+            + hygiene.check_requests(
+                self.records,
+                repeat=self.config.repeat,
+                total_slots=total_slots if isinstance(total_slots, int) else None,
+                configured_parallel=self.context.configured_parallel,
+                metrics_error=self._metrics_error,
+                min_generation=self.config.min_generation,
+            )
+        )
+
+    def _env_check(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):  # no getloadavg on some platforms
+            self._env_warnings.extend(hygiene.check_host_load(os.getloadavg()[0], os.cpu_count()))
+        fn = self.context.environment_check
+        if fn is None:
+            return
+        try:
+            self._env_warnings.extend(fn())
+        except Exception as exc:  # telemetry trouble must not lose the measurement
+            self._env_warnings.append(ProbeWarning("environment_check", f"GPU/host check failed: {exc}", "info"))
+
+    async def _discover(self) -> None:
+        """What the server says about itself: slots, model, context, build, speculation (from /slots)."""
+        try:
+            props = await self._cancellable(self.client.props())
+        except ServerHTTPError as exc:
+            raise _RunFailed(f"the server at {self.context.url} refused /props: {exc}") from None
+        gs = props.get("default_generation_settings") or {}
+        found: dict[str, Any] = {
+            "total_slots": props.get("total_slots"),
+            "model_path": props.get("model_path"),
+            "n_ctx": gs.get("n_ctx"),
+            "build_info": props.get("build_info"),
+            "model_alias": props.get("model_alias"),
+        }
+        try:
+            slots = await self._cancellable(self.client.slots())
+            found["speculative"] = any(bool(s.get("speculative")) for s in slots) if slots else None
+        except ServerHTTPError:
+            found["speculative"] = None
+        self._server.update({k: v for k, v in found.items() if v is not None})
+        if self.sink is not None and self.run_id is not None:
+            fields: dict[str, Any] = {"server": self._server}
+            if _mtp_from_settings(self.context.settings) is None and found.get("speculative") is not None:
+                fields["mtp"] = bool(found["speculative"])
+            if not self.context.model and found.get("model_path"):
+                fields["model"] = found["model_path"]
+            self.sink.update_run(self.run_id, **fields)
+
+    async def _warmup(self) -> None:
+        """One short, unrecorded request in the suite's form (chat or raw), so first-use costs (graph
+        allocation, CUDA init) stay out of the numbers; short so a long-prompt suite doesn't pay twice."""
+        first = self.suite.prompts[0]
+        p = ProbePrompt(
+            name="warmup",
+            messages=({"role": "user", "content": WARMUP_TEXT},) if first.is_chat else None,
+            raw=None if first.is_chat else WARMUP_TEXT,
+        )
+        try:
+            await self._cancellable(self._send(p, WARMUP_N_PREDICT, on_first=None))
+        except ServerHTTPError:
+            pass  # a real problem shows up again, and is recorded, on the first probe request
+
+    async def _passes(self) -> None:
+        broken: set[str] = set()
+        seq = 0
+        for rep in range(self.config.repeat):
+            for p in self.suite.prompts:
+                if self.cancel is not None and self.cancel.is_set():
+                    raise _Cancelled()
+                if p.name in broken:
+                    continue
+                rec = await self._one(seq, rep, p)
+                seq += 1
+                if rec.error is not None:
+                    broken.add(p.name)
+
+    async def _one(self, seq: int, rep: int, p: ProbePrompt) -> RequestRecord:
+        n_predict = p.n_predict or self.config.n_predict
+        rec = RequestRecord(seq=seq, prompt=p.name, kind=p.kind, repeat=rep, n_predict=n_predict, started_at=time.time())
+        self._emit("request_started", prompt=p.name, repeat=rep)
+        before = await self._scrape()
+        first_seen = False
+
+        def on_first(_: str) -> None:
+            nonlocal first_seen
+            if not first_seen:
+                first_seen = True
+                self._emit("first_token", prompt=p.name, repeat=rep)
+
+        try:
+            res = await self._cancellable(self._send(p, n_predict, on_first))
+        except (_Cancelled, asyncio.CancelledError):
+            raise
+        except ServerGone as exc:
+            rec.error = str(exc)
+            self._record(rec)
+            raise _RunFailed(f"the server went away during {p.name} (pass {rep + 1}): {exc}") from None
+        except ClientTimeout as exc:
+            rec.error = str(exc)
+            self._record(rec)
+            raise _RunFailed(f"the server stopped answering during {p.name} (pass {rep + 1}): {exc}") from None
+        except ServerHTTPError as exc:
+            rec.error = f"HTTP {exc.status}: {exc.message}"
+            self._record(rec)
+            return rec
+        rec.timings = dict(res.timings)
+        rec.ttft_ms = None if res.ttft_s is None else res.ttft_s * 1000.0
+        rec.wall_ms = res.wall_s * 1000.0
+        rec.content_chars = len(res.text)
+        pn = rec.predicted_n
+        rec.finish_reason = None if pn is None else ("length" if pn >= n_predict else "stop")
+        after = await self._scrape()
+        if before is not None and after is not None:
+            rec.metrics_delta = {k: after[k] - before.get(k, 0.0) for k in after}
+        if not rec.timings:
+            rec.error = "the server's response carried no timings object"
+        self._record(rec)
+        return rec
+
+    def _record(self, rec: RequestRecord) -> None:
+        self.records.append(rec)
+        if self.sink is not None and self.run_id is not None:
+            self.sink.add_request(self.run_id, rec.to_json())
+        self._emit("request_done", prompt=rec.prompt, repeat=rec.repeat, record=rec)
+
+    async def _send(self, p: ProbePrompt, n_predict: int, on_first: Callable[[str], None] | None) -> CompletionResult:
+        params: dict[str, Any] = {
+            "seed": self.config.seed,
+            "temperature": self.config.temperature,
+            "cache_prompt": False,
+        }
+        if self.config.ignore_eos:
+            params["ignore_eos"] = True
+        if p.messages is not None:
+            return await self.client.chat(
+                list(p.messages), max_tokens=n_predict, stream=True, on_text=on_first, n_predict=n_predict, **params
+            )
+        return await self.client.complete(p.raw or "", n_predict=n_predict, stream=True, on_text=on_first, **params)
+
+    async def _scrape(self) -> dict[str, float] | None:
+        if not self._metrics_ok:
+            return None
+        try:
+            m = await self._cancellable(self.client.metrics())
+        except ServerHTTPError as exc:
+            self._metrics_ok = False
+            self._metrics_error = f"HTTP {exc.status}: {exc.message}"
+            return None
+        except ServerGone:
+            raise
+        return metric_counters(m)
+
+    async def _cancellable(self, aw: Any) -> Any:
+        """Await `aw`, abandoning it promptly when the cancel event is set."""
+        if self.cancel is None:
+            return await aw
+        if self.cancel.is_set():
+            if asyncio.iscoroutine(aw):
+                aw.close()
+            raise _Cancelled()
+        task = asyncio.ensure_future(aw)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_CANCEL_POLL_S)
+            if done:
+                return task.result()
+            if self.cancel.is_set():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+                raise _Cancelled()
+
+
+def _mtp_from_settings(settings: Mapping[str, Any] | None) -> bool | None:
+    if not settings or "spec_type" not in settings:
+        return None
+    return "draft-mtp" in effective_spec_types(list(settings.get("spec_type") or []))
+
+
+async def run_probe(
+    url: str,
+    suite: Suite,
+    config: RunConfig | None = None,
+    *,
+    api_key: str | None = None,
+    context: RunContext | None = None,
+    sink: RunSink | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+) -> ProbeRun:
+    """Open a client on `url` and run `suite`."""
+    from tui.core.client import LlamaClient
+
+    ctx = context or RunContext(url=url)
+    if not ctx.url:
+        ctx.url = url
+    async with LlamaClient(url, api_key=api_key) as client:
+        runner = ProbeRunner(client, suite, config, context=ctx, sink=sink, progress=progress, cancel=cancel)
+        return await runner.run()
+
+
+def run_probe_sync(url: str, suite: Suite, config: RunConfig | None = None, **kw: Any) -> ProbeRun:
+    """`run_probe` for threads and the CLI (runs its own event loop)."""
+    return asyncio.run(run_probe(url, suite, config, **kw))
