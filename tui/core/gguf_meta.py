@@ -1,0 +1,486 @@
+"""Header-only GGUF reader: hyperparameters and the tensor table, without touching tensor data.
+
+The planner needs every tensor's type and byte size and the handful of hyperparameters that size the
+KV cache and recurrent state. Reading only the header keeps this instant even for a 20 GB file (the
+header of a real Qwen3.6-35B-A3B GGUF is a few MB, mostly the tokenizer, which is skipped, not
+decoded). Parsed with `struct` over a growing in-memory window; the file is never memory-mapped.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from itertools import repeat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+GGUF_MAGIC = b"GGUF"
+DEFAULT_ALIGNMENT = 32
+
+#: ggml type id -> (name, block size in elements, bytes per block); ggml.h of b11434.
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 40),
+    10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292), 16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98), 19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2),
+    26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56), 30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17), 40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18), 42: ("Q2_0", 64, 18),
+}
+TYPE_IDS: dict[str, int] = {name: tid for tid, (name, _, _) in GGML_TYPES.items()}
+
+#: Architectures whose memory layout the planner models exactly (hybrid GDN + attention with MTP).
+HYBRID_QWEN_ARCHS: frozenset[str] = frozenset({"qwen35", "qwen35moe", "qwen3next"})
+#: Plain transformer architectures: every trunk layer has a KV cache (NextN layers go to the draft).
+PLAIN_ARCHS: frozenset[str] = frozenset({
+    "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "mistral3", "phi3", "gemma", "starcoder2",
+    "deepseek", "glm4", "glm4moe", "olmo2", "granite", "granitemoe", "ernie4_5", "ernie4_5-moe",
+})
+
+# value types (gguf spec)
+_U8, _I8, _U16, _I16, _U32, _I32, _F32, _BOOL, _STR, _ARR, _U64, _I64, _F64 = range(13)
+_SCALAR: dict[int, struct.Struct] = {
+    _U8: struct.Struct("<B"), _I8: struct.Struct("<b"), _U16: struct.Struct("<H"), _I16: struct.Struct("<h"),
+    _U32: struct.Struct("<I"), _I32: struct.Struct("<i"), _F32: struct.Struct("<f"), _BOOL: struct.Struct("<?"),
+    _U64: struct.Struct("<Q"), _I64: struct.Struct("<q"), _F64: struct.Struct("<d"),
+}
+_Q = struct.Struct("<Q")
+_I = struct.Struct("<I")
+#: arrays longer than this are skipped (only their length is kept): token lists, merges, scores.
+MAX_KEPT_ARRAY = 4096
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+class GGUFError(ValueError):
+    """The file is not a readable GGUF; the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """An array value too long to keep (only its element type and length)."""
+
+    elem_type: int
+    length: int
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    type_name: str
+    type_id: int
+    shape: tuple[int, ...]  # ggml order: ne[0] is the row length
+    offset: int  # absolute file offset of the data
+    nbytes: int
+    layer: int | None  # N for `blk.N.*`, else None
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass
+class HParams:
+    """The hyperparameters that size memory. Per-layer lists have `n_layer_all` entries."""
+
+    arch: str
+    n_layer_all: int
+    n_nextn: int
+    n_embd: int
+    n_head: list[int]
+    n_head_kv: list[int]
+    head_dim_k: int
+    head_dim_v: int
+    n_ctx_train: int
+    n_vocab: int
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff: int = 0
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0
+    ssm_conv_kernel: int = 0
+    ssm_state_size: int = 0
+    ssm_group_count: int = 0
+    ssm_time_step_rank: int = 0
+    ssm_inner_size: int = 0
+    full_attention_interval: int | None = None
+    recurrent: list[bool] = field(default_factory=list)  # is_recr(il)
+    sliding_window: int = 0
+    known: bool = True  # False: unknown architecture, planned as weights + plain KV
+
+    @property
+    def n_layer(self) -> int:
+        """Trunk layers (NextN blocks excluded), as llama.cpp's `n_layer()`."""
+        return self.n_layer_all - self.n_nextn
+
+    @property
+    def is_hybrid(self) -> bool:
+        return any(self.recurrent)
+
+    def is_recr(self, il: int) -> bool:
+        return bool(self.recurrent[il]) if il < len(self.recurrent) else False
+
+    def attention_layers(self) -> list[int]:
+        """Trunk layers that hold a KV cache in the main context."""
+        return [il for il in range(self.n_layer) if not self.is_recr(il)]
+
+    def recurrent_layers(self) -> list[int]:
+        return [il for il in range(self.n_layer) if self.is_recr(il)]
+
+    def nextn_layers(self) -> list[int]:
+        return list(range(self.n_layer, self.n_layer_all))
+
+    @property
+    def n_embd_r(self) -> int:
+        """Conv state floats per row (llama-hparams.cpp)."""
+        if not self.ssm_conv_kernel:
+            return 0
+        return (self.ssm_conv_kernel - 1) * (self.ssm_inner_size + 2 * self.ssm_group_count * self.ssm_state_size)
+
+    @property
+    def n_embd_s(self) -> int:
+        """Recurrent (delta-net) state floats per row."""
+        return self.ssm_state_size * self.ssm_inner_size
+
+
+@dataclass
+class GGUFMeta:
+    path: Path
+    version: int
+    file_size: int
+    alignment: int
+    data_offset: int
+    kv: dict[str, Any]
+    tensors: list[TensorInfo]
+    hparams: HParams
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def architecture(self) -> str:
+        return self.hparams.arch
+
+    def layers(self) -> dict[int, list[TensorInfo]]:
+        """Tensors grouped by block index."""
+        out: dict[int, list[TensorInfo]] = {}
+        for t in self.tensors:
+            if t.layer is not None:
+                out.setdefault(t.layer, []).append(t)
+        return out
+
+    def non_layer_tensors(self) -> list[TensorInfo]:
+        return [t for t in self.tensors if t.layer is None]
+
+    def tensor(self, name: str) -> TensorInfo | None:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        return None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    def layer_bytes(self, il: int) -> int:
+        return sum(t.nbytes for t in self.tensors if t.layer == il)
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-friendly description for `mtp-tune plan --json`."""
+        h = self.hparams
+        return {
+            "path": str(self.path),
+            "architecture": h.arch,
+            "name": self.kv.get("general.name"),
+            "file_size_mib": round(self.file_size / 2**20, 2),
+            "weights_mib": round(self.total_bytes / 2**20, 2),
+            "n_tensors": len(self.tensors),
+            "block_count": h.n_layer_all,
+            "nextn_predict_layers": h.n_nextn,
+            "n_layer": h.n_layer,
+            "attention_layers": len(h.attention_layers()),
+            "recurrent_layers": len(h.recurrent_layers()),
+            "n_embd": h.n_embd,
+            "n_head": _compact(h.n_head),
+            "n_head_kv": _compact(h.n_head_kv),
+            "head_dim_k": h.head_dim_k,
+            "head_dim_v": h.head_dim_v,
+            "n_expert": h.n_expert,
+            "n_expert_used": h.n_expert_used,
+            "n_vocab": h.n_vocab,
+            "context_length": h.n_ctx_train,
+            "known_architecture": h.known,
+        }
+
+
+def _compact(values: list[int]) -> int | list[int]:
+    return values[0] if values and all(v == values[0] for v in values) else values
+
+
+class _Window:
+    """A growing read-ahead buffer over the header; reading past EOF means a truncated file."""
+
+    def __init__(self, path: Path, fh: Any, file_size: int = 0) -> None:
+        self.path = path
+        self.fh = fh
+        self._file_size = file_size
+        self.buf = bytearray()
+        self.pos = 0
+
+    def need(self, n: int) -> None:
+        want = self.pos + n - len(self.buf)
+        if want <= 0:
+            return
+        chunk = self.fh.read(max(want, 1 << 20, len(self.buf)))
+        self.buf += chunk
+        if len(chunk) < want:
+            raise GGUFError(
+                f"{self.path}: the GGUF header is truncated (the file ends at byte {len(self.buf)} while the "
+                "header continues). The download or copy is incomplete: fetch the file again."
+            )
+
+    def u32(self) -> int:
+        self.need(4)
+        (v,) = _I.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return v
+
+    def u64(self) -> int:
+        self.need(8)
+        (v,) = _Q.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return v
+
+    def string(self) -> str:
+        n = self.u64()
+        if n > 1 << 30:
+            raise GGUFError(f"{self.path}: a string in the GGUF header claims {n} bytes; the header is corrupt.")
+        self.need(n)
+        s = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8", errors="replace")
+        self.pos += n
+        return s
+
+    def skip_strings(self, count: int) -> None:
+        """Skip `count` length-prefixed strings (the tokenizer's 250k tokens and merges)."""
+        # read ahead generously (tokens average < 24 bytes), then walk with no bounds check per item
+        self.need(min(count * 24, max(8, self._file_size - self.pos)))
+        buf = self.buf
+        unpack = _Q.unpack_from
+        pos = self.pos
+        left = count
+        while left:
+            k = -1
+            try:
+                for k in range(left):
+                    pos += 8 + unpack(buf, pos)[0]
+                left = 0
+            except struct.error:  # ran past the window: read more and go on from item k
+                left -= k
+                self.pos = pos
+                self.need(max(8, left * 24))
+                buf = self.buf
+        self.pos = pos
+        self.need(0)  # the last string may end past the window: make sure those bytes exist
+
+    def value(self, vtype: int, key: str) -> Any:
+        if vtype in _SCALAR:
+            st = _SCALAR[vtype]
+            self.need(st.size)
+            (v,) = st.unpack_from(self.buf, self.pos)
+            self.pos += st.size
+            return v
+        if vtype == _STR:
+            return self.string()
+        if vtype == _ARR:
+            etype = self.u32()
+            count = self.u64()
+            if etype == _STR:
+                if count <= 64:
+                    return [self.string() for _ in range(count)]
+                self.skip_strings(count)
+                return ArrayInfo(etype, count)
+            if etype in _SCALAR:
+                st = _SCALAR[etype]
+                nbytes = st.size * count
+                if count <= MAX_KEPT_ARRAY:
+                    self.need(nbytes)
+                    vals = list(struct.unpack_from(f"<{count}{st.format[-1]}", self.buf, self.pos))
+                    self.pos += nbytes
+                    return vals
+                self.need(nbytes)
+                self.pos += nbytes
+                return ArrayInfo(etype, count)
+            if etype == _ARR:
+                return [self.value(_ARR, key) for _ in range(count)]
+            raise GGUFError(f"{self.path}: key {key!r} has an array of unknown element type {etype}; the header is corrupt.")
+        raise GGUFError(f"{self.path}: key {key!r} has unknown value type {vtype}; the header is corrupt or newer than mtp-tune.")
+
+
+def read_gguf(path: str | Path) -> GGUFMeta:
+    """Read the header of a GGUF file. Raises GGUFError with a one-paragraph message on bad input."""
+    p = Path(path)
+    try:
+        fh = open(p, "rb")
+    except FileNotFoundError:
+        raise GGUFError(f"{p}: no such file. Check the -m path.") from None
+    except IsADirectoryError:
+        raise GGUFError(f"{p}: is a directory, not a GGUF file. Give the path of the .gguf file.") from None
+    except OSError as exc:
+        raise GGUFError(f"{p}: cannot be opened ({exc.strerror}). Check the path and its permissions.") from None
+    with fh:
+        file_size = p.stat().st_size
+        w = _Window(p, fh, file_size)
+        head = fh.read(4)
+        if head != GGUF_MAGIC:
+            raise GGUFError(
+                f"{p}: not a GGUF file (it starts with {head!r}, not b'GGUF'). Give llama-server a model in GGUF "
+                "format (convert it with llama.cpp's convert_hf_to_gguf.py, or download a .gguf)."
+            )
+        w.buf += head
+        w.pos = 4
+        version = w.u32()
+        if version not in (2, 3):
+            raise GGUFError(f"{p}: GGUF version {version} is not supported (only 2 and 3). Re-convert the model with a current llama.cpp.")
+        n_tensors = w.u64()
+        n_kv = w.u64()
+        if n_tensors > 1_000_000 or n_kv > 1_000_000:
+            raise GGUFError(f"{p}: the header claims {n_tensors} tensors and {n_kv} keys; the file is corrupt.")
+        kv: dict[str, Any] = {}
+        for _ in range(n_kv):
+            key = w.string()
+            vtype = w.u32()
+            kv[key] = w.value(vtype, key)
+        alignment = kv.get("general.alignment", DEFAULT_ALIGNMENT)
+        if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+            raise GGUFError(f"{p}: general.alignment = {alignment!r} is not a power of two; the header is corrupt.")
+        raw: list[tuple[str, tuple[int, ...], int, int]] = []
+        for _ in range(n_tensors):
+            name = w.string()
+            n_dims = w.u32()
+            if n_dims > 8:
+                raise GGUFError(f"{p}: tensor {name!r} claims {n_dims} dimensions; the header is corrupt.")
+            w.need(8 * n_dims)
+            dims = struct.unpack_from(f"<{n_dims}Q", w.buf, w.pos)
+            w.pos += 8 * n_dims
+            ttype = w.u32()
+            off = w.u64()
+            raw.append((name, tuple(dims), ttype, off))
+        header_end = w.pos
+    data_offset = (header_end + alignment - 1) // alignment * alignment
+    tensors: list[TensorInfo] = []
+    for name, dims, ttype, off in raw:
+        info = GGML_TYPES.get(ttype)
+        if info is None:
+            raise GGUFError(
+                f"{p}: tensor {name!r} has quantization type id {ttype}, which mtp-tune does not know "
+                "(newer than llama.cpp b11434?). Update mtp-tune, or use a file quantized with a known type."
+            )
+        tname, blck, tsize = info
+        n = 1
+        for d in dims:
+            n *= d
+        if dims and dims[0] % blck:
+            raise GGUFError(f"{p}: tensor {name!r} has row length {dims[0]}, not a multiple of the {tname} block ({blck}).")
+        nbytes = n // blck * tsize
+        m = _LAYER.match(name)
+        tensors.append(TensorInfo(name, tname, ttype, dims, data_offset + off, nbytes, int(m.group(1)) if m else None))
+    warnings: list[str] = []
+    last_end = max((t.offset + t.nbytes for t in tensors), default=data_offset)
+    if last_end > file_size:
+        warnings.append(
+            f"{p.name}: the tensor data is truncated ({file_size} bytes, the table needs {last_end}); "
+            "llama-server will refuse to load it."
+        )
+    hp = _hparams(p, kv, tensors, warnings)
+    return GGUFMeta(p, version, file_size, alignment, data_offset, kv, tensors, hp, warnings)
+
+
+def _per_layer(value: Any, n: int, default: int) -> list[int]:
+    if value is None:
+        return [default] * n
+    if isinstance(value, list):
+        vals = [int(v) for v in value][:n]
+        return vals + [vals[-1] if vals else default] * (n - len(vals))
+    return [int(value)] * n
+
+
+def _hparams(p: Path, kv: dict[str, Any], tensors: list[TensorInfo], warnings: list[str]) -> HParams:
+    arch = kv.get("general.architecture")
+    if not isinstance(arch, str):
+        raise GGUFError(f"{p}: general.architecture is missing; this GGUF is not a llama.cpp model file.")
+
+    def g(key: str, default: Any = None) -> Any:
+        return kv.get(f"{arch}.{key}", default)
+
+    n_layer_all = g("block_count")
+    if not isinstance(n_layer_all, int):
+        layers = {t.layer for t in tensors if t.layer is not None}
+        n_layer_all = max(layers) + 1 if layers else 0
+        warnings.append(f"{arch}.block_count is missing; counted {n_layer_all} blocks from the tensor names.")
+    n_nextn = int(g("nextn_predict_layers", 0) or 0)
+    n_embd = int(g("embedding_length", 0) or 0)
+    n_head = _per_layer(g("attention.head_count"), n_layer_all, 0)
+    n_head_kv = _per_layer(g("attention.head_count_kv"), n_layer_all, 0)
+    n_head_kv = [kvh if kvh or not h else h for kvh, h in zip(n_head_kv, n_head)]  # default: head_count
+    h0 = max(n_head) if n_head else 0
+    hd_default = n_embd // h0 if h0 else 0
+    hd_k = int(g("attention.key_length", hd_default) or hd_default)
+    hd_v = int(g("attention.value_length", hd_default) or hd_default)
+    tokens = kv.get("tokenizer.ggml.tokens")
+    n_vocab = tokens.length if isinstance(tokens, ArrayInfo) else len(tokens) if isinstance(tokens, list) else 0
+    emb = next((t for t in tensors if t.name == "token_embd.weight"), None)
+    if emb is not None and len(emb.shape) == 2:
+        n_vocab = n_vocab or emb.shape[1]
+    n_ff_v = g("feed_forward_length", 0)
+    n_ff = int(max(n_ff_v) if isinstance(n_ff_v, list) else (n_ff_v or 0))
+    n_ff_exp_v = g("expert_feed_forward_length", 0)
+    n_ff_exp = int(max(n_ff_exp_v) if isinstance(n_ff_exp_v, list) else (n_ff_exp_v or 0))
+    hp = HParams(
+        arch=arch,
+        n_layer_all=n_layer_all,
+        n_nextn=n_nextn,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim_k=hd_k,
+        head_dim_v=hd_v,
+        n_ctx_train=int(g("context_length", 0) or 0),
+        n_vocab=n_vocab,
+        n_expert=int(g("expert_count", 0) or 0),
+        n_expert_used=int(g("expert_used_count", 0) or 0),
+        n_ff=n_ff,
+        n_ff_exp=n_ff_exp,
+        n_ff_shexp=int(g("expert_shared_feed_forward_length", 0) or 0),
+        ssm_conv_kernel=int(g("ssm.conv_kernel", 0) or 0),
+        ssm_state_size=int(g("ssm.state_size", 0) or 0),
+        ssm_group_count=int(g("ssm.group_count", 0) or 0),
+        ssm_time_step_rank=int(g("ssm.time_step_rank", 0) or 0),
+        ssm_inner_size=int(g("ssm.inner_size", 0) or 0),
+        sliding_window=int(g("attention.sliding_window", 0) or 0),
+    )
+    n_layer = hp.n_layer
+    if arch in HYBRID_QWEN_ARCHS:
+        rl = g("attention.recurrent_layers")
+        if isinstance(rl, list):
+            hp.recurrent = [bool(x) for x in rl][:n_layer_all] + [False] * max(0, n_layer_all - len(rl))
+        else:
+            fai = int(g("full_attention_interval", 4) or 4)
+            hp.full_attention_interval = fai
+            hp.recurrent = [il < n_layer and (il + 1) % fai != 0 for il in range(n_layer_all)]
+    elif arch in PLAIN_ARCHS:
+        hp.recurrent = [False] * n_layer_all
+    else:
+        hp.known = False
+        hp.recurrent = [False] * n_layer_all
+        warnings.append(
+            f"architecture {arch!r} is not modelled by mtp-tune's planner: weights are exact, the KV cache is "
+            "estimated as plain attention on every layer, recurrent state and compute buffers are rough."
+        )
+    if hp.sliding_window and hp.known:
+        warnings.append(f"{arch} uses sliding-window attention; the planner sizes every layer's KV for the full context (an overestimate).")
+    if not n_embd or not any(n_head):
+        warnings.append(f"{arch}: embedding_length or attention.head_count is missing; KV and compute estimates are unreliable.")
+    return hp
