@@ -145,15 +145,16 @@ def _devices(spec: str | None, rpc: list[str], rpc_mib: float | None) -> tuple[l
     for i, ep in enumerate(rpc):
         mib = rpc_mib if rpc_mib is not None else (host_total or 0.0)
         remote.append(DeviceSpec(f"RPC0[{ep}]", f"RPC server {i} at {ep}", mib, mib, remote=True))
+    tag = f"{len(remote)} RPC + " if remote else ""
     if spec is None:
         local = _real_gpus()
-        return remote + local, "nvml" if local else "cpu"
+        return remote + local, tag + ("nvml" if local else "cpu")
     prof = parse_gpus_spec(spec)  # ValueError with a message naming the bad part
     if prof is None:
-        return remote, "cpu"
+        return remote, tag + "cpu"
     local = [DeviceSpec(f"CUDA{i}", d.name, float(d.total_mib), float(d.total_mib - d.baseline_mib))
              for i, d in enumerate(prof.devices)]
-    return remote + local, prof.key
+    return remote + local, tag + prof.key
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,7 +204,7 @@ def render(p: Any, source: str = "") -> str:
     head = ("device", "weights", "KV", "draft KV", "recurrent", "compute", "draft cmp", "output", "needed", "free", "headroom", "risk")
     rows = [head]
     for dev in d["devices"] + [dict(d["totals"], name="total")]:
-        rows.append((str(dev["name"])[:34], *(("-" if dev.get(c) is None else f"{dev[c]:.0f}") for c in cols), str(dev.get("risk", ""))))
+        rows.append((str(dev["name"])[:44], *(("-" if dev.get(c) is None else f"{dev[c]:.0f}") for c in cols), str(dev.get("risk", ""))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import struct
-from itertools import repeat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -88,5 +88,6 @@ def parse_gpus_spec(spec: str) -> HwProfile | None:
         mib = int(value * 1024) if unit.startswith("g") else int(value)
         if count < 1 or mib < 1:
             raise ValueError(f"--gpus: {part.strip()!r} must have a positive count and size")
-        devices.extend(SimDevice(f"Simulated GPU {len(devices) + i}", mib) for i in range(count))
+        first = len(devices)
+        devices.extend(SimDevice(f"Simulated GPU {first + i}", mib) for i in range(count))
     return HwProfile(s, f"custom: {s}", tuple(devices))

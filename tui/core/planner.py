@@ -82,8 +82,12 @@ REFERENCES: tuple[tuple[str, dict[str, float], float, float, float], ...] = (
     ("dense", {"embd": 128, "q": 256, "uembd": 0, "uff": 0, "ff": 256}, 1676.8, 1930.0, 1290.0),
     ("dense", {"embd": 512, "q": 512, "uembd": 0, "uff": 0, "ff": 1536}, 7180.0, 5642.0, 2826.0),
 )
-#: hybrid target floor: (c0 + c1 x (n_seq - 1)) recurrent-state sizes (n_embd_s x 4 B); real model: 18.1 MiB at -ub 64
-FLOOR_STATE = (8.8, 14.6)
+#: hybrid target floor in recurrent-state sizes (n_embd_s x 4 B) by n_seq_max, measured on the real
+#: shape (18.1 MiB at -ub 64 with 1 slot, 56.2 MiB at -ub 256 with 2, 109.4 MiB at -ub 512 with 4)
+FLOOR_STATE: tuple[tuple[int, float], ...] = ((1, 8.8), (2, 26.1), (4, 52.7))
+#: with the experts in host memory (-cmoe, -ncmoe, -ot exps=CPU) the MoE activations move to the host
+#: (shape-only Qwen3.6-35B-A3B over two RPC devices with -cmoe)
+EXPERTS_ON_HOST = {"host_t": 0.9, "dev_t": 0.9, "dev_d_attn": 0.8}
 #: extra inputs per split, in units of T x n_embd x 4 B, with 4 scheduler copies (scaled by copies / 4)
 SPLIT_UNITS = {"first": 10.0, "other": 1.5, "output_only": 5.0, "host": 10.0, "draft_dev": 10.0, "draft_host": 5.0}
 
@@ -573,36 +577,65 @@ def _compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_dev: 
     unit = T * hp.n_embd * 4
     floor = 0.0
     if hp.is_hybrid:
-        floor = hp.n_embd_s * 4 * (FLOOR_STATE[0] + FLOOR_STATE[1] * (max(1, r.n_seq_max) - 1))
+        floor = hp.n_embd_s * 4 * _floor_units(max(1, r.n_seq_max))
     n_out = min(T, r.n_outputs_max)
     logits_t = n_out * hp.n_vocab * 4 + 2 * unit  # a large output count (ngram-mod) makes the logits the peak
     act_t = max(4.0 * T * pt, floor, logits_t)
     trunk = [layer_dev[il] for il in range(hp.n_layer)]
     trunk_devs = list(dict.fromkeys(trunk))
-    scale = copies / 4.0
+    scale = copies / 4.0 if copies > 1 else 0.0  # split inputs are duplicated per scheduler copy
+    exps_host = _experts_on_host(meta, r) and HOST not in trunk_devs
     if trunk_devs == [HOST] and out_dev == HOST:
         dp[HOST].components["compute"] = (mask + act_t) / MiB
     else:
+        dev_act = act_t * (EXPERTS_ON_HOST["dev_t"] if exps_host and r.cpu_moe else 1.0)
         for i, k in enumerate(trunk_devs):
             extra = SPLIT_UNITS["first" if i == 0 else "other"] * unit * scale
-            dp[k].components["compute"] += (mask + act_t + extra) / MiB
+            dp[k].components["compute"] += (mask + dev_act + extra) / MiB
         if out_dev not in trunk_devs:
             dp[out_dev].components["compute"] += (SPLIT_UNITS["output_only"] * unit * scale + n_out * hp.n_vocab * 4) / MiB
         if HOST not in trunk_devs:
-            dp[HOST].components["compute"] += ((mask if copies > 1 else 0) + SPLIT_UNITS["host"] * unit * scale) / MiB
+            host_b = (mask if copies > 1 else 0) + SPLIT_UNITS["host"] * unit * scale
+            if exps_host:
+                host_b += EXPERTS_ON_HOST["host_t"] * act_t
+            dp[HOST].components["compute"] += host_b / MiB
     if not r.mtp:
         return
     n_out_d = min(T, max(1, r.n_seq_max))
-    act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, n_out_d * hp.n_vocab * 4 + 2 * unit)
+    logits_d = n_out_d * hp.n_vocab * 4
+    act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, logits_d + 2 * unit)
     mtp_dev = layer_dev[hp.n_layer] if hp.n_nextn else out_dev
-    if mtp_dev == HOST and out_dev == HOST and trunk_devs == [HOST]:
-        dp[HOST].components["draft_compute"] = act_d / MiB
-        return
     if mtp_dev == HOST:
         dp[HOST].components["draft_compute"] += act_d / MiB
         return
-    dp[mtp_dev].components["draft_compute"] += (act_d + SPLIT_UNITS["draft_dev"] * unit * scale) / MiB
-    dp[HOST].components["draft_compute"] += ((mask if copies > 1 else 0) + SPLIT_UNITS["draft_host"] * unit * scale) / MiB
+    dev_d = act_d
+    moe_on_host = exps_host and (r.cpu_moe or r.n_cpu_moe > hp.n_layer)
+    if moe_on_host:  # the MTP block's experts run on the host; its attention stays on the device
+        dev_d = EXPERTS_ON_HOST["dev_d_attn"] * 4.0 * T * pdb + mask
+    dp[mtp_dev].components["draft_compute"] += (dev_d + SPLIT_UNITS["draft_dev"] * unit * scale) / MiB
+    if out_dev != mtp_dev:
+        dp[out_dev].components["draft_compute"] += (SPLIT_UNITS["output_only"] * unit * scale + logits_d) / MiB
+    host_d = (mask if copies > 1 else 0) + SPLIT_UNITS["draft_host"] * unit * scale
+    if moe_on_host:
+        host_d += act_d
+    dp[HOST].components["draft_compute"] += host_d / MiB
+
+
+def _floor_units(n_seq: int) -> float:
+    pts = FLOOR_STATE
+    if n_seq <= pts[0][0]:
+        return pts[0][1]
+    for (a, fa), (b, fb) in zip(pts, pts[1:]):
+        if n_seq <= b:
+            return fa + (fb - fa) * (n_seq - a) / (b - a)
+    (a, fa), (b, fb) = pts[-2], pts[-1]
+    return fb + (fb - fa) / (b - a) * (n_seq - b)
+
+
+def _experts_on_host(meta: GGUFMeta, r: Resolved) -> bool:
+    if r.cpu_moe or r.n_cpu_moe > 0:
+        return meta.hparams.n_expert > 0
+    return any(re.search(p, "blk.0.ffn_up_exps.weight") for p in r.cpu_overrides)
 
 
 # ---- expected --fit behaviour ------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -129,8 +130,10 @@ def probe_launch(server: str | Path, argv: list[str], timeout_s: float = 120.0, 
     child_env = dict(env if env is not None else os.environ)
     for k in [k for k in child_env if k.startswith("LLAMA_ARG_")]:
         del child_env[k]
-    tmpdir = tempfile.mkdtemp(prefix="mtp-tune-probe-")
-    child_env.setdefault("XDG_CONFIG_HOME", tmpdir)
+    tmpdir = None
+    if "XDG_CONFIG_HOME" not in child_env:  # llama-server reads llama.cpp/config.ini there: keep it empty
+        tmpdir = tempfile.mkdtemp(prefix="mtp-tune-probe-")
+        child_env["XDG_CONFIG_HOME"] = tmpdir
     report = MemoryReport()
     lines: list[str] = []
     t0 = time.monotonic()
@@ -185,6 +188,8 @@ def probe_launch(server: str | Path, argv: list[str], timeout_s: float = 120.0, 
                 continue
             lines.append(line)
             report.feed(line)
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
     return LaunchResult(cmd, "".join(lines), report, proc.returncode, ready, time.monotonic() - t0)
 
 
