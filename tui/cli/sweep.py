@@ -1,0 +1,246 @@
+"""Run a grid of llama-server configurations unattended and print the table and the best one.
+
+`mtp-tune sweep -m FILE [llama-server flags] --axis NAME=V1,V2,... [--axis ...]` launches the server
+once per configuration (configurations that differ only in `n-predict` share a launch), checks a
+first decode, probes it and records every run in the results store. Axis names are llama-server's
+option names without dashes (`ubatch-size` or `ub`, `cache-type-k-draft` or `ctkd`, `spec-type`,
+`spec-draft-n-max`, `ctx-size`), plus `n-predict` (generation length) and `mtp=on,off`. Values of
+list options use `/` (`fit-target=1024/2048`); several spec types in one value use `+`.
+
+Invalid combinations are skipped with the reason; combinations that change nothing (draft options
+without MTP) are run once; a predicted OOM is skipped unless --try-anyway; a memory allocation
+failure starts a search for the smallest --fit-target (GPU/RPC) or largest --ctx-size (CPU) that
+works. Interrupt it at any time: running the same command again continues where it stopped.
+Every flag mtp-tune does not know goes to llama-server (`-np 1 -t 1 --metrics` are added unless
+given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tui.cli._common import fail, print_json
+
+COMMAND = "sweep"
+HELP = "run a grid of configurations (--axis NAME=V1,V2) and report the best (-m FILE [llama-server flags])"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="a swept option, e.g. mtp=on,off, ub=256,512, ctkd=f16,q8_0, n-predict=128,512 (repeatable)")
+    p.add_argument("--suite", default="tasks", help="probe suite: tasks (default), long-prompt, full, or a .toml/.jsonl file")
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="passes over the suite per configuration (default 3)")
+    p.add_argument("--n-predict", type=int, default=None, metavar="N",
+                   help="tokens generated per prompt when n-predict is not an axis (default: the probe's 512)")
+    p.add_argument("--objective", default="tg", metavar="tg|pp|workload:IN,OUT",
+                   help="what 'best' means: TG, PP, or the end-to-end time of IN prompt tokens and OUT generated ones")
+    p.add_argument("--budget", type=float, default=None, metavar="MIN",
+                   help="stop starting new launches after this many minutes (re-run to continue)")
+    p.add_argument("--try-anyway", action="store_true", help="launch configurations the planner predicts will not fit")
+    p.add_argument("--simulate", metavar="PROFILE", help="plan against simulated GPUs (a profile or e.g. 2x16GiB) instead of the real ones")
+    p.add_argument("--fit-step", type=int, default=64, metavar="MIB", help="fit-target search resolution (default 64 MiB)")
+    p.add_argument("--save-best", metavar="NAME", help="save the best as profile NAME and as section [NAME] of the preset INI")
+    p.add_argument("--ini", metavar="PATH", help="preset INI for --save-best (default: presets.ini in the config dir)")
+    p.add_argument("--fresh", action="store_true", help="forget the saved progress of this sweep and start over")
+    p.add_argument("--json", action="store_true", help="print one JSON object: rows (settings, status, tg_tps, pp_tps, acceptance...) and best")
+    p.add_argument("--server-bin", metavar="PATH", help="llama-server binary (default: found or built by mtp-tune)")
+    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S", help="seconds to wait for each load (default 180)")
+    p.add_argument("--db", metavar="PATH", help="results database (default: the user data dir)")
+    p.set_defaults(server_args=[])
+    # llama-server's flags are open-ended: whatever this parser does not know goes to the server.
+    p.allow_abbrev = False
+    parse_known = p.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = parse_known(args, namespace)
+        rest = list(extras)
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        ns.server_args = list(getattr(ns, "server_args", []) or []) + rest
+        return ns, []
+
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+class ProgressLine:
+    """One live line on stderr (rewritten in place on a terminal, one line per event otherwise)."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.width = shutil.get_terminal_size((120, 20)).columns
+        self._last = ""
+
+    def __call__(self, ev: Any) -> None:
+        eta = "" if ev.eta_s is None else f" ETA {_dur(ev.eta_s)}"
+        head = f"[{ev.done}/{ev.total} {_dur(ev.elapsed_s)}{eta}]"
+        if ev.kind == "probe" and ev.probe is None:
+            return
+        if ev.kind == "probe":
+            p = ev.probe
+            if getattr(p, "event", "") != "request_done":
+                return
+            if not self.tty and p.done not in (1, p.total // 2):  # a log file gets a few lines per row
+                return
+            text = f"{head} #{ev.row.index + 1} {ev.row.label()}: probe {p.done}/{p.total}"
+            self._line(text, final=False)
+            return
+        if ev.kind in ("row_started",):
+            return
+        if ev.kind == "row_done" and ev.result is not None:
+            r = ev.result
+            tg = f" TG {r.tg_tps:.1f}" if r.tg_tps else ""
+            acc = f" acc {r.acceptance:.0%}" if r.acceptance is not None else ""
+            text = f"{head} #{ev.row.index + 1} {ev.row.label()}: {r.status}{tg}{acc}"
+            self._line(text, final=r.status not in ("duplicate", "invalid") or not self.tty)
+            return
+        if ev.kind == "search_trial" and ev.trial is not None:
+            self._line(f"{head} #{ev.row.index + 1} search: {ev.message}", final=not self.tty)
+            return
+        row = f" #{ev.row.index + 1}" if ev.row is not None else ""
+        self._line(f"{head}{row} {ev.message}".rstrip(), final=ev.kind in ("started", "search_done", "stopped", "finished"))
+
+    def _line(self, text: str, final: bool) -> None:
+        if self.tty:
+            text = text[: self.width - 1]
+            pad = " " * max(0, len(self._last) - len(text))
+            self.stream.write("\r" + text + pad + ("\n" if final else ""))
+            self._last = "" if final else text
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _dur(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def _has_model(args: list[str]) -> bool:
+    return any(a in ("-m", "--model") or a.startswith("--model=") for a in args)
+
+
+def sweep_json(table: Any, outcome: Any = None) -> dict[str, Any]:
+    """The `--json` object: rows (settings, status, tg_tps, pp_tps, acceptance, ...) and best."""
+    d = table.to_json()
+    d["status"] = outcome.stopped if outcome is not None else ("done" if table.complete else "incomplete")
+    if outcome is not None:
+        d["seconds"] = round(outcome.seconds, 2)
+        d["launches_this_run"] = outcome.launches
+    return d
+
+
+def run(args: argparse.Namespace) -> int:
+    from tui.core.argv import settings_from_argv
+    from tui.core.probes.session import with_defaults
+    from tui.core.settings import Settings
+    from tui.core.sweep.definition import SweepDefinitionError, build_definition
+    from tui.core.sweep.results import build_table, save_best
+    from tui.core.sweep.runner import Sweep, SweepError, default_planner
+    from tui.core.sweep.state import StateError
+
+    server_args: list[str] = list(args.server_args)
+    if not _has_model(server_args):
+        return fail("sweep needs a model file: `mtp-tune sweep -m FILE.gguf [llama-server flags] --axis NAME=V1,V2`.")
+    if not args.axis:
+        return fail("sweep needs at least one --axis, e.g. --axis mtp=on,off --axis ub=256,512.")
+    imp = settings_from_argv(with_defaults(server_args), base=Settings(metrics=False))
+    errors = [p for p in imp.problems if p.severity == "error"]
+    if errors:
+        return fail("the llama-server flags cannot be used: " + " ".join(p.message for p in errors))
+    try:
+        definition = build_definition(imp.settings, args.axis, suite=args.suite, repeat=args.repeat,
+                                      n_predict=args.n_predict, objective=args.objective, budget_min=args.budget,
+                                      try_anyway=args.try_anyway, fit_step_mib=args.fit_step)
+    except SweepDefinitionError as e:
+        return fail(str(e))
+    model = imp.settings.model
+    if model and not Path(model).expanduser().is_file():
+        return fail(f"the model file {model} does not exist (or is not a file); check the path given to -m.")
+    from tui.core.provision import ProvisionError, ensure_server
+
+    try:
+        found = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
+                                                                          file=sys.stderr, flush=True))
+    except ProvisionError as e:
+        return fail(str(e))
+    from tui.core.store import StoreError, open_store
+
+    try:
+        store = open_store(args.db)
+    except StoreError as e:
+        return fail(str(e))
+    progress = ProgressLine()
+    t0 = time.monotonic()
+    try:
+        sweep = Sweep(definition, server_bin=found.path, store=store, on_event=progress, fresh=args.fresh,
+                      ready_timeout=args.ready_timeout, planner=default_planner(args.simulate))
+    except (SweepError, StateError) as e:
+        store.close()
+        return fail(str(e))
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["outcome"] = sweep.run()
+        except BaseException as e:  # handed to the main thread
+            box["error"] = e
+
+    worker = threading.Thread(target=work, name="sweep", daemon=True)
+    worker.start()
+    interrupted = False
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        interrupted = True
+        sweep.cancel()
+        print("\nmtp-tune: stopping; finished rows are kept (run the same command to continue) ...", file=sys.stderr, flush=True)
+        worker.join(30.0)
+    finally:
+        store.close()
+    if "error" in box:
+        err = box["error"]
+        if isinstance(err, (SweepError, StateError)):
+            return fail(str(err))
+        raise err
+    outcome = box.get("outcome")
+    table = build_table(definition, sweep.state)
+    rc = 0
+    saved = None
+    if args.save_best and table.best is not None and not interrupted:
+        try:
+            saved = save_best(table, args.save_best, ini_path=args.ini)
+        except Exception as e:  # ProfileError, IniWriteError: both one paragraph
+            print(f"mtp-tune: the best configuration was not saved: {e}", file=sys.stderr)
+            rc = 1
+    elif args.save_best and table.best is None:
+        print("mtp-tune: nothing measured, so no best configuration to save.", file=sys.stderr)
+        rc = 1
+    if args.json:
+        d = sweep_json(table, outcome)
+        if saved is not None:
+            d["saved"] = {"profile": str(saved.profile_path), "ini": str(saved.ini_path), "section": saved.section}
+        print_json(d)
+    else:
+        took = time.monotonic() - t0
+        status = outcome.stopped if outcome is not None else "interrupted"
+        print(f"Sweep {definition.sweep_id} ({status}) in {_dur(took)}; {outcome.launches if outcome else 0} launches this run, "
+              f"{sweep.state.launches} in all. Objective: {definition.objective.label}.")
+        print(table.render(shutil.get_terminal_size((160, 20)).columns))
+        if saved is not None:
+            print(f"Saved the best as profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}.")
+    if interrupted:
+        return 130
+    if outcome is not None and outcome.stopped != "done":
+        return 3 if rc == 0 else rc
+    if table.best is None and rc == 0:
+        return 1  # nothing could be measured: every row failed or was skipped
+    return rc
+

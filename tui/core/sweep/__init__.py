@@ -1,0 +1,35 @@
+"""Sweeps: run a grid of llama-server configurations unattended, recover from OOMs, resume, and
+report the best configuration.
+
+Typical use (a UI runs `Sweep.run()` in a worker thread and shows the events):
+
+    defn = build_definition(settings, ["mtp=on,off", "ub=256,512"], suite="tasks", repeat=3)
+    sweep = Sweep(defn, server_bin=path, on_event=callback)   # callback(SweepEvent), on the sweep thread
+    outcome = sweep.run()                                      # sweep.cancel() from any thread
+    table = build_table(defn, sweep.state)                     # rows, best, within noise, MTP break-even
+    save_best(table, "my-best")                                # TOML profile + [my-best] INI section
+"""
+
+from tui.core.sweep.definition import (
+    Axis,
+    Configuration,
+    Limits,
+    Objective,
+    SweepDefinition,
+    SweepDefinitionError,
+    build_definition,
+    parse_axis,
+    parse_objective,
+)
+from tui.core.sweep.results import SweepTable, TableRow, build_table, save_best
+from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
+from tui.core.sweep.runner import PlanVerdict, Sweep, SweepError, SweepEvent, SweepOutcome, default_planner
+from tui.core.sweep.search import KnobFinding, Trial, search_knob
+from tui.core.sweep.state import RowResult, SweepState, StateError, list_states, load_state
+
+__all__ = [
+    "Axis", "Backend", "Configuration", "KnobFinding", "LaunchOutcome", "Limits", "Objective", "PlanVerdict", "RowResult",
+    "StateError", "SupervisorBackend", "Sweep", "SweepDefinition", "SweepDefinitionError", "SweepError", "SweepEvent",
+    "SweepOutcome", "SweepState", "SweepTable", "TableRow", "Trial", "build_definition", "build_table",
+    "default_planner", "list_states", "load_state", "parse_axis", "parse_objective", "save_best", "search_knob",
+]

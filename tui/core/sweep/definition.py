@@ -1,0 +1,519 @@
+"""What a sweep is: axes over settings fields, the probe run for each configuration, the objective
+and the limits, expanded into an ordered list of configurations.
+
+Why a separate definition: the same object drives the CLI, the TUI and resume. Its `sweep_id` is a
+hash of everything that changes a measurement (base settings, model file, axes, suite, repeats,
+generation length), and of nothing else, so re-running with another objective or budget continues the
+same sweep instead of measuring everything again.
+
+Axis names are llama-server's option names without dashes (`ubatch-size`, `ub`, `ctkd`,
+`spec-draft-n-max`, `ctx-size`, ...), plus `n-predict` (the probes' generation length, which needs
+no restart) and `mtp` (`on`/`off`, a shorthand for `spec-type=draft-mtp,none`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from tui.core.argv import parse_value, settings_to_argv
+from tui.core.options import FIELD_BY_NAME, FALSEY, TRUTHY, FieldSpec, field_for_option, find_option
+from tui.core.settings import Settings, effective_spec_types
+from tui.core.validate import errors, validate
+
+#: Axis names that set the probes' generation length instead of a server option.
+N_PREDICT_NAMES = frozenset({"n-predict", "n_predict", "predict", "n", "max-tokens", "gen-len"})
+#: Settings fields that only matter while a speculative type is enabled.
+DRAFT_ONLY_FIELDS = ("spec_draft_n_max", "spec_draft_n_min", "spec_draft_p_min",
+                     "cache_type_k_draft", "cache_type_v_draft")
+#: Fields never part of a configuration's identity (where it listens, secrets).
+NON_IDENTITY_FIELDS = ("host", "port", "api_key")
+#: Settings fields a sweep axis may not vary (they are the sweep's identity or its plumbing).
+FORBIDDEN_AXES = frozenset({"model", "hf_repo", "host", "port", "api_key", "metrics"})
+
+ObjectiveKind = Literal["tg", "pp", "workload"]
+
+
+class SweepDefinitionError(ValueError):
+    """An axis, objective or limit that cannot be understood; the message names it and says what to do."""
+
+
+# --------------------------------------------------------------------------- axes
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept dimension. `field` is a Settings field, `n_predict`, or `extra:<flag>` for an option
+    without a Settings field (passed verbatim in extra_args)."""
+
+    name: str  # as the user wrote it (`ub`, `ctkd`, `n-predict`, `mtp`): the table's column header
+    field: str
+    values: tuple[Any, ...]  # parsed values, JSON-serialisable
+    texts: tuple[str, ...]  # the values as the user wrote them
+
+    @property
+    def is_n_predict(self) -> bool:
+        return self.field == "n_predict"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "field": self.field, "values": list(self.values), "texts": list(self.texts)}
+
+
+def _field_spec_for(name: str) -> tuple[str, FieldSpec | None, str | None]:
+    """(label, FieldSpec or None, flag for extra_args) for an axis name in llama-server spelling."""
+    bare = name.strip().lstrip("-")
+    candidates = [f"--{bare}", f"-{bare}", f"--{bare.replace('_', '-')}"]
+    # A Settings field name (`ubatch_size`) is accepted too.
+    if bare in FIELD_BY_NAME:
+        spec = FIELD_BY_NAME[bare]
+        return spec.label, spec, None
+    for c in candidates:
+        opt = find_option(c)
+        if opt is None:
+            continue
+        spec = field_for_option(opt)
+        if spec is not None:
+            return spec.label, spec, None
+        if not opt.takes_value:
+            raise SweepDefinitionError(
+                f"--axis {name}: {opt.canonical} is a switch without a value; sweep an option that takes values."
+            )
+        return opt.canonical.lstrip("-"), None, opt.canonical
+    raise SweepDefinitionError(
+        f"--axis {name}: {name!r} is not a llama-server option. Use the option's long or short name without "
+        "dashes (ubatch-size or ub, cache-type-k-draft or ctkd, spec-type, spec-draft-n-max, ctx-size), "
+        "n-predict for the generation length, or mtp=on,off."
+    )
+
+
+def _parse_spec_value(text: str) -> list[str]:
+    """`none`, `draft-mtp`, or several types joined by `+` (commas separate axis values)."""
+    parts = [p.strip() for p in text.replace("+", " ").split() if p.strip()]
+    return parts
+
+
+def parse_axis(text: str) -> Axis:
+    """`NAME=V1,V2,...` -> Axis. Values of list options (fit-target, tensor-split) use `/` inside one value."""
+    name, eq, rest = text.partition("=")
+    name = name.strip()
+    if not eq or not name:
+        raise SweepDefinitionError(f"--axis {text!r}: write NAME=V1,V2,... (for example ubatch-size=256,512).")
+    texts = tuple(v.strip() for v in rest.split(",") if v.strip())
+    if not texts:
+        raise SweepDefinitionError(f"--axis {text!r}: no values after '='; give at least one, e.g. {name}=256,512.")
+    if len(set(texts)) != len(texts):
+        dup = next(t for t in texts if texts.count(t) > 1)
+        raise SweepDefinitionError(f"--axis {name}: value {dup!r} is given twice; list each value once.")
+    bare = name.lstrip("-")
+    if bare in N_PREDICT_NAMES:
+        vals: list[Any] = []
+        for t in texts:
+            try:
+                v = _parse_count(t)
+            except ValueError:
+                raise SweepDefinitionError(f"--axis {name}: {t!r} is not a whole number of tokens (e.g. 128,512 or 1k).") from None
+            if v < 1:
+                raise SweepDefinitionError(f"--axis {name}: {t} tokens: a generation length must be at least 1.")
+            vals.append(v)
+        return Axis("n-predict", "n_predict", tuple(vals), texts)
+    if bare == "mtp":
+        vals = []
+        for t in texts:
+            if t.lower() in TRUTHY:
+                vals.append(["draft-mtp"])
+            elif t.lower() in FALSEY or t.lower() == "none":
+                vals.append([])
+            else:
+                raise SweepDefinitionError(f"--axis mtp: {t!r} is not on or off.")
+        return Axis("mtp", "spec_type", tuple(vals), texts)
+    label, spec, extra_flag = _field_spec_for(name)
+    if spec is None:
+        assert extra_flag is not None
+        return Axis(bare, f"extra:{extra_flag}", texts, texts)
+    if spec.field in FORBIDDEN_AXES:
+        raise SweepDefinitionError(
+            f"--axis {name}: {label} cannot be swept ({'run one sweep per model' if spec.field in ('model', 'hf_repo') else 'mtp-tune sets it for every launch'})."
+        )
+    vals = []
+    for t in texts:
+        if spec.kind == "spec":
+            vals.append(_parse_spec_value(t))
+        elif spec.kind in ("flag", "negflag"):
+            if t.lower() in TRUTHY:
+                vals.append(True)
+            elif t.lower() in FALSEY:
+                vals.append(False)
+            else:
+                raise SweepDefinitionError(f"--axis {name}: {t!r} is not on or off.")
+        else:
+            vals.append(parse_value(spec, t))
+    return Axis(bare, spec.field, tuple(vals), texts)
+
+
+def _parse_count(text: str) -> int:
+    """`800`, `12k`, `1.5k`, `2m` -> tokens."""
+    t = text.strip().lower().replace("_", "")
+    mult = 1
+    if t.endswith("k"):
+        mult, t = 1000, t[:-1]
+    elif t.endswith("m"):
+        mult, t = 1_000_000, t[:-1]
+    v = float(t)
+    if not v.is_integer() and mult == 1:
+        raise ValueError(text)
+    return int(round(v * mult))
+
+
+# --------------------------------------------------------------------------- objective and limits
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What "best" means: highest TG, highest PP, or lowest end-to-end time of a workload.
+
+    The workload time is `in_tokens / PP + out_tokens / TG` seconds: one prompt of `in_tokens`
+    processed, then `out_tokens` generated.
+    """
+
+    kind: ObjectiveKind = "tg"
+    in_tokens: int = 0
+    out_tokens: int = 0
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.kind != "workload"
+
+    @property
+    def label(self) -> str:
+        if self.kind == "workload":
+            return f"workload {self.in_tokens} in, {self.out_tokens} out (s)"
+        return f"{self.kind.upper()} t/s"
+
+    def score(self, tg_tps: float | None, pp_tps: float | None) -> float | None:
+        """The objective's value for one measurement (t/s, or seconds for a workload)."""
+        if self.kind == "tg":
+            return tg_tps
+        if self.kind == "pp":
+            return pp_tps
+        from tui.core.probes.compare import e2e_seconds  # the same arithmetic as `mtp-tune compare`
+
+        return e2e_seconds(self.in_tokens, self.out_tokens, pp_tps, tg_tps)
+
+    def text(self) -> str:
+        return f"workload:{self.in_tokens},{self.out_tokens}" if self.kind == "workload" else self.kind
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "in_tokens": self.in_tokens, "out_tokens": self.out_tokens}
+
+
+def parse_objective(text: str) -> Objective:
+    """`tg`, `pp` or `workload:IN,OUT` (token counts; `12k` allowed)."""
+    t = text.strip().lower()
+    if t in ("tg", "pp"):
+        return Objective(t)  # type: ignore[arg-type]
+    m = re.fullmatch(r"(?:workload|wl)[:=]\s*([\d.]+[km]?)\s*[,/x ]\s*([\d.]+[km]?)", t)
+    if m:
+        try:
+            i, o = _parse_count(m.group(1)), _parse_count(m.group(2))
+        except ValueError:
+            i = o = -1
+        if i >= 0 and o >= 1:
+            return Objective("workload", i, o)
+    raise SweepDefinitionError(
+        f"--objective {text!r}: use tg (generation speed), pp (prompt speed) or workload:IN,OUT, "
+        "e.g. workload:12k,800 for a 12000-token prompt and an 800-token answer."
+    )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When to stop: `budget_s` of wall time for the whole sweep (None: no limit)."""
+
+    budget_s: float | None = None
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One row of the sweep: a point of the grid, its settings, and why it will not run if it won't."""
+
+    index: int  # position in the grid, from 0 (stable: axis order, first value first)
+    key: str  # stable id within the sweep (hash of the axis values)
+    values: tuple[tuple[str, Any], ...]  # (axis name, value) in axis order
+    texts: tuple[tuple[str, str], ...]  # (axis name, value as written)
+    settings: Settings  # effective settings: what is launched
+    n_predict: int | None
+    launch_key: str  # configurations with equal launch keys share one server launch
+    skip_reason: str | None = None  # set when invalid (validation error)
+    duplicate_of: str | None = None  # key of the configuration whose launch and probes this row shares
+    duplicate_reason: str | None = None
+
+    @property
+    def runnable(self) -> bool:
+        return self.skip_reason is None and self.duplicate_of is None
+
+    def value(self, axis: str) -> Any:
+        return dict(self.values).get(axis)
+
+    def label(self) -> str:
+        """`ubatch-size=256 ctkd=q8_0` for progress lines."""
+        return " ".join(f"{k}={v}" for k, v in self.texts) or "base"
+
+
+def normalize(settings: Settings) -> Settings:
+    """The same configuration with the fields that cannot matter removed.
+
+    With no speculative type enabled, no draft context exists, so the draft n-max/n-min/p-min and
+    draft KV types change nothing; `spec-type none` and no spec-type are the same.
+    """
+    s = replace(settings, spec_type=list(settings.spec_type), extra_args=list(settings.extra_args))
+    if not effective_spec_types(s.spec_type):
+        s.spec_type = []
+        for f in DRAFT_ONLY_FIELDS:
+            setattr(s, f, None)
+    return s
+
+
+def settings_key(settings: Settings) -> str:
+    """A stable hash of what a launch runs (argv without host, port and key)."""
+    s = replace(settings, host="127.0.0.1", port=None, api_key=None)
+    return _hash(settings_to_argv(s))
+
+
+def settings_json(settings: Settings, *, only_set: bool = True) -> dict[str, Any]:
+    """Settings as a JSON object; `only_set` keeps the fields that differ from the defaults."""
+    default = Settings()
+    out: dict[str, Any] = {}
+    for f in fields(Settings):
+        if f.name == "api_key":
+            continue
+        v = getattr(settings, f.name)
+        if only_set and v == getattr(default, f.name):
+            continue
+        out[f.name] = list(v) if isinstance(v, list) else v
+    return out
+
+
+def settings_from_json(d: dict[str, Any]) -> Settings:
+    known = {f.name for f in fields(Settings)}
+    return Settings(**{k: (list(v) if isinstance(v, list) else v) for k, v in d.items() if k in known})
+
+
+def _hash(obj: Any, n: int = 12) -> str:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def _apply(settings: Settings, axis: Axis, value: Any) -> Settings:
+    if axis.is_n_predict:
+        return settings
+    if axis.field.startswith("extra:"):
+        flag = axis.field.split(":", 1)[1]
+        return replace(settings, extra_args=[*settings.extra_args, flag, str(value)])
+    v = list(value) if isinstance(value, list) else value
+    return replace(settings, **{axis.field: v})
+
+
+def _changed_fields(a: Settings, b: Settings) -> list[str]:
+    return [f.name for f in fields(Settings) if getattr(a, f.name) != getattr(b, f.name)]
+
+
+# --------------------------------------------------------------------------- the definition
+
+
+@dataclass(frozen=True)
+class SweepDefinition:
+    """A whole sweep. `suite` is a probe suite name or file; `n_predict` None means the probe default."""
+
+    base: Settings
+    axes: tuple[Axis, ...] = ()
+    suite: str = "tasks"
+    repeat: int = 3
+    n_predict: int | None = None
+    objective: Objective = field(default_factory=Objective)
+    limits: Limits = field(default_factory=Limits)
+    try_anyway: bool = False
+    fit_step_mib: int = 64
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.axes]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise SweepDefinitionError(f"--axis {dup} is given twice; put all its values in one --axis.")
+        fields_ = [a.field for a in self.axes if not a.field.startswith("extra:")]
+        dupf = next((f for f in fields_ if fields_.count(f) > 1), None)
+        if dupf:
+            both = [a.name for a in self.axes if a.field == dupf]
+            raise SweepDefinitionError(f"--axis {' and --axis '.join(both)} set the same option; use one of them.")
+        if self.repeat < 1:
+            raise SweepDefinitionError(f"--repeat {self.repeat}: run each probe at least once (3 or more to see the noise).")
+        if self.fit_step_mib < 1:
+            raise SweepDefinitionError("the fit-target step must be at least 1 MiB.")
+
+    # ---- identity -------------------------------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes a measurement; `sweep_id` hashes this."""
+        base = replace(self.base, host="127.0.0.1", port=None, api_key=None)
+        return {
+            "base_argv": settings_to_argv(base),
+            "model": _file_identity(self.base.model),
+            "axes": [[a.field, list(a.values)] for a in self.axes],
+            "suite": _suite_identity(self.suite),
+            "repeat": self.repeat,
+            "n_predict": self.n_predict,
+        }
+
+    @cached_property
+    def sweep_id(self) -> str:
+        """Stable across runs of the same sweep: the resume key (objective and budget excluded)."""
+        return _hash(self.identity(), 16)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.sweep_id,
+            "name": self.name,
+            "base": settings_json(self.base.redacted()),
+            "axes": [a.to_json() for a in self.axes],
+            "suite": self.suite,
+            "repeat": self.repeat,
+            "n_predict": self.n_predict,
+            "objective": self.objective.to_json(),
+            "budget_s": self.limits.budget_s,
+            "try_anyway": self.try_anyway,
+            "fit_step_mib": self.fit_step_mib,
+        }
+
+    # ---- expansion ------------------------------------------------------------------------
+
+    def grid(self) -> list[Configuration]:
+        """Every point of the grid in axis order (first axis slowest), validated and de-duplicated."""
+        out: list[Configuration] = []
+        first_by_identity: dict[tuple[str, int | None], Configuration] = {}
+        raw_settings: dict[str, Settings] = {}  # before normalisation, to explain duplicates
+        names = {a.field: a.name for a in self.axes}
+        value_lists = [list(zip(a.values, a.texts)) for a in self.axes]
+        for index, combo in enumerate(itertools.product(*value_lists) if self.axes else [()]):
+            s = replace(self.base, spec_type=list(self.base.spec_type), extra_args=list(self.base.extra_args),
+                        fit_target=list(self.base.fit_target))
+            n_predict = self.n_predict
+            for axis, (value, _text) in zip(self.axes, combo):
+                if axis.is_n_predict:
+                    n_predict = int(value)
+                else:
+                    s = _apply(s, axis, value)
+            values = tuple((a.name, v) for a, (v, _t) in zip(self.axes, combo))
+            texts = tuple((a.name, t) for a, (_v, t) in zip(self.axes, combo))
+            key = _hash([[a.field, v] for a, (v, _t) in zip(self.axes, combo)])
+            eff = normalize(s)
+            problems = errors(validate(eff))
+            skip = "; ".join(p.message for p in problems) if problems else None
+            lkey = settings_key(eff)
+            cfg = Configuration(index, key, values, texts, eff, n_predict, lkey, skip_reason=skip)
+            if skip is None:
+                ident = (lkey, n_predict)
+                first = first_by_identity.get(ident)
+                if first is not None:
+                    differ = [names.get(f, label_of(f)) for f in _changed_fields(s, raw_settings[first.key])]
+                    why = (", ".join(differ) + (" change nothing" if len(differ) > 1 else " changes nothing") +
+                           " without a speculative type: run once") if differ else "the same configuration: run once"
+                    cfg = replace(cfg, duplicate_of=first.key, duplicate_reason=why)
+                else:
+                    first_by_identity[ident] = cfg
+            raw_settings[cfg.key] = s
+            out.append(cfg)
+        return out
+
+    def configurations(self) -> list[Configuration]:
+        """The grid in run order: configurations sharing a launch are adjacent (generation lengths
+        ascending inside a launch), launches in grid order of their first configuration."""
+        grid = self.grid()
+        order: dict[str, int] = {}
+        for c in grid:
+            order.setdefault(c.launch_key, c.index)
+        return sorted(grid, key=lambda c: (order[c.launch_key], c.n_predict or 0, c.index))
+
+    def launch_count(self) -> int:
+        """Distinct launches the runnable configurations need."""
+        return len({c.launch_key for c in self.grid() if c.runnable})
+
+
+def label_of(field_name: str) -> str:
+    spec = FIELD_BY_NAME.get(field_name)
+    return spec.label if spec else field_name.replace("_", "-")
+
+
+def _file_identity(path: str | None) -> Any:
+    if not path:
+        return None
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+        return [str(p.resolve()), st.st_size]
+    except OSError:
+        return [str(p), None]
+
+
+def _suite_identity(suite: str) -> Any:
+    p = Path(suite).expanduser()
+    if p.is_file():
+        try:
+            return [p.name, hashlib.sha256(p.read_bytes()).hexdigest()[:16]]
+        except OSError:
+            return [str(p), None]
+    return suite
+
+
+def build_definition(
+    base: Settings,
+    axes: Sequence[str] | Iterable[Axis],
+    *,
+    suite: str = "tasks",
+    repeat: int = 3,
+    n_predict: int | None = None,
+    objective: str | Objective = "tg",
+    budget_min: float | None = None,
+    try_anyway: bool = False,
+    fit_step_mib: int = 64,
+    name: str | None = None,
+) -> SweepDefinition:
+    """Build a definition from CLI-style text (`ub=256,512`, `workload:12k,800`, minutes of budget)."""
+    parsed = tuple(a if isinstance(a, Axis) else parse_axis(a) for a in axes)
+    obj = objective if isinstance(objective, Objective) else parse_objective(objective)
+    if budget_min is not None and budget_min <= 0:
+        raise SweepDefinitionError(f"--budget {budget_min:g}: give a positive number of minutes.")
+    limits = Limits(budget_s=None if budget_min is None else float(budget_min) * 60.0)
+    if base.model:
+        base = replace(base, model=os.fspath(Path(base.model).expanduser()))
+    return SweepDefinition(base, parsed, suite, repeat, n_predict, obj, limits, try_anyway, fit_step_mib, name)
+
+
+def format_axis_value(axis_name: str, value: Any) -> str:
+    """A value as a table cell: spec lists joined by `+`, empty spec list as `none`."""
+    if isinstance(value, list):
+        if axis_name == "mtp":
+            return "on" if "draft-mtp" in value else "off"
+        if not value:
+            return "none" if axis_name == "spec-type" else "-"
+        return "+".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+__all__ = [
+    "Axis", "Configuration", "Limits", "Objective", "SweepDefinition", "SweepDefinitionError",
+    "build_definition", "format_axis_value", "normalize", "parse_axis", "parse_objective",
+    "settings_from_json", "settings_json", "settings_key",
+]

@@ -1,0 +1,424 @@
+"""The sweep's answer: a table with one row per configuration, the best one for the objective, the
+ones within the noise of it, where MTP starts to pay along a generation-length axis, and saving the
+best as a TOML profile and a `--models-preset` INI section in one step.
+
+"Within the noise" uses the same rule as every comparison in mtp-tune (`probes.stats.verdict`): a
+row is as good as the best when its range over passes overlaps the best's or the difference is not
+above the measured spread. With one pass per row the noise is unknown and no row is called equal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
+from tui.core.settings import Settings
+from tui.core.sweep.definition import (
+    Configuration,
+    Objective,
+    SweepDefinition,
+    format_axis_value,
+    normalize,
+    settings_from_json,
+    settings_json,
+    settings_key,
+)
+from tui.core.sweep.state import RowResult, SweepState
+
+
+@dataclass
+class TableRow:
+    """One configuration as shown: its axis values, what happened, and the numbers."""
+
+    number: int  # 1-based grid position (what "#3" refers to)
+    key: str
+    values: dict[str, str]  # axis name -> value text
+    n_predict: int | None
+    status: str  # ok | failed | invalid | duplicate | predicted_oom | pending
+    reason: str | None = None
+    failure_kind: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    tg_tps: float | None = None
+    pp_tps: float | None = None
+    acceptance: float | None = None
+    tg: Summary | None = None
+    pp: Summary | None = None
+    score: Summary | None = None  # the objective over passes
+    memory_mib: float | None = None
+    memory: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    same_as: int | None = None  # for duplicates: the row whose launch and numbers this row shares
+    finding: dict[str, Any] | None = None
+    run_id: int | None = None
+    vs_best: str | None = None  # best | same | worse | better | inconclusive
+
+    @property
+    def measured(self) -> bool:
+        return self.status == "ok" or (self.status == "duplicate" and self.tg_tps is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number, "key": self.key, "values": self.values, "n_predict": self.n_predict,
+            "settings": self.settings, "status": self.status, "reason": self.reason, "failure_kind": self.failure_kind,
+            "tg_tps": self.tg_tps, "pp_tps": self.pp_tps, "acceptance": self.acceptance,
+            "tg_spread": _spread(self.tg), "pp_spread": _spread(self.pp),
+            "tg": self.tg.to_json() if self.tg else None, "pp": self.pp.to_json() if self.pp else None,
+            "score": self.score.to_json() if self.score else None,
+            "memory_mib": self.memory_mib, "memory": self.memory, "warnings": self.warnings, "same_as": self.same_as,
+            "finding": self.finding, "run_id": self.run_id, "vs_best": self.vs_best,
+        }
+
+
+@dataclass
+class MtpPoint:
+    n_predict: int
+    tg_on: float
+    tg_off: float
+    gain: float  # relative TG change with MTP on
+    verdict: str  # better | worse | same | inconclusive (MTP on vs off)
+
+
+@dataclass
+class MtpPays:
+    """Along the generation-length axis, for one MTP-on configuration against the same without MTP."""
+
+    label: str  # the on configuration's other axis values
+    points: list[MtpPoint]
+    pays_from: int | None  # smallest n_predict from which MTP is faster at every longer length
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "pays_from": self.pays_from,
+                "points": [p.__dict__ for p in self.points]}
+
+
+@dataclass
+class SweepTable:
+    sweep_id: str
+    axes: list[str]
+    objective: Objective
+    rows: list[TableRow]
+    best: TableRow | None
+    within_noise: list[TableRow]
+    noise_known: bool
+    mtp_pays: list[MtpPays]
+    findings: list[dict[str, Any]]
+    launches: int
+
+    @property
+    def complete(self) -> bool:
+        return all(r.status != "pending" for r in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sweep_id": self.sweep_id,
+            "objective": self.objective.text(),
+            "complete": self.complete,
+            "launches": self.launches,
+            "axes": self.axes,
+            "rows": [r.to_json() for r in self.rows],
+            "best": self.best.to_json() if self.best else None,
+            "within_noise": [r.number for r in self.within_noise],
+            "noise_known": self.noise_known,
+            "mtp_pays": [m.to_json() for m in self.mtp_pays],
+            "findings": self.findings,
+        }
+
+    def best_settings(self) -> Settings | None:
+        return settings_from_json(self.best.settings) if self.best else None
+
+    def render(self, width: int = 160) -> str:
+        return render_table(self, width)
+
+
+def _spread(s: Summary | None) -> float | None:
+    if s is None or s.n < 2 or math.isinf(s.spread):
+        return None
+    return s.spread
+
+
+def _score_summary(obj: Objective, row: RowResult) -> Summary | None:
+    if obj.kind == "tg":
+        return Summary.from_json(row.tg_summary)
+    if obj.kind == "pp":
+        return Summary.from_json(row.pp_summary)
+    per_pass = [obj.score(p.get("tg_tps"), p.get("pp_tps")) for p in row.passes]
+    s = summarize(per_pass)
+    if s is None:
+        v = obj.score(row.tg_tps, row.pp_tps)
+        s = summarize([v])
+    return s
+
+
+def build_table(definition: SweepDefinition, state: SweepState) -> SweepTable:
+    """The table of a sweep from its saved state (grid order; unfinished rows are `pending`)."""
+    obj = definition.objective
+    configs = definition.grid()
+    by_key = {c.key: c for c in configs}
+    rows: list[TableRow] = []
+    for c in configs:
+        r = state.rows.get(c.key)
+        values = {name: format_axis_value(name, v) for name, v in c.values}
+        if r is None:
+            rows.append(TableRow(c.index + 1, c.key, values, c.n_predict, "pending", settings=settings_json(c.settings.redacted())))
+            continue
+        rows.append(_row(c, r, values, obj))
+    # Duplicates take their original's numbers.
+    by_number = {r.key: r for r in rows}
+    for tr, c in zip(rows, configs):
+        if c.duplicate_of is not None:
+            orig = by_number.get(c.duplicate_of)
+            if orig is not None:
+                tr.same_as = orig.number
+                if tr.status == "duplicate":
+                    tr.reason = c.duplicate_reason
+                    for attr in ("tg_tps", "pp_tps", "acceptance", "tg", "pp", "score", "memory_mib", "memory", "run_id"):
+                        setattr(tr, attr, getattr(orig, attr))
+    best, within, noise_known = _best(rows, obj)
+    pays = mtp_pays(definition, configs, rows) if any(a.is_n_predict for a in definition.axes) else []
+    _ = by_key
+    return SweepTable(definition.sweep_id, [a.name for a in definition.axes], obj, rows, best, within, noise_known, pays,
+                      list(state.findings), state.launches)
+
+
+def _row(c: Configuration, r: RowResult, values: dict[str, str], obj: Objective) -> TableRow:
+    tg = Summary.from_json(r.tg_summary)
+    pp = Summary.from_json(r.pp_summary)
+    mem = r.memory or None
+    return TableRow(
+        c.index + 1, c.key, values, c.n_predict, r.status, reason=r.reason, failure_kind=r.failure_kind,
+        settings=r.settings or settings_json(c.settings.redacted()), tg_tps=r.tg_tps, pp_tps=r.pp_tps,
+        acceptance=r.acceptance, tg=tg, pp=pp, score=_score_summary(obj, r) if r.status == "ok" else None,
+        memory_mib=(mem or {}).get("total_mib"), memory=mem, warnings=list(r.warnings), finding=r.finding, run_id=r.run_id,
+    )
+
+
+def _best(rows: list[TableRow], obj: Objective) -> tuple[TableRow | None, list[TableRow], bool]:
+    cands = [r for r in rows if r.status == "ok" and r.score is not None]
+    if not cands:
+        return None, [], False
+    pick = max if obj.higher_is_better else min
+    best = pick(cands, key=lambda r: r.score.median)  # type: ignore[union-attr]
+    best.vs_best = "best"
+    within: list[TableRow] = []
+    noise_known = best.score is not None and best.score.n >= 2
+    for r in cands:
+        if r is best:
+            continue
+        v = verdict(best.score, r.score, higher_is_better=obj.higher_is_better)
+        r.vs_best = v.label
+        if v.label == SAME:
+            within.append(r)
+    for r in rows:
+        if r.status == "duplicate" and r.same_as is not None:
+            orig = next((x for x in rows if x.number == r.same_as), None)
+            if orig is not None:
+                r.vs_best = "same as best" if orig is best else orig.vs_best
+    return best, within, noise_known
+
+
+def mtp_pays(definition: SweepDefinition, configs: list[Configuration], rows: list[TableRow]) -> list[MtpPays]:
+    """For each MTP-on configuration measured at several generation lengths: TG with and without MTP
+    at each length, and the length from which MTP is faster at every longer one."""
+    row_of = {r.key: r for r in rows}
+    off_index: dict[tuple[str, int | None], TableRow] = {}
+    for c in configs:
+        r = row_of[c.key]
+        if not c.settings.mtp_enabled and r.measured and r.tg_tps:
+            off_index.setdefault((c.launch_key, c.n_predict), r)
+    series: dict[str, list[tuple[Configuration, TableRow]]] = {}
+    for c in configs:
+        r = row_of[c.key]
+        if c.settings.mtp_enabled and r.status == "ok" and r.tg_tps and c.n_predict:
+            series.setdefault(c.launch_key, []).append((c, r))
+    out: list[MtpPays] = []
+    for items in series.values():
+        pts: list[MtpPoint] = []
+        for c, r in sorted(items, key=lambda x: x[0].n_predict or 0):
+            off_settings = normalize(Settings(**{**c.settings.__dict__, "spec_type": []}))
+            off = off_index.get((settings_key(off_settings), c.n_predict))
+            if off is None or not off.tg_tps or r.tg_tps is None:
+                continue
+            v = verdict(off.tg, r.tg, higher_is_better=True)
+            pts.append(MtpPoint(int(c.n_predict or 0), r.tg_tps, off.tg_tps, (r.tg_tps - off.tg_tps) / off.tg_tps, v.label))
+        if len(pts) < 1:
+            continue
+        pays_from = None
+        for i in range(len(pts)):
+            if all(_pays(p) for p in pts[i:]):
+                pays_from = pts[i].n_predict
+                break
+        label = " ".join(f"{k}={v}" for k, v in row_of[items[0][0].key].values.items()
+                         if k not in ("n-predict",) and not _is_spec_axis(definition, k))
+        out.append(MtpPays(label or "MTP on", pts, pays_from))
+    return out
+
+
+def _pays(p: MtpPoint) -> bool:
+    if p.verdict in (BETTER,):
+        return True
+    if p.verdict == "inconclusive":
+        return p.gain > 0
+    return False
+
+
+def _is_spec_axis(definition: SweepDefinition, name: str) -> bool:
+    return any(a.name == name and a.field == "spec_type" for a in definition.axes)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _fmt(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _fmt_spread(s: Summary | None) -> str:
+    sp = _spread(s)
+    return "" if sp is None else f"±{sp * 50:.0f}%" if sp * 50 >= 1 else "±<1%"
+
+
+STATUS_TEXT = {"ok": "ok", "failed": "FAILED", "invalid": "invalid", "duplicate": "dup", "predicted_oom": "skip:oom",
+               "pending": "pending"}
+
+
+def render_table(t: SweepTable, width: int = 160) -> str:
+    """A plain-text table (no colour codes) with numbered notes for reasons and warnings."""
+    obj = t.objective
+    head = ["#", *t.axes, "status", "TG t/s", "PP t/s", "accept", "mem MiB"]
+    if obj.kind == "workload":
+        head.append("e2e s")
+    head.append("notes")
+    notes: list[str] = []
+    note_ids: dict[str, int] = {}
+
+    def note(text: str) -> str:
+        if text not in note_ids:
+            notes.append(text)
+            note_ids[text] = len(notes)
+        return f"[{note_ids[text]}]"
+
+    body: list[list[str]] = []
+    for r in t.rows:
+        tg = f"{_fmt(r.tg_tps)} {_fmt_spread(r.tg)}".strip() if r.tg_tps is not None else "-"
+        pp = f"{_fmt(r.pp_tps)} {_fmt_spread(r.pp)}".strip() if r.pp_tps is not None else "-"
+        acc = "-" if r.acceptance is None else f"{r.acceptance:.0%}"
+        mem = _fmt(r.memory_mib, 0)
+        marks: list[str] = []
+        if r.vs_best == "best":
+            marks.append("BEST")
+        elif r.vs_best in (SAME, "same as best") and r.status == "ok":
+            marks.append("~best")
+        if r.same_as is not None:
+            marks.append(f"= #{r.same_as}")
+        if r.reason and r.status != "duplicate":
+            marks.append(note(f"{STATUS_TEXT.get(r.status, r.status)}: {r.reason}"))
+        elif r.reason and r.status == "duplicate":
+            marks.append(note(r.reason))
+        for w in r.warnings:
+            marks.append(note(w))
+        if r.finding and r.finding.get("converged"):
+            marks.append(f"{r.finding['flag']} {r.finding['value']}")
+        status = STATUS_TEXT.get(r.status, r.status)
+        line = [str(r.number), *[r.values.get(a, "") for a in t.axes], status, tg, pp, acc, mem]
+        if obj.kind == "workload":
+            line.append(_fmt(r.score.median if r.score else None, 2))
+        line.append(" ".join(marks))
+        body.append(line)
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(b, widths)).rstrip() for b in body]
+    out.append("")
+    out.extend(summary_lines(t))
+    if notes:
+        out.append("")
+        out.append("Notes:")
+        for i, n in enumerate(notes, 1):
+            out.append(_wrap(f"[{i}] {n}", width, "    "))
+    return "\n".join(out)
+
+
+def summary_lines(t: SweepTable) -> list[str]:
+    """Best, within noise, MTP break-even and findings, one fact per line."""
+    out: list[str] = []
+    obj = t.objective
+    if t.best is None:
+        out.append(f"No configuration was measured, so there is no best for {obj.label}.")
+    else:
+        b = t.best
+        val = b.score.median if b.score else None
+        unit = "s" if obj.kind == "workload" else "t/s"
+        digits = 2 if obj.kind == "workload" else 1
+        where = " ".join(f"{k}={v}" for k, v in b.values.items()) or "the base settings"
+        out.append(f"Best for {obj.label}: #{b.number} ({where}) at {_fmt(val, digits)} {unit}.")
+        if t.within_noise:
+            out.append("Within the noise of the best: " + ", ".join(f"#{r.number}" for r in t.within_noise) + ".")
+        elif not t.noise_known:
+            out.append("Noise unknown (one pass per row): run with --repeat 3 or more to tell close rows apart.")
+        else:
+            out.append("No other configuration is within the noise of the best.")
+    for m in t.mtp_pays:
+        pts = ", ".join(f"{p.n_predict}: {p.gain:+.0%}" for p in m.points)
+        if m.pays_from is not None:
+            out.append(f"MTP ({m.label}) pays from {m.pays_from} generated tokens on (TG gain by length: {pts}).")
+        else:
+            out.append(f"MTP ({m.label}) does not pay at any measured length (TG gain by length: {pts}).")
+    for f in t.findings:
+        if f.get("converged"):
+            out.append(f"Finding: {f.get('label', '')}: {f.get('message')}")
+        else:
+            out.append(f"Finding: {f.get('label', '')}: no working {f.get('flag')}: {f.get('message')}")
+    if not t.complete:
+        left = sum(1 for r in t.rows if r.status == "pending")
+        out.append(f"{left} configuration(s) not run yet: re-run the same sweep to continue.")
+    return out
+
+
+def _wrap(text: str, width: int, indent: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+# --------------------------------------------------------------------------- saving the best
+
+
+@dataclass
+class SavedBest:
+    profile_path: Path
+    ini_path: Path
+    section: str
+    settings: Settings
+
+
+def save_best(table: SweepTable, name: str, *, ini_path: str | Path | None = None) -> SavedBest:
+    """Save the best configuration as profile `name` (TOML) and as section `[name]` of a
+    `--models-preset` INI file (default: `config_dir()/presets.ini`), in one step.
+
+    Both are checked before either is written: a name or value the INI cannot hold leaves neither
+    file changed. Raises ValueError with a one-paragraph message when there is no best.
+    """
+    from tui.core import preset_ini, profiles
+    from tui.core.paths import config_dir
+
+    if table.best is None:
+        raise ValueError("the sweep has no measured configuration yet, so there is no best to save; run it first.")
+    settings = table.best_settings()
+    assert settings is not None
+    settings = Settings(**{**settings.__dict__, "port": None, "api_key": None})
+    profiles.check_name(name)
+    target = Path(ini_path) if ini_path is not None else config_dir() / "presets.ini"
+    # Check the INI side first, so a refusal leaves the profile unwritten too.
+    preset_ini.settings_to_ini(name, settings)
+    if target.exists():
+        existing = preset_ini.read_preset(target)
+        if not existing.server_accepts:
+            first = next((p for p in existing.problems if p.rejects), None)
+            raise preset_ini.IniWriteError(f"{target} is already refused by llama-server ({first}); fix it first, "
+                                           "nothing was saved.")
+    profile_path = profiles.save_profile(name, settings)
+    res = preset_ini.write_section(target, name, settings)
+    return SavedBest(profile_path, res.path, name, settings)

@@ -1,0 +1,686 @@
+"""Run a sweep: plan, launch, check a first decode, probe and record every configuration, unattended.
+
+For each launch group (configurations that differ only in generation length share one server):
+
+1. plan first: a predicted OOM is recorded as `predicted_oom` and skipped, unless `try_anyway`;
+2. launch the real llama-server and wait until it is ready, then decode a few tokens, because MTP
+   OOMs often come at the first decode rather than at load;
+3. a memory allocation failure at either point starts the knob search (`search.py`): the smallest
+   `--fit-target` that works on GPU/RPC devices, the largest `--ctx-size` on the CPU backend. The
+   answer is recorded as a finding and the row is measured with it;
+4. probe every configuration of the group and record the run in the results store;
+5. any other failure is classified (`failures.classify`, refined by `backend.classify_memory`),
+   recorded, and the sweep goes on.
+
+State is saved after every row (`state.py`), so an interrupted sweep resumes where it stopped.
+`Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
+events (with an ETA) go to the `on_event` callback, on the sweep's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from tui.core.failures import Failure, FailureKind
+from tui.core.probes.suites import Suite, SuiteError, get_suite
+from tui.core.settings import Settings
+from tui.core.sweep.backend import (
+    ALLOC_FAIL,
+    DEFAULT_READY_TIMEOUT,
+    Backend,
+    LaunchOutcome,
+    SupervisorBackend,
+)
+from tui.core.sweep.definition import Configuration, SweepDefinition, settings_json
+from tui.core.sweep.search import CTX_STEP, MIN_CTX, KnobFinding, Trial, ctx_start, fit_target_limit, search_knob
+from tui.core.sweep.state import RowResult, StateError, SweepLock, SweepState, open_state
+
+#: Launches with the search's answer (or the next safer values) before giving up on it.
+RELAUNCH_TRIES = 3
+
+class SweepError(RuntimeError):
+    """The sweep cannot start (bad suite, no server binary, unwritable state); one clear paragraph."""
+
+
+# --------------------------------------------------------------------------- collaborators
+
+
+class Prober(Protocol):
+    """Runs the probe suite against a ready server (`probes.runner.run_probe_sync` fits via `default_prober`)."""
+
+    def __call__(self, url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str,
+                 settings: Settings, memory: dict[str, Any] | None, plan: dict[str, Any] | None,
+                 cancel: threading.Event, progress: Callable[[Any], None], sink: Any = None) -> Any:
+        """Returns a run with `status` (ok | failed | cancelled), `summary` (probes.records.summarize_run),
+        `warnings`, `error`, `run_id` and `requests`, like probes.runner.ProbeRun."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlanVerdict:
+    """The planner's call on a configuration: `risk` ok | tight | oom, `unknown` (could not plan), or
+    `invalid` (the server is certain to refuse it, e.g. draft-mtp on a model without MTP layers)."""
+
+    risk: str
+    message: str = ""
+    details: dict[str, Any] | None = None
+
+
+PlanCheck = Callable[[Settings], "PlanVerdict | None"]
+
+
+def default_prober() -> Prober:
+    """The real probe runner, run on its own event loop in the sweep's thread."""
+    from tui.core.probes.runner import RunConfig, RunContext, run_probe_sync
+
+    def probe(url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str, settings: Settings,
+              memory: dict[str, Any] | None, plan: dict[str, Any] | None, cancel: threading.Event,
+              progress: Callable[[Any], None], sink: Any = None) -> Any:
+        cfg = RunConfig(repeat=repeat) if n_predict is None else RunConfig(repeat=repeat, n_predict=n_predict)
+        from tui.core.probes.hygiene import check_memory_report
+
+        ctx = RunContext(url=url, label=label, model=settings.model, settings=settings_json(settings.redacted(), only_set=False),
+                         configured_parallel=settings.parallel, plan=plan, memory=memory,
+                         extra_warnings=check_memory_report(memory))
+        return run_probe_sync(url, suite, cfg, api_key=settings.api_key, context=ctx, sink=sink, progress=progress,
+                              cancel=cancel)
+
+    return probe  # type: ignore[return-value]
+
+
+def default_planner(simulate: str | None = None) -> PlanCheck:
+    """The memory planner as a PlanCheck (`simulate`: plan against a simulated GPU profile)."""
+    from tui.core.sweep.planning import plan_check
+
+    return plan_check(simulate)
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class SweepEvent:
+    """Progress for the CLI and the TUI.
+
+    `kind`: started | row_started | launching | ready | launch_failed | search_trial | search_done |
+    probe | row_done | stopped | finished. `done`/`total` count rows (skipped and duplicate rows are
+    done at once); `eta_s` is None until something has been measured.
+    """
+
+    kind: str
+    done: int
+    total: int
+    elapsed_s: float
+    eta_s: float | None = None
+    row: Configuration | None = None
+    result: RowResult | None = None
+    message: str = ""
+    launches: int = 0
+    probe: Any = None  # probes.runner.ProbeProgress for kind "probe"
+    trial: Trial | None = None
+
+
+EventFn = Callable[[SweepEvent], None]
+
+
+@dataclass
+class SweepOutcome:
+    """What `Sweep.run()` returns."""
+
+    state: SweepState
+    stopped: str  # done | cancelled | budget
+    seconds: float
+    launches: int  # launches in this session
+    ran: list[str]  # row keys run in this session
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped == "done"
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+class Sweep:
+    """One sweep run (resumes the saved state of the same definition unless `fresh`).
+
+    `store`: a results store (`tui.core.store.Store`) or anything with its run-writing methods;
+    "default" opens `data_dir()/results.sqlite`; None records nothing there (state file only).
+    """
+
+    def __init__(
+        self,
+        definition: SweepDefinition,
+        *,
+        server_bin: str | Path | None = None,
+        backend: Backend | None = None,
+        prober: Prober | None = None,
+        planner: PlanCheck | None | str = "default",
+        store: Any = "default",
+        state_root: Path | None = None,
+        on_event: EventFn | None = None,
+        fresh: bool = False,
+        env: Mapping[str, str] | None = None,
+        ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    ) -> None:
+        self.definition = definition
+        if backend is None:
+            if server_bin is None:
+                raise SweepError("no llama-server binary given: pass server_bin (mtp-tune finds or builds one with "
+                                 "`mtp-tune doctor`, or set $MTP_TUNE_LLAMA_SERVER).")
+            backend = SupervisorBackend(server_bin, env=env, ready_timeout=ready_timeout)
+        self.backend = backend
+        self.prober = prober or default_prober()
+        self.planner: PlanCheck | None = default_planner() if planner == "default" else planner  # type: ignore[assignment]
+        self._store_arg = store
+        self.store: Any = None
+        self.on_event = on_event
+        self._state_root = state_root
+        self._fresh = fresh
+        self.state = open_state(definition.sweep_id, definition.to_json(), state_root, fresh=fresh)
+        self._cancel = threading.Event()
+        self._t0 = time.monotonic()
+        self._launches = 0
+        self._ran: list[str] = []
+        self._done = 0
+        self._total = 0
+        # ETA model: seconds per launch and per generated-token-weight, measured in this session.
+        self._launch_s: list[float] = []
+        self._work_s = 0.0
+        self._work_done = 0.0
+        self._running = threading.Lock()
+        self._pending: list[Configuration] = []
+        self._current: tuple[Configuration, float, int, int] | None = None  # the row being probed
+
+    # ---- public --------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop as soon as possible: the running probe is abandoned, the server stopped, and the
+        rows finished so far are kept (re-running the same sweep continues from there)."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def sweep_id(self) -> str:
+        return self.definition.sweep_id
+
+    def run(self) -> SweepOutcome:
+        """Run (or resume) the sweep to the end, the budget, or a cancel."""
+        if not self._running.acquire(blocking=False):
+            raise SweepError("this sweep is already running.")
+        lock = SweepLock(self.definition.sweep_id, self._state_root)
+        try:
+            lock.acquire()
+        except StateError as e:
+            self._running.release()
+            raise SweepError(str(e)) from None
+        try:
+            # Re-read: another process may have finished rows since this object was made.
+            self.state = open_state(self.definition.sweep_id, self.definition.to_json(), self._state_root,
+                                    fresh=self._fresh)
+            self._fresh = False
+            return self._run()
+        finally:
+            self.backend.close()
+            if self._store_arg == "default" and self.store is not None:
+                with contextlib.suppress(Exception):
+                    self.store.close()
+            lock.release()
+            self._running.release()
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _open_store(self) -> None:
+        if self._store_arg == "default":
+            from tui.core.store import open_store
+
+            self.store = open_store()
+        else:
+            self.store = self._store_arg
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    def _emit(self, kind: str, **kw: Any) -> None:
+        if self.on_event is None:
+            return
+        ev = SweepEvent(kind, self._done, self._total, round(self._elapsed(), 3), self._eta(), launches=self._launches, **kw)
+        try:
+            self.on_event(ev)
+        except Exception:  # a broken UI callback must not stop the sweep
+            pass
+
+    def _weight(self, c: Configuration) -> float:
+        return float(c.n_predict or 512)
+
+    def _eta(self) -> float | None:
+        """Seconds left: mean launch time per launch left, plus generation work left at the
+        measured seconds per token of n_predict (from finished rows, or the running probe)."""
+        left = self._pending
+        if not left:
+            return 0.0
+        per_w = self._work_s / self._work_done if self._work_done else None
+        cur = self._current
+        cur_left = 0.0
+        if cur is not None:
+            c, t0, done, total = cur
+            if done and total:
+                spent = time.monotonic() - t0
+                if per_w is None:
+                    per_w = spent / done * total / self._weight(c)
+                cur_left = max(0.0, spent / done * (total - done))
+        if per_w is None and not self._launch_s:
+            return None
+        launch_s = sum(self._launch_s) / len(self._launch_s) if self._launch_s else 0.0
+        others = [x for x in left if cur is None or x.key != cur[0].key]
+        groups = len({x.launch_key for x in others if cur is None or x.launch_key != cur[0].launch_key})
+        return round(groups * launch_s + sum(self._weight(x) for x in others) * (per_w or 0.0) + cur_left, 1)
+
+    def _run(self) -> SweepOutcome:
+        d = self.definition
+        try:
+            suite = get_suite(d.suite)
+        except SuiteError as e:
+            raise SweepError(str(e)) from None
+        self._open_store()
+        p0 = suite.prompts[0]
+        if hasattr(self.backend, "first_decode_messages"):
+            self.backend.first_decode_messages = [dict(m) for m in p0.messages] if p0.messages else None  # type: ignore[attr-defined]
+            self.backend.first_decode_prompt = p0.raw  # type: ignore[attr-defined]
+        self._t0 = time.monotonic()
+        configs = d.configurations()
+        self._total = len(configs)
+        st = self.state
+        session = {"started_at": time.time(), "finished_at": None, "launches": 0, "stopped": None}
+        st.sessions.append(session)
+        for c in configs:
+            if st.finished(c.key, try_anyway=d.try_anyway):
+                continue
+            if c.skip_reason is not None:
+                st.record(RowResult(c.key, "invalid", reason=c.skip_reason, settings=settings_json(c.settings.redacted()),
+                                    n_predict=c.n_predict, finished_at=time.time()))
+            elif c.duplicate_of is not None:
+                st.record(RowResult(c.key, "duplicate", reason=c.duplicate_reason, settings=settings_json(c.settings.redacted()),
+                                    n_predict=c.n_predict, finished_at=time.time()))
+        self._pending = [c for c in configs if not st.finished(c.key, try_anyway=d.try_anyway)]
+        self._done = self._total - len(self._pending)
+        st.save()
+        self._emit("started", message=f"sweep {d.sweep_id}: {self._total} configurations, {self._done} already done, "
+                                       f"{len({c.launch_key for c in self._pending})} launches to go")
+        stopped = "done"
+        groups: list[list[Configuration]] = []
+        for c in self._pending:
+            if groups and groups[-1][0].launch_key == c.launch_key:
+                groups[-1].append(c)
+            else:
+                groups.append([c])
+        for group in groups:
+            if self._cancel.is_set():
+                stopped = "cancelled"
+                break
+            if self._over_budget(group):
+                stopped = "budget"
+                self._emit("stopped", message="time budget reached; re-run the same sweep to continue")
+                break
+            self._run_group(group, suite)
+            if self._cancel.is_set():
+                stopped = "cancelled"
+                break
+        self.backend.stop()
+        session["finished_at"] = time.time()
+        session["launches"] = self._launches
+        session["stopped"] = stopped
+        st.save()
+        self._emit("finished", message=stopped)
+        return SweepOutcome(st, stopped, self._elapsed(), self._launches, list(self._ran))
+
+    def _over_budget(self, group: list[Configuration]) -> bool:
+        budget = self.definition.limits.budget_s
+        if budget is None:
+            return False
+        elapsed = self._elapsed()
+        if elapsed >= budget:
+            return True
+        if self._launch_s or self._work_done:
+            launch_s = sum(self._launch_s) / len(self._launch_s) if self._launch_s else 0.0
+            per_w = self._work_s / self._work_done if self._work_done else 0.0
+            need = launch_s + sum(self._weight(c) for c in group) * per_w
+            return elapsed + need > budget
+        return False
+
+    def _finish_row(self, c: Configuration, row: RowResult) -> None:
+        row.finished_at = time.time()
+        self.state.record(row)
+        self.state.save()
+        self._ran.append(c.key)
+        self._pending = [p for p in self._pending if p.key != c.key]
+        self._done += 1
+        self._emit("row_done", row=c, result=row, message=f"{c.label()}: {row.status}")
+
+    def _record_store_failure(self, c: Configuration, settings: Settings, reason: str, plan: dict[str, Any] | None) -> int | None:
+        if self.store is None:
+            return None
+        try:
+            rid = self.store.begin_run(suite=self.definition.suite, label=self._label(c), model=settings.model,
+                                       mtp=settings.mtp_enabled, settings=settings_json(settings.redacted(), only_set=False),
+                                       config={"sweep": self.sweep_id, "row": c.key, "n_predict": c.n_predict}, plan=plan)
+            self.store.finish_run(rid, "failed", error=reason)
+            return int(rid)
+        except Exception:
+            return None
+
+    def _label(self, c: Configuration) -> str:
+        return f"sweep {self.sweep_id[:8]} #{c.index + 1} {c.label()}"
+
+    def _plan(self, settings: Settings) -> PlanVerdict | None:
+        if self.planner is None:
+            return None
+        try:
+            return self.planner(settings)
+        except Exception as e:  # a planner that cannot read the model must not stop the sweep
+            return PlanVerdict("unknown", f"the planner could not plan this configuration: {e}")
+
+    def _launch(self, settings: Settings) -> LaunchOutcome:
+        self._launches += 1
+        self.state.launches += 1
+        return self.backend.launch(settings, self._cancel)
+
+    def _run_group(self, group: list[Configuration], suite: Suite) -> None:
+        d = self.definition
+        first = group[0]
+        settings = first.settings
+        for c in group:
+            self._emit("row_started", row=c, message=c.label())
+        verdict = self._plan(settings)
+        plan = {"risk": verdict.risk, "message": verdict.message, **({"details": verdict.details} if verdict.details else {})} if verdict else None
+        warnings: list[str] = []
+        if verdict is not None and verdict.risk == "invalid":
+            for c in group:
+                self._finish_row(c, RowResult(c.key, "invalid", reason=verdict.message, failure_kind="planner",
+                                              settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan))
+            return
+        if verdict is not None and verdict.risk == "oom":
+            if not d.try_anyway:
+                for c in group:
+                    self._finish_row(c, RowResult(c.key, "predicted_oom", reason=f"the planner predicts an OOM: {verdict.message} "
+                                                  "(use --try-anyway to launch it anyway)", settings=settings_json(settings.redacted()),
+                                                  n_predict=c.n_predict, plan=plan))
+                return
+            warnings.append(f"launched although the planner predicts an OOM: {verdict.message}")
+        elif verdict is not None and verdict.risk == "tight":
+            warnings.append(f"memory is tight: {verdict.message}")
+        started = time.time()
+        self._emit("launching", row=first, message=f"launching {first.label()}")
+        t0 = time.monotonic()
+        out = self._launch(settings)
+        if out.cancelled:
+            return
+        finding: KnobFinding | None = None
+        finding_entry: dict[str, Any] = {}
+        if not out.ok and out.memory_failure:
+            finding, out, settings = self._search(first, settings, out)
+            if self._cancel.is_set():
+                self.backend.stop()
+                return
+            finding_entry = {"row": first.key, "launch_key": first.launch_key, "label": first.label(), **finding.to_json()}
+            self.state.findings.append(finding_entry)
+        self._launch_s.append(time.monotonic() - t0)
+        if not out.ok:
+            reason = out.reason
+            if finding is not None and not finding.converged:
+                reason += f" Search for a working {finding.flag}: {finding.message}"
+            kind = out.failure.kind.value if out.failure is not None else None
+            if out.memory_failure and kind not in ("oom_device", "oom_host"):
+                kind = "oom_device" if out.memory_on_device else "oom_host"
+            rid = self._record_store_failure(first, settings, reason, plan)
+            for c in group:
+                self._finish_row(c, RowResult(c.key, "failed", reason=reason, failure_kind=kind,
+                                              settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan,
+                                              memory=_memory_summary(out), warnings=list(warnings),
+                                              finding=finding.to_json() if finding else None, run_id=rid,
+                                              launch=self.state.launches, log_path=out.log_path, started_at=started))
+            self.backend.stop()
+            return
+        mem = _memory_summary(out)
+        mem_warn = _ctx_warning(settings, mem)
+        if mem_warn:
+            warnings.append(mem_warn)
+        self._emit("ready", row=first, message=f"ready in {out.seconds:.1f} s")
+        dead: Failure | None = None
+        for c in group:
+            if self._cancel.is_set():
+                return
+            if dead is not None:
+                self._finish_row(c, RowResult(c.key, "failed", reason=dead.explain(), failure_kind=dead.kind.value,
+                                              settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan,
+                                              memory=mem, warnings=list(warnings), launch=self.state.launches,
+                                              log_path=out.log_path))
+                continue
+            row_started = time.time()
+            t1 = time.monotonic()
+            run = self._probe(c, settings, out, plan, suite)
+            if run is None or run.status == "cancelled" or self._cancel.is_set():
+                return
+            tries = 0
+            while (run.status != "ok" and finding is not None and finding.converged and tries < RELAUNCH_TRIES
+                   and self._probe_ran_out_of_memory(run)):
+                # The search's answer loaded and decoded a few tokens, but the probe ran out of
+                # memory: the bound is too close. Step to the safe side and measure again.
+                tries += 1
+                moved = self._step_safer(finding, settings, run)
+                if moved is None:
+                    break
+                settings, out = moved
+                mem = _memory_summary(out)
+                finding_entry.update(finding.to_json())
+                run = self._probe(c, settings, out, plan, suite)
+                if run is None or run.status == "cancelled" or self._cancel.is_set():
+                    return
+            self._work_s += time.monotonic() - t1
+            self._work_done += self._weight(c)
+            row = _row_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
+            row.started_at = row_started
+            if run.status != "ok":
+                f = self.backend.failure()
+                if f is not None:
+                    dead = f
+                    row.reason = f"{f.explain()} (during the probe: {run.error})"
+                    row.failure_kind = f.kind.value
+            self._finish_row(c, row)
+        self.backend.stop()
+
+    def _probe_ran_out_of_memory(self, run: Any) -> bool:
+        texts = [run.error or ""] + [getattr(r, "error", None) or "" for r in (run.requests or [])]
+        if any(ALLOC_FAIL.search(t) for t in texts):
+            return True
+        f = self.backend.failure()
+        return f is not None and f.kind in (FailureKind.OOM_DEVICE, FailureKind.OOM_HOST, FailureKind.CRASH, FailureKind.KILLED)
+
+    def _step_safer(self, finding: KnobFinding, settings: Settings, run: Any) -> tuple[Settings, LaunchOutcome] | None:
+        """Relaunch one step to the safe side of `finding`; updates the finding. None if that fails."""
+        direction = 1 if finding.knob == "fit_target" else -1
+        value = int(finding.value or 0) + direction * finding.step
+        if (direction > 0 and value > finding.limit) or (direction < 0 and value < finding.limit):
+            return None
+        self.backend.stop()
+        finding.trials.append(Trial(int(finding.value or 0), "oom", f"the probe ran out of memory: {(run.error or '')[:160]}"))
+        new = replace(settings, fit_target=[value]) if finding.knob == "fit_target" else replace(settings, ctx_size=value)
+        out = self._launch(new)
+        ok = out.ok
+        finding.trials.append(Trial(value, "ok" if ok else "oom" if out.memory_failure else "failed",
+                                    "relaunch after the probe ran out of memory" if ok else f"relaunch: {out.reason}",
+                                    round(out.seconds, 3)))
+        if not ok:
+            finding.converged = False
+            finding.message += f" The probe ran out of memory at {finding.value} and {value} did not launch: {out.reason}"
+            return None
+        finding.message += (f" The probe ran out of memory at {finding.flag} {finding.value} ({(run.error or '')[:120]}), "
+                            f"so the row uses {value} {finding.unit}.")
+        finding.value = value
+        return new, out
+
+    def _probe(self, c: Configuration, settings: Settings, out: LaunchOutcome, plan: dict[str, Any] | None,
+               suite: Suite) -> Any:
+        started = time.monotonic()
+        self._current = (c, started, 0, 0)
+
+        def progress(p: Any) -> None:
+            self._current = (c, started, int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0))
+            self._emit("probe", row=c, probe=p, message=f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests")
+
+        kw: dict[str, Any] = {}
+        if self.store is not None:
+            kw["sink"] = self.store
+        self._emit("probe", row=c, message=f"probing {c.label()}")
+        try:
+            return self.prober(out.url or "", suite, repeat=self.definition.repeat, n_predict=c.n_predict,
+                               label=self._label(c), settings=settings, memory=out.memory, plan=plan, cancel=self._cancel,
+                               progress=progress, **kw)
+        finally:
+            self._current = None
+
+    # ---- the knob search ----------------------------------------------------------------
+
+    def _search(self, c: Configuration, settings: Settings, failed: LaunchOutcome) -> tuple[KnobFinding, LaunchOutcome, Settings]:
+        """Search the knob that fixes `failed`; returns the finding, the outcome with the answer
+        (a running server when found) and the settings used."""
+        knob = choose_knob(settings, failed)
+        step = self.definition.fit_step_mib if knob == "fit_target" else CTX_STEP
+        origin: int
+        if knob == "fit_target":
+            origin = start = int(settings.fit_target[0]) if settings.fit_target else 1024
+            # fit changes nothing while the target is at most the free memory left after its
+            # projection ("no changes needed"), so every such value fails like the start: skip them.
+            if failed.fit_headroom_mib is not None and failed.fit_headroom_mib > start:
+                start += ((failed.fit_headroom_mib - start) // step) * step
+            limit = fit_target_limit([int(dv.get("free_mib") or 0) for dv in failed.devices if "cpu" not in str(dv.get("name", "")).lower()])
+            limit = start + ((limit - start) // step) * step
+        else:
+            n_ctx = None
+            with contextlib.suppress(Exception):
+                n_ctx = int((failed.memory or {}).get("target", {}).get("params", {}).get("n_ctx"))
+            origin = start = ctx_start(settings.ctx_size, n_ctx)
+            limit = MIN_CTX
+        direction = 1 if knob == "fit_target" else -1
+
+        def with_knob(v: int) -> Settings:
+            return replace(settings, fit_target=[v]) if knob == "fit_target" else replace(settings, ctx_size=v)
+
+        def judge(o: LaunchOutcome) -> tuple[str, str]:
+            if o.cancelled:
+                return "cancelled", ""
+            if o.ok:
+                return "ok", "loaded and decoded"
+            if knob == "fit_target" and o.fit_gave_up:
+                return "overshoot", "fit cannot keep that much free"
+            if o.memory_failure:
+                return "oom", ("out of memory at the first decode" if o.at_first_decode else "out of memory at load")
+            if o.failure is not None and o.failure.kind in (FailureKind.CRASH, FailureKind.KILLED):
+                # Only the knob changed since a genuine allocation failure: a crash or a kill while
+                # loading or at the first decode is the same shortage surfacing elsewhere (an
+                # unchecked allocation, the OOM killer).
+                return "oom", f"{o.failure.message} Counted as out of memory: only {knob.replace('_', '-')} changed."
+            return "failed", (o.failure.message if o.failure else "the launch failed")
+
+        def trial(v: int) -> Trial:
+            o = self._launch(with_knob(v))
+            outcome, detail = judge(o)
+            self.backend.stop()
+            return Trial(v, outcome, detail, round(o.seconds, 3))  # type: ignore[arg-type]
+
+        def on_trial(t: Trial) -> None:
+            self._emit("search_trial", row=c, trial=t, message=f"{knob.replace('_', '-')} {t.value}: {t.outcome}")
+
+        first_jump = 1 if knob == "fit_target" else max(1, abs(start - limit) // step // 2)
+        finding = search_knob(knob, trial, start=start, step=step, limit=limit, cause=failed.reason, cancel=self._cancel,
+                              on_trial=on_trial, first_jump=first_jump)
+        finding.origin = origin
+        self._emit("search_done", row=c, message=finding.message)
+        if not finding.converged or finding.value is None:
+            return finding, failed, settings
+        # Measure with the answer. Right at the bound a launch can pass once and fail the next time
+        # (allocation order, threads); then step to the safe side, a few times at most.
+        value = finding.value
+        for _ in range(RELAUNCH_TRIES):
+            final = with_knob(value)
+            out = self._launch(final)
+            if out.ok or out.cancelled:
+                if value != finding.value:
+                    finding.message += (f" {finding.flag} {finding.value} failed when launched again, so the row "
+                                        f"uses {value} {finding.unit}, the first value that loaded again.")
+                    finding.value = value
+                return finding, out, final
+            outcome, detail = judge(out)
+            t = Trial(value, outcome, f"relaunch: {detail}", round(out.seconds, 3))  # type: ignore[arg-type]
+            finding.trials.append(t)
+            on_trial(t)
+            nxt = value + direction * step
+            if outcome != "oom" or (direction > 0 and nxt > limit) or (direction < 0 and nxt < limit):
+                break
+            self.backend.stop()
+            value = nxt
+        finding.converged = False
+        finding.message += f" But launching again with {finding.flag} {value} failed: {out.reason}"
+        return finding, out, final
+
+
+def choose_knob(settings: Settings, failed: LaunchOutcome) -> str:
+    """fit-target when fit can act on the failing memory (a GPU/RPC device, fit on, and something
+    left for fit to change); otherwise the context size."""
+    fit_on = settings.fit is not False
+    fit_free = settings.ctx_size is None or settings.n_gpu_layers in (None, "auto")
+    if failed.memory_on_device and fit_on and fit_free:
+        return "fit_target"
+    return "ctx_size"
+
+
+def _memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:
+    m = out.memory
+    if not m:
+        return None
+    devices = {dev: round(sum(float(v) for v in comps.values()), 1) for dev, comps in (m.get("devices") or {}).items()}
+    total = round(sum(devices.values()), 1)
+    n_ctx = None
+    with contextlib.suppress(Exception):
+        n_ctx = int(m["target"]["params"]["n_ctx"])
+    return {"total_mib": total, "devices": devices, "totals": m.get("totals"), "n_ctx": n_ctx,
+            "device_free_mib": {d.get("name"): d.get("free_mib") for d in out.devices} or None}
+
+
+def _ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
+    if not mem or not mem.get("n_ctx") or not settings.ctx_size:
+        return None
+    if mem["n_ctx"] < settings.ctx_size:
+        return f"the server runs with a context of {mem['n_ctx']} tokens, not the {settings.ctx_size} asked for"
+    return None
+
+
+def _row_from_run(c: Configuration, run: Any, settings: Settings, mem: dict[str, Any] | None, plan: dict[str, Any] | None,
+                  warnings: list[str], finding: KnobFinding | None, launch: int, log_path: str | None) -> RowResult:
+    s = run.summary or {}
+    ws = list(warnings) + [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
+    if finding is not None and finding.converged:
+        ws.insert(0, f"{finding.flag} set to {finding.value} {finding.unit} after a memory allocation failure "
+                     f"({finding.message})")
+    passes = [{"tg_tps": p.get("tg_tps"), "pp_tps": p.get("pp_tps"), "acceptance": p.get("acceptance")}
+              for p in s.get("passes") or [] if p.get("complete", True)]
+    row = RowResult(
+        c.key, "ok" if run.status == "ok" else "failed",
+        reason=run.error if run.status != "ok" else None,
+        failure_kind=None if run.status == "ok" else "probe_failed",
+        settings=settings_json(settings.redacted()), n_predict=c.n_predict,
+        tg_tps=s.get("tg_tps_median"), pp_tps=s.get("pp_tps_median"), acceptance=s.get("acceptance"),
+        tg_summary=s.get("tg_tps"), pp_summary=s.get("pp_tps"), passes=passes,
+        mean_accept_len=s.get("mean_accept_len"), memory=mem, plan=plan, warnings=ws,
+        finding=finding.to_json() if finding else None, run_id=run.run_id, launch=launch, log_path=log_path,
+    )
+    return row
