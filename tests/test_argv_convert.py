@@ -120,3 +120,12 @@ def test_split_command_continuations_and_comments() -> None:
     assert split_command("llama serve -m 'a b'") == ["llama", "serve", "-m", "a b"]
     r = parse_command_line("llama serve -m x.gguf")
     assert r.binary == "llama serve" and r.settings.model == "x.gguf"
+
+
+def test_an_option_taken_as_a_value_is_pointed_out() -> None:
+    from tui.core.argv import settings_from_argv
+    from tui.core.validate import validate
+
+    imp = settings_from_argv(["-m", "x.gguf", "-c", "-np", "1"])
+    assert any("-c takes '-np' as its value" in p.message for p in imp.problems)
+    assert any(p.field == "ctx_size" and p.severity == "error" for p in validate(imp.settings))

@@ -220,3 +220,18 @@ def test_strip_prefix_handles_router_timestamp_and_level() -> None:
 def test_failure_is_plain_data() -> None:
     f = Failure(FailureKind.UNKNOWN, "m", fix="f")
     assert f.explain() == "m f"
+
+
+def test_rpc_buffer_allocation_failure_is_oom_not_missing_mtp() -> None:
+    """A draft context whose RPC compute buffer cannot be allocated ends with 'failed to create MTP
+    context'; the allocation error before it is the real cause."""
+    from tui.core.failures import FailureKind, classify
+
+    lines = [
+        "llama_context: n_ctx = 262144",
+        "ggml_backend_rpc_buffer_type_alloc_buffer: failed to allocate RPC0[127.0.0.1:50052] buffer of size 1073741824",
+        "common_speculative_init_result: failed to create MTP context",
+        "srv    load_model: failed to create MTP context",
+    ]
+    f = classify(1, lines, raw_log_path=None, argv=["--spec-type", "draft-mtp"], was_ready=False, known_options=None)
+    assert f.kind == FailureKind.OOM_DEVICE, f

@@ -340,6 +340,10 @@ def settings_from_argv(args: list[str], *, base: Settings | None = None, env: di
             elif i < n:
                 value = args[i]
                 i += 1
+                if not _looks_like_value(value):
+                    # llama-server takes the next token whatever it is: `-c -np 1` sets ctx-size to "-np".
+                    imp.warn(_field_name(opt), f"{spelling} takes {value!r} as its value; if {value} was meant "
+                             f"as an option, {spelling} is missing its value.")
             else:
                 imp.warn(_field_name(opt), f"{spelling} needs a value, but the command ends there.", "error")
                 continue

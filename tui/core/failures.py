@@ -131,7 +131,7 @@ _OOM_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"Device memory allocation of size (?P<bytes>\d+) failed"), "device"),
     (re.compile(r"failed to allocate Metal buffer"), "device"),
     (re.compile(r"ggml_metal\w*: error: failed to allocate buffer, size = *(?P<size>[\d.]+) MiB"), "device"),
-    (re.compile(r"failed to allocate (?P<buf>[\w.-]+) buffer of size (?P<bytes>\d+)"), "auto"),
+    (re.compile(r"failed to allocate (?P<buf>[\w.:\[\]-]+) buffer of size (?P<bytes>\d+)"), "auto"),
     (re.compile(r"unable to allocate (?P<buf>[\w.-]+) buffer"), "auto"),
     (re.compile(r"ErrorOutOfHostMemory|OutOfHostMemoryError", re.I), "host"),
     (re.compile(r"insufficient memory \(attempted to allocate (?P<mb>[\d.]+) MB\)"), "host"),

@@ -254,6 +254,7 @@ class EventHub:
 # Process plumbing: the long-lived forking thread, parent-death signal, cleanup on exit
 
 PR_SET_PDEATHSIG = 1
+_LOG_SEQ = itertools.count(1)
 
 
 def _make_preexec() -> Callable[[], None] | None:
@@ -657,7 +658,8 @@ class Supervisor:
         except OSError:
             return None
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = root / f"server-{stamp}-{os.getpid()}-{launch_id}.log"
+        # Launch ids restart per Supervisor: a process-wide sequence keeps two supervisors apart.
+        path = root / f"server-{stamp}-{os.getpid()}-{next(_LOG_SEQ)}-{launch_id}.log"
         try:
             old = sorted(root.glob("server-*.log"), key=lambda p: p.stat().st_mtime)
             for p in old[: max(0, len(old) - KEEP_LOG_FILES + 1)]:
