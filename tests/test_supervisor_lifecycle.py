@@ -227,3 +227,18 @@ def test_argv_building() -> None:
 def test_stop_when_nothing_runs() -> None:
     s = Supervisor("/bin/true")
     assert s.stop() is None and s.state == ServerState.STOPPED and s.wait_ready(0.01) == ServerState.STOPPED
+
+
+def test_every_launch_is_kept_in_history(sup: Supervisor) -> None:
+    from tui.core.profiles import list_history
+
+    before = len(list_history())
+    sup.start()
+    try:
+        assert sup.wait_ready(60) == ServerState.READY
+    finally:
+        sup.stop()
+    entries = list_history()
+    assert len(entries) == before + 1
+    newest = entries[0]
+    assert newest.settings.model and newest.settings.model.endswith(".gguf")

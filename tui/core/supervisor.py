@@ -454,8 +454,10 @@ class Supervisor:
         poll_interval: float = 0.25,
         known_options: Iterable[str] | None = None,
         memreport_factory: Callable[[], LineParser | None] | None = _default_memreport,
+        record_history: bool = True,
     ) -> None:
         self.binary = Path(binary)
+        self.record_history = record_history
         self._args = list(args)
         self._host = host
         self._fixed_port = port
@@ -594,7 +596,10 @@ class Supervisor:
                                       "use restart() to change its settings.")
             if args is not None:
                 self._args = list(args)
-            return self._spawn_locked(port_retries=0)
+            launch = self._spawn_locked(port_retries=0)
+        if self.record_history and launch.pid:
+            _record_history(self._args, self.binary, launch)
+        return launch
 
     def restart(self, new_args: Sequence[str] | None = None) -> Launch:
         """Stop the running server (if any) and start it again, with `new_args` if given."""
@@ -1016,6 +1021,18 @@ class Supervisor:
                 return
             launch.stop_requested = True
         self._terminate(launch, proc, grace)
+
+
+def _record_history(args: Sequence[str], binary: Path, launch: Launch) -> None:
+    """Keep every launched configuration (koboldcpp users asked for this after each OOM)."""
+    try:
+        from tui.core.argv import settings_from_argv
+        from tui.core.profiles import record_launch
+
+        settings = settings_from_argv(list(args)).settings
+        record_launch(settings, {"binary": str(binary), "pid": launch.pid, "log": str(launch.log_path or "")})
+    except Exception:  # history is a convenience: never fail a launch over it
+        log.exception("could not record the launch in history")
 
 
 def _get_status(http: httpx.Client, url: str) -> int | None:
