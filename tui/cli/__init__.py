@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
+    if args.command in ("app", "serve", "probe", "sweep"):
+        # Servers are started from worker threads; signal handlers can only be set here.
+        from tui.core.supervisor import install_cleanup
+
+        install_cleanup()
     try:
         return int(commands[args.command].run(args) or 0)
     except KeyboardInterrupt:
