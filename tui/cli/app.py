@@ -1,9 +1,16 @@
-"""Open the TUI: `mtp-tune [-m FILE | --profile NAME | --demo | --attach URL] [--gpus SPEC]`."""
+"""Open the TUI: `mtp-tune [-m FILE | --profile NAME | --demo | --attach URL] [--gpus SPEC] [--theme NAME]`.
+
+Without -m, --profile or --attach, the last launched settings are reopened; with none recorded (or
+with --demo), the demo starts: a generated tiny MTP model on a real CPU llama-server, with a
+simulated GPU profile, so the whole loop works on a machine without a GPU.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from pathlib import Path
 
 from tui.cli._common import fail
 from tui.core import provision
@@ -13,14 +20,18 @@ HELP = "open the terminal UI (the default when no command is given)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--model", help="GGUF model to tune (no model: the demo)")
+    p.add_argument("-m", "--model", help="GGUF model to tune")
     p.add_argument("--demo", action="store_true", help="tiny generated MTP model, CPU server, simulated GPUs")
     p.add_argument("--attach", metavar="URL", help="watch and probe an already running llama-server")
     p.add_argument("--profile", help="start from a saved profile")
     p.add_argument("--gpus", metavar="SPEC", help="simulated hardware: a profile name, 2x16GiB, or cpu")
     p.add_argument("--server-bin", help="llama-server binary to use")
-    p.add_argument("--theme", help="colour theme")
+    p.add_argument("--theme", help="colour theme (mtp-dark, mtp-light, mtp-okabe-ito, or a user theme)")
     p.add_argument("--no-launch", action="store_true", help="do not launch the server on start in demo mode")
+    p.add_argument("--suite", metavar="NAME|FILE", help="probe suite chosen at start: tasks, long-prompt, full, or a file")
+    p.add_argument("--probe-repeat", type=int, metavar="N", help="passes per probe run (default 3)")
+    p.add_argument("--probe-n-predict", type=int, metavar="N",
+                   help="tokens generated per probe request (default 512; the demo uses 128)")
 
 
 def _progress(ev: provision.BuildProgress) -> None:
@@ -28,18 +39,38 @@ def _progress(ev: provision.BuildProgress) -> None:
     print(f"[{ev.phase}{step}] {ev.message}", file=sys.stderr, flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    demo = args.demo or not (args.model or args.attach or args.profile)
-    setup = None
-    if demo:
-        from tui.core.demo import prepare_demo
+def _wants_demo(args: argparse.Namespace) -> bool:
+    if args.demo:
+        return True
+    if args.model or args.attach or args.profile:
+        return False
+    from tui.ui.adapters.profiles import last_launched
 
+    last = last_launched()
+    return last is None or not last.model or not Path(last.model).is_file()
+
+
+def run(args: argparse.Namespace) -> int:
+    setup = None
+    if _wants_demo(args):
+        from tui.core.demo import DEFAULT_PROFILE, prepare_demo
+        from tui.core.hwprofiles import PROFILES, parse_gpus_spec
+
+        profile = args.gpus if args.gpus in PROFILES else DEFAULT_PROFILE
         try:
-            setup = prepare_demo(args.gpus or "rtx3060-laptop-6g", args.server_bin, progress=_progress)
+            setup = prepare_demo(profile, args.server_bin, progress=_progress)
         except provision.ProvisionError as exc:
             return fail(str(exc), 1)
         except KeyError as exc:
             return fail(str(exc.args[0]))
+        if args.gpus and args.gpus not in PROFILES:
+            try:
+                hardware = parse_gpus_spec(args.gpus)
+            except ValueError as exc:
+                return fail(str(exc))
+            if hardware is None:
+                return fail("--gpus cpu: the demo needs at least one simulated GPU; give a profile or a size")
+            setup = dataclasses.replace(setup, hardware=hardware)
     try:
         from tui.ui.app import run_app
     except ImportError as exc:  # pragma: no cover - only when the UI package is broken

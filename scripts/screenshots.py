@@ -1,0 +1,157 @@
+"""Regenerate screenshots/*.svg from a real demo run: `.venv/bin/python scripts/screenshots.py`.
+
+Drives the real app with `run_test()` (Harlequin's way): the planner on a shape-only GGUF with the
+real Qwen3.6-35B-A3B dimensions for the idle plan, then the demo's real CPU llama-server for the
+probes (MTP on, then off), a real failure (draft-mtp on a model without MTP layers) and the runs
+comparison. Config and results go to a temporary directory, so the user's runs are untouched.
+`--fixed` renders the fixed samples instead (no server needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "screenshots"
+SIZE = (120, 40)
+SUITE = """\
+name = "demo-short"
+[[prompts]]
+name = "code_python"
+prompt = "Write a Python function that returns the n-th Fibonacci number, with a docstring."
+[[prompts]]
+name = "explain"
+prompt = "Explain in three sentences what a KV cache is in a transformer."
+[[prompts]]
+name = "translate"
+prompt = "Translate to French: The weather is nice today and we are going to the beach."
+"""
+
+
+async def until(pilot, predicate: Callable[[], bool], what: str, timeout: float = 180.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"screenshots: timed out waiting for {what}")
+        await pilot.pause(0.1)
+
+
+async def settle_plan(pilot, app) -> None:  # noqa: ANN001
+    await until(pilot, lambda: app.plan is not None and app.plan.seq == app._plan_seq, "the plan")
+    await pilot.pause(0.3)
+
+
+def save(app, name: str) -> None:  # noqa: ANN001
+    path = app.save_screenshot(filename=f"{name}.svg", path=str(OUT))
+    print(f"wrote {path}")
+
+
+async def real_run(work: Path) -> None:
+    from tui.core.demo import prepare_demo
+    from tui.core.settings import Settings
+    from tui.core.shapemodel import write_shape_model
+    from tui.core.tinymodel import PRESETS, write_tiny_model
+    from tui.ui.app import make_app
+    from tui.ui.launch_options import demo_settings
+    from tui.ui.options import AppOptions
+
+    setup = prepare_demo(progress=lambda ev: print(f"[{ev.phase}] {ev.message}", file=sys.stderr))
+    shape = write_shape_model(work / "Qwen3.6-35B-A3B-shape.gguf")
+    no_mtp = write_tiny_model(work / "tiny-nomtp.gguf", PRESETS["tiny-nomtp"])
+    suite = work / "demo-short.toml"
+    suite.write_text(SUITE)
+    planned = Settings(
+        model=str(shape), ctx_size=32768, parallel=1, spec_type=["draft-mtp"], spec_draft_n_max=2,
+        cache_type_k="q8_0", cache_type_v="q8_0", cache_type_k_draft="q8_0", cache_type_v_draft="q8_0",
+        flash_attn="on", fit_target=[512],
+    )
+    options = AppOptions(
+        settings=planned, server_bin=setup.server, hardware=setup.hardware, simulate=True, demo=True,
+        cursor_blink=False, probe_suite=str(suite), probe_repeat=3, probe_n_predict=64,
+        title=f"mtp-tune demo · {setup.hardware.key} (simulated)",
+    )
+    app = make_app(options)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None, "the first telemetry sample")
+        await settle_plan(pilot, app)
+        save(app, "idle-plan")
+        for theme in ("mtp-light", "mtp-okabe-ito"):
+            app.theme = theme
+            await pilot.pause(0.3)
+            save(app, f"idle-plan-{theme}")
+        app.theme = "mtp-dark"
+
+        demo = dataclasses.replace(demo_settings(setup.model), ctx_size=4096)
+        app.form.load(demo)
+        await settle_plan(pilot, app)
+        await pilot.press("l")
+        await until(pilot, lambda: app.server.state == "ready", "the demo server")
+        done = app.probe_runs_finished
+        await pilot.press("p")
+        await until(pilot, lambda: app.probe_runs_finished > done, "the MTP-on probe run", 600)
+
+        app.form.load(dataclasses.replace(demo, spec_type=[]))
+        await settle_plan(pilot, app)
+        await pilot.press("r")
+        await until(pilot, lambda: app.server.state == "ready" and app.backend.running_settings is not None
+                    and not app.backend.running_settings.mtp_enabled, "the MTP-off restart")
+        done = app.probe_runs_finished
+        await pilot.press("p")
+        await until(pilot, lambda: app.probes.running and app.probes.done >= 5, "the MTP-off run to be under way", 600)
+        await pilot.pause(0.3)
+        save(app, "probes-running")
+        await until(pilot, lambda: app.probe_runs_finished > done, "the MTP-off probe run", 600)
+
+        app.form.load(dataclasses.replace(demo, model=str(no_mtp)))
+        await settle_plan(pilot, app)
+        await pilot.press("r")
+        await until(pilot, lambda: app.server.state == "failed", "the explained failure")
+        await pilot.pause(0.3)
+        save(app, "failure-explained")
+
+        await pilot.press("h")
+        await until(pilot, lambda: bool(getattr(app.screen, "_rows", ())), "the stored runs")
+        await pilot.press("space", "down", "space", "c")
+        await until(pilot, lambda: app.screen.query_one("#compare-table").row_count > 0, "the comparison")
+        await pilot.pause(0.3)
+        save(app, "runs-compare")
+        await pilot.press("escape", "q")
+        await until(pilot, lambda: not app.is_running, "the app to quit", 30)
+
+
+async def fixed_run() -> None:
+    from tui.ui import samples
+    from tui.ui.app import make_app
+
+    for state, keys in (("idle", ()), ("probes", ()), ("failure", ()), ("runs", ("h",))):
+        app = make_app(samples.fixed_options(state))
+        async with app.run_test(size=SIZE) as pilot:
+            for key in keys:
+                await pilot.press(key)
+            await pilot.pause(0.3)
+            save(app, f"fixed-{state}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fixed", action="store_true", help="render the fixed samples (no llama-server)")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mtp-tune-shots-") as tmp:
+        work = Path(tmp)
+        for var in ("MTP_TUNE_CONFIG_DIR", "MTP_TUNE_DATA_DIR", "XDG_CONFIG_HOME"):
+            os.environ[var] = str(work / var.lower())
+        asyncio.run(fixed_run() if args.fixed else real_run(work))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Attach mode and a frozen server: the UI watches and probes a server it did not start (and leaves
+it running on quit); a server that stops answering (SIGSTOP) never freezes the screen."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.llama import llama_server
+from tui.core.hwprofiles import PROFILES
+from tui.core.paths import config_dir
+from tui.core.settings import Settings
+from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.options import AppOptions
+
+pytestmark = [pytest.mark.server]
+
+SUITE = """\
+name = "attach-test"
+[[prompts]]
+name = "capital"
+prompt = "What is the capital of France?"
+"""
+
+
+async def until(pilot, predicate, timeout: float = 60.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    return bool(predicate())
+
+
+def suite_file() -> Path:
+    path = config_dir() / "suites" / "attach-test.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SUITE)
+    return path
+
+
+async def test_attach_watches_and_probes(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    with llama_server(server_bin, tiny_models["tiny-mtp"], ["--spec-type", "draft-mtp"], tmp_path) as srv:
+        options = AppOptions(attach_url=srv.url, hardware=PROFILES["rtx3060-laptop-6g"], simulate=True,
+                             cursor_blink=False, probe_suite=str(suite_file()), probe_repeat=2, probe_n_predict=16)
+        app = make_app(options)
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert await until(pilot, lambda: app.server.state == "ready"), app.server
+            head = str(app.server_panel.query_one("#server-head").render())
+            assert "attached" in head and srv.url in head
+            await pilot.press("l")  # nothing to launch: mtp-tune does not own this server
+            await pilot.pause()
+            assert any("attached" in n.message for n in app._notifications)
+            done = app.probe_runs_finished
+            await pilot.press("p")
+            assert await until(pilot, lambda: app.probe_runs_finished > done)
+            summary = app.probes.summaries[-1]
+            assert summary.n == 2 and summary.tg_median and summary.acceptance == pytest.approx(1.0)
+            await pilot.press("q")
+            assert await until(pilot, lambda: not app.is_running, 30)
+        assert srv.proc.poll() is None, "quitting an attached session must leave the server running"
+
+
+async def test_frozen_server_never_freezes_the_screen(server_bin: Path, tiny_models: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    settings = Settings(model=str(tiny_models["tiny-mtp"]), ctx_size=1024, parallel=1, threads=1, threads_batch=1)
+    options = AppOptions(settings=settings, server_bin=server_bin, hardware=PROFILES["rtx3060-laptop-6g"],
+                         simulate=True, cursor_blink=False, server_log_dir=tmp_path / "logs",
+                         probe_suite=str(suite_file()), sample_interval_s=0.2)
+    app: MtpTuneApp = make_app(options)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("l")
+        assert await until(pilot, lambda: app.server.state == "ready")
+        pid = app.server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await pilot.press("p")
+            assert await until(pilot, lambda: app.probes.running)
+            # The UI keeps answering while the probe waits on the frozen server...
+            theme, seq = app.theme, app.snapshot.seq if app.snapshot else 0
+            await pilot.press("t")
+            assert await until(pilot, lambda: app.theme != theme, 5)
+            assert await until(pilot, lambda: app.snapshot is not None and app.snapshot.seq > seq, 10)
+            # ...and cancelling works without the server's help.
+            done = app.probe_runs_finished
+            await pilot.press("x")
+            assert await until(pilot, lambda: app.probe_runs_finished > done, 15)
+            assert not app.probes.running
+            # Stopping a frozen server: SIGTERM cannot act, SIGKILL after the grace period does.
+            await pilot.press("s")
+            assert await until(pilot, lambda: app.server.state in ("stopped", "exited", "failed"), 30)
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"

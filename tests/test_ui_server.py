@@ -1,0 +1,112 @@
+"""Launch, restart and stop from the UI drive the real supervisor and a real llama-server (tiny model);
+`q` quits and leaves no server behind."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from textual.widgets import Input
+
+from tui.core.hwprofiles import PROFILES
+from tui.core.settings import Settings
+from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.options import AppOptions
+
+pytestmark = [pytest.mark.server]
+
+DEADLINE_S = 60.0
+
+
+def _options(server_bin: Path, model: Path, tmp_path: Path) -> AppOptions:
+    settings = Settings(model=str(model), ctx_size=1024, parallel=1, threads=1, threads_batch=1,
+                        spec_type=["draft-mtp"], spec_draft_n_max=3)
+    return AppOptions(settings=settings, server_bin=server_bin, hardware=PROFILES["rtx3060-laptop-6g"],
+                      simulate=True, cursor_blink=False, server_log_dir=tmp_path / "logs", sample_interval_s=0.5)
+
+
+async def wait_state(pilot, app: MtpTuneApp, states: set[str]) -> str:  # noqa: ANN001 - Pilot
+    """Poll the App's own view of the server (bounded)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while app.server.state not in states and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    return app.server.state
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); read its state.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+async def test_launch_restart_stop(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    app = make_app(_options(server_bin, tiny_models["tiny-mtp"], tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("l")
+        assert await wait_state(pilot, app, {"ready", "failed"}) == "ready", app.server.failure
+        first_pid = app.server.pid
+        assert first_pid and alive(first_pid)
+        url = app.server.url
+        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+        assert "READY" in str(app.query_one("#server-head").render())
+
+        # Change a knob: the field is marked "restart needed" until the server runs with it.
+        field = app.query_one("#f-spec_draft_n_max", Input)
+        field.focus()
+        await pilot.press("end", "backspace", "2")
+        await pilot.pause()
+        assert app.query_one("#row-spec_draft_n_max").has_class("-restart")
+        assert "restart needed: spec-draft-n-max" in str(app.query_one("#server-head").render())
+
+        await pilot.press("f6")  # restart while typing
+        await pilot.pause(0.2)
+        assert await wait_state(pilot, app, {"ready", "failed"}) == "ready"
+        deadline = time.monotonic() + DEADLINE_S
+        while (app.server.pid == first_pid or app.server.state != "ready") and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        second_pid = app.server.pid
+        assert second_pid and second_pid != first_pid and not alive(first_pid)
+        argv = app.backend._supervisor.launch.argv
+        assert argv[argv.index("--spec-draft-n-max") + 1] == "2"
+        assert not app.query_one("#row-spec_draft_n_max").has_class("-restart")
+
+        await pilot.press("escape", "s")
+        assert await wait_state(pilot, app, {"stopped", "exited"}) in ("stopped", "exited")
+        assert not alive(second_pid)
+
+
+async def test_quit_stops_the_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    app = make_app(_options(server_bin, tiny_models["tiny-mtp"], tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("l")
+        assert await wait_state(pilot, app, {"ready", "failed"}) == "ready"
+        pid = app.server.pid
+        await pilot.press("q")
+        deadline = time.monotonic() + DEADLINE_S
+        while app.is_running and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+    assert pid is not None and not alive(pid)
+
+
+async def test_failure_is_explained(server_bin: Path, tmp_path: Path) -> None:
+    """A model that is not a GGUF: the panel shows the explained failure, not a wall of log."""
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_text("this is not a gguf file\n" * 10)
+    app = make_app(_options(server_bin, bad, tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("l")
+        assert await wait_state(pilot, app, {"failed", "ready"}) == "failed"
+        await pilot.pause(0.1)
+        failure = str(app.query_one("#server-failure").render())
+        assert "GGUF" in failure or "gguf" in failure
+        assert app.query_one("#server-failure").has_class("-shown")
+        await pilot.press("o")  # the raw log, one key away
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "LogScreen"

@@ -1,0 +1,95 @@
+"""Profile dialog operations through the core (profiles, preset INI, argv import).
+
+Each returns a user-facing sentence; failures never raise into the UI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tui.core.settings import Settings
+
+
+def save_profile(name: str, settings: Settings) -> tuple[str, bool]:
+    from tui.core.profiles import ProfileError, save_profile as core_save
+
+    if not name:
+        return "give the profile a name first", False
+    try:
+        path = core_save(name, settings)
+    except (ProfileError, OSError, ValueError) as exc:
+        return str(exc), False
+    return f"saved profile {name!r} to {path}", True
+
+
+def list_profiles() -> tuple[list[str], str | None]:
+    from tui.core.profiles import ProfileError, list_profiles as core_list
+
+    try:
+        return [p.name for p in core_list()], None
+    except (ProfileError, OSError) as exc:
+        return [], str(exc)
+
+
+def load_profile(name: str) -> tuple[Settings | None, str]:
+    from tui.core.profiles import ProfileError, load_profile as core_load
+
+    try:
+        return core_load(name), f"loaded {name}"
+    except (ProfileError, OSError, ValueError) as exc:
+        return None, str(exc)
+
+
+def last_launched() -> Settings | None:
+    """The settings of the newest launch in the history (API key dropped: history never keeps it)."""
+    from tui.core.profiles import list_history
+    from tui.core.settings import REDACTED
+
+    try:
+        entries = list_history(limit=1)
+    except OSError:
+        return None
+    if not entries:
+        return None
+    settings = entries[0].settings
+    return dataclasses.replace(settings, api_key=None) if settings.api_key == REDACTED else settings
+
+
+def record_launch(settings: Settings) -> None:
+    """Keep every launched configuration (koboldcpp users asked for exactly this)."""
+    from tui.core.profiles import ProfileError, record_launch as core_record
+
+    try:
+        core_record(settings)
+    except (ProfileError, OSError):
+        pass  # history is a convenience; never block a launch on it
+
+
+def write_ini_section(path: str, section: str, settings: Settings) -> tuple[str, bool]:
+    from tui.core.preset_ini import IniWriteError, write_section
+
+    if not path or not section:
+        return "give both the preset file and the section name", False
+    try:
+        result = write_section(Path(path).expanduser(), section, settings)
+    except IniWriteError as exc:
+        return str(exc), False
+    except (OSError, ValueError) as exc:
+        return f"{path}: {exc}", False
+    verb = "replaced" if result.replaced else "added"
+    backup = f"; previous file kept as {result.backup}" if result.backup else ""
+    return f"{verb} section [{section}] in {result.path}{backup}", True
+
+
+def import_command(text: str, base: Settings) -> tuple[Settings | None, str, bool]:
+    """A pasted command line -> Settings; the message lists warnings, or the errors that stop it."""
+    from tui.core.argv import parse_command_line
+
+    if not text.strip():
+        return None, "paste a llama-server command line first", False
+    result = parse_command_line(text)
+    lines = [f"{p.severity}: {p.message}" for p in result.problems]
+    if not result.ok:
+        return None, " ".join(lines), False
+    return result.settings, " ".join(lines), True

@@ -1,0 +1,59 @@
+"""Supervisor / Attachment -> ServerStatus, and what the sampler needs to know about our server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tui.core.failures import strip_prefix
+from tui.core.gpu.types import ServerView
+from tui.ui.view import PlanView, ReconcileRow, ServerStatus
+
+TAIL = 5
+
+
+def status_of(handle: Any, *, attached: bool, reconcile: tuple[ReconcileRow, ...] = ()) -> ServerStatus:
+    """The panel's view of a Supervisor or an Attachment (None: nothing started yet)."""
+    if handle is None:
+        return ServerStatus(state="stopped", attached=attached)
+    state = handle.state.value
+    failure = handle.failure
+    explained = failure.explain() if failure is not None and state in ("failed", "exited") else None
+    path = getattr(handle, "log_path", None) or getattr(handle, "log_file", None)
+    return ServerStatus(
+        state=state,
+        url=handle.base_url if state not in ("stopped",) else None,
+        pid=getattr(handle, "pid", None) if handle.state.running else None,
+        attached=attached,
+        failure=explained,
+        log_tail=tuple(strip_prefix(line) for line in handle.tail(TAIL)),
+        log_path=str(path) if path else None,
+        reconcile=reconcile if state == "ready" else (),
+    )
+
+
+def for_sampler(pid: int, memory: dict[str, Any] | None, plan: PlanView | None) -> ServerView:
+    """Our pid (so its GPU memory is not flagged as foreign) and its model buffers (spill warning)."""
+    buffers = (memory or {}).get("weights_buffers") or {}
+    expected_host = plan.host.weights_mib if plan is not None and plan.host is not None else None
+    return ServerView(pid=pid, model_buffers_mib=dict(buffers), expected_host_mib=expected_host)
+
+
+def simulated_allocation(memory: dict[str, Any] | None, plan: PlanView | None) -> dict[int, float] | None:
+    """What the running server allocated, per simulated device, for the "used" bars.
+
+    A GPU server reports per device (CUDA0...): used as is. The demo's CPU server reports everything
+    on the host; then the reported total is spread over the simulated devices in the plan's
+    proportions, so the bars show what this configuration would take on the card (labelled simulated).
+    """
+    if not memory:
+        return None
+    devices: dict[str, dict[str, float]] = memory.get("devices") or {}
+    per_device = {name: sum(comps.values()) for name, comps in devices.items() if name != "Host"}
+    if per_device:
+        return dict(per_device)  # type: ignore[arg-type]
+    host_total = sum((devices.get("Host") or {}).values())
+    if not host_total or plan is None or not plan.devices:
+        return None
+    needed = [max(0.0, d.needed_mib) for d in plan.devices]
+    total = sum(needed) or 1.0
+    return {i: host_total * n / total for i, n in enumerate(needed)}

@@ -1,0 +1,267 @@
+"""The App's one door to the core: telemetry, planning, the server, probes, runs and profiles.
+
+No Textual here. Every method that can block is called from a worker thread; the App never calls
+them on its event loop. Core callbacks (sampler, supervisor) arrive on core threads and are passed
+straight to the callables the App registered, which only post messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tui.core.gpu.types import GpuSnapshot, ServerView
+from tui.core.settings import Settings
+from tui.ui.adapters import planning, probing, profiles, reconciling, runs, server_view
+from tui.ui.options import AppOptions
+from tui.ui.view import CompareRow, PlanView, ProbeState, ReconcileRow, RunRow, ServerStatus
+from tui.ui.widgets.settings_form import FieldProblem
+
+
+class Backend:
+    """Owns the sampler, the supervisor (or attachment), and the calls into the core."""
+
+    def __init__(self, options: AppOptions) -> None:
+        self.options = options
+        self.running_settings: Settings | None = None
+        self.latest_plan: PlanView | None = None
+        self._sampler: Any = None
+        self._supervisor: Any = None
+        self._attachment: Any = None
+        self._lock = threading.Lock()
+        self._on_server_change: Callable[[], None] | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._store: Any = None
+        self._reconcile: tuple[ReconcileRow, ...] = ()
+        self._snapshot: GpuSnapshot | None = None
+
+    # --- telemetry -------------------------------------------------------------------------------
+
+    def start_sampler(self, on_snapshot: Callable[[GpuSnapshot], None]) -> None:
+        """Start the core's sampler thread; `on_snapshot` runs on that thread (it only posts)."""
+        from tui.core.gpu import GpuSampler, Nvml, SimulatedGpus
+
+        if self.options.simulate:
+            source: Any = SimulatedGpus(self.options.hardware, allocated_mib=self._simulated_allocation)
+        else:
+            source = Nvml()
+        self._sampler = GpuSampler(source, interval_s=self.options.sample_interval_s, server=self._server_view)
+        self._unsubscribe.append(self._sampler.subscribe(self._keep_snapshot))
+        self._unsubscribe.append(self._sampler.subscribe(on_snapshot))
+        self._sampler.start()
+
+    def _keep_snapshot(self, snapshot: GpuSnapshot) -> None:
+        self._snapshot = snapshot
+
+    def _server_view(self) -> ServerView | None:
+        sup = self._supervisor
+        if sup is None or sup.pid is None:
+            return None
+        return server_view.for_sampler(sup.pid, sup.memory_snapshot(), self.latest_plan)
+
+    def _simulated_allocation(self) -> dict[int, float] | None:
+        sup = self._supervisor
+        if sup is None or not sup.state.running:
+            return None
+        return server_view.simulated_allocation(sup.memory_snapshot(), self.latest_plan)
+
+    def device_count(self) -> int | None:
+        if self.options.simulate:
+            return len(self.options.hardware.devices) if self.options.hardware else 0
+        return None
+
+    # --- settings --------------------------------------------------------------------------------
+
+    def validate(self, settings: Settings, device_count: int | None) -> list[FieldProblem]:
+        from tui.core.validate import validate
+
+        problems = validate(settings, None, device_count, require_model=not self.options.attach_url)
+        return [FieldProblem(p.field, p.severity, p.message) for p in problems]
+
+    def plan(self, settings: Settings, snapshot: GpuSnapshot | None, seq: int) -> PlanView:
+        """Plan `settings` for the devices on screen (a worker thread; reads the GGUF header)."""
+        return planning.plan_view(settings, snapshot, self.options, seq)
+
+    # --- the server ------------------------------------------------------------------------------
+
+    def on_server_change(self, callback: Callable[[], None]) -> None:
+        """`callback()` (from core threads) whenever the server's state or log changes."""
+        self._on_server_change = callback
+        if self.options.attach_url:
+            from tui.core.attach import Attachment
+
+            self._attachment = Attachment(self.options.attach_url, api_key=self.options.settings.api_key)
+            self._watch(self._attachment)
+            self._attachment.start()
+
+    def _watch(self, handle: Any) -> None:
+        notify = self._notify
+        self._unsubscribe.append(handle.add_state_listener(lambda _ev: notify()))
+        self._unsubscribe.append(handle.add_log_listener(lambda _line: notify()))
+
+    def _notify(self) -> None:
+        cb = self._on_server_change
+        if cb is not None:
+            cb()
+
+    @property
+    def can_launch(self) -> bool:
+        return self.options.server_bin is not None and not self.options.attach_url
+
+    def cannot_launch_reason(self) -> str:
+        if self.options.attach_url:
+            return f"attached to {self.options.attach_url}; mtp-tune only watches and probes it"
+        return ("no llama-server binary was found: give --server-bin PATH, set MTP_TUNE_LLAMA_SERVER, "
+                "or run `mtp-tune doctor --build`")
+
+    def _ensure_supervisor(self) -> Any:
+        from tui.core.supervisor import Supervisor
+
+        with self._lock:
+            if self._supervisor is None:
+                assert self.options.server_bin is not None
+                self._supervisor = Supervisor(
+                    self.options.server_bin, ready_timeout=self.options.ready_timeout_s,
+                    log_dir=self.options.server_log_dir,
+                )
+                self._watch(self._supervisor)
+            return self._supervisor
+
+    def server_action(self, action: str, settings: Settings | None) -> str | None:
+        """launch / restart / stop, blocking until the server is ready, failed or stopped.
+
+        Returns a user-facing sentence when the action could not be done (a failed launch is not
+        an error here: its explanation is in `status().failure`).
+        """
+        from tui.core.argv import settings_to_argv
+        from tui.core.supervisor import SupervisorError
+
+        try:
+            if action == "stop":
+                if self._supervisor is not None:
+                    self._supervisor.stop()
+                self.running_settings = None
+                return None
+            assert settings is not None
+            sup = self._ensure_supervisor()
+            args = settings_to_argv(settings)
+            self.running_settings = settings
+            profiles.record_launch(settings)
+            if action == "restart":
+                sup.restart(args)
+            else:
+                sup.start(args)
+            self._reconcile = ()
+            self._notify()
+            sup.wait_ready()
+            if not sup.state.running:
+                self.running_settings = None
+            elif sup.state.value == "ready":
+                self._reconcile = reconciling.rows(settings, sup.memory_snapshot(), self._snapshot, self.options)
+            return None
+        except SupervisorError as exc:
+            return str(exc)
+        except OSError as exc:
+            self.running_settings = None
+            return f"llama-server could not be started ({exc}); check --server-bin and its permissions"
+        finally:
+            self._notify()
+
+    def status(self) -> ServerStatus:
+        handle = self._attachment or self._supervisor
+        return server_view.status_of(handle, attached=bool(self.options.attach_url), reconcile=self._reconcile)
+
+    def full_log(self) -> tuple[list[str], str | None]:
+        handle = self._attachment or self._supervisor
+        if handle is None:
+            return [], None
+        path = getattr(handle, "log_path", None) or getattr(handle, "log_file", None)
+        return handle.tail(), str(path) if path else None
+
+    @property
+    def base_url(self) -> str | None:
+        handle = self._attachment or self._supervisor
+        return handle.base_url if handle is not None else None
+
+    @property
+    def api_key(self) -> str | None:
+        return self.options.settings.api_key if self._attachment else (
+            self.running_settings.api_key if self.running_settings else None
+        )
+
+    # --- probes and runs -------------------------------------------------------------------------
+
+    def suites(self) -> tuple[str, ...]:
+        """The suites to choose from; the one asked for on the command line first."""
+        names = probing.suite_names()
+        wanted = self.options.probe_suite
+        return (wanted, *[n for n in names if n != wanted]) if wanted else names
+
+    def run_probes(
+        self, suite: str, settings: Settings, previous: ProbeState,
+        progress: Callable[[ProbeState], None], cancel: threading.Event,
+    ) -> tuple[ProbeState, Any, str | None]:
+        url = self.base_url
+        if url is None:
+            return previous, None, "no server to probe"
+        return probing.run(
+            url=url, api_key=self.api_key, suite=suite, settings=settings, previous=previous,
+            progress=progress, cancel=cancel, store=self.store(), hardware=self.options.hardware,
+            plan=self.latest_plan, memory=self._memory_snapshot(),
+            repeat=self.options.probe_repeat, n_predict=self.options.probe_n_predict,
+        )
+
+    def list_runs(self) -> tuple[tuple[RunRow, ...], str | None]:
+        try:
+            store = self.store()
+        except Exception as exc:  # noqa: BLE001 - StoreError carries the user message
+            return (), str(exc)
+        return runs.list_runs(store)
+
+    def compare_runs(self, a: Any, b: Any) -> tuple[tuple[CompareRow, ...], str, str | None]:
+        try:
+            return runs.compare(self.store(), int(a), int(b))
+        except Exception as exc:  # noqa: BLE001
+            return (), "", str(exc)
+
+    def export_runs(self, ids: tuple[Any, ...], fmt: str) -> tuple[str | None, str | None]:
+        try:
+            return runs.export(self.store(), tuple(int(i) for i in ids), fmt)
+        except Exception as exc:  # noqa: BLE001
+            return None, str(exc)
+
+    def _memory_snapshot(self) -> dict[str, Any] | None:
+        handle = self._attachment or self._supervisor
+        return handle.memory_snapshot() if handle is not None else None
+
+    def store(self) -> Any:
+        """The results store (opened on first use, in a worker thread)."""
+        with self._lock:
+            if self._store is None:
+                from tui.core.store import open_store
+
+                self._store = open_store()
+            return self._store
+
+    # --- shutdown --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop sampling and the server we started (bounded by the supervisor's grace period)."""
+        for unsubscribe in self._unsubscribe:
+            try:
+                unsubscribe()
+            except Exception:  # noqa: BLE001 - shutting down anyway
+                pass
+        self._unsubscribe.clear()
+        if self._sampler is not None:
+            self._sampler.stop(timeout_s=2.0)
+        if self._attachment is not None:
+            self._attachment.detach(timeout=2.0)
+        if self._supervisor is not None:
+            self._supervisor.close()
+        if self._store is not None:
+            try:
+                self._store.close()
+            except Exception:  # noqa: BLE001
+                pass

@@ -1,0 +1,99 @@
+"""CLI arguments -> AppOptions: where the model, the settings, the server and the devices come from.
+
+`mtp-tune` takes the model from `-m`, a `--profile`, or the last settings used; `--demo` uses the
+generated tiny model, the provisioned CPU server and a simulated GPU profile; `--attach URL` watches
+and probes a server mtp-tune did not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from tui.core.hwprofiles import parse_gpus_spec
+from tui.core.settings import Settings
+from tui.ui.adapters import profiles
+from tui.ui.options import AppOptions
+
+
+#: The demo's CPU server generates a few dozen tokens per second per core: shorter generations keep a
+#: probe run under a minute (the hygiene warning about short generations says what this costs).
+DEMO_N_PREDICT = 128
+
+
+def demo_settings(model: Path) -> Settings:
+    """The demo's starting point: MTP on, one slot (honest measurements), a context the 6 GB card fits."""
+    return Settings(model=str(model), ctx_size=8192, parallel=1, spec_type=["draft-mtp"], spec_draft_n_max=3)
+
+
+def _profile_settings(name: str) -> Settings:
+    from tui.core.profiles import ProfileError, load_profile
+
+    try:
+        return load_profile(name)
+    except (ProfileError, OSError) as exc:
+        raise ValueError(f"--profile {name}: {exc}") from exc
+
+
+def _probe_options(args: argparse.Namespace, demo: bool) -> dict[str, Any]:
+    repeat = getattr(args, "probe_repeat", None)
+    n_predict = getattr(args, "probe_n_predict", None)
+    if repeat is not None and repeat < 1:
+        raise ValueError(f"--probe-repeat {repeat}: give at least 1 (3 or more to see the spread)")
+    if n_predict is not None and n_predict < 1:
+        raise ValueError(f"--probe-n-predict {n_predict}: give at least 1 token")
+    suite = getattr(args, "suite", None)
+    if suite and suite not in ("tasks", "long-prompt", "full"):
+        path = Path(suite).expanduser()
+        if not path.is_file():
+            raise ValueError(f"--suite {suite}: not a built-in suite (tasks, long-prompt, full) and no such file")
+        suite = str(path.resolve())
+    return {
+        "probe_suite": suite,
+        "probe_repeat": repeat or 3,
+        "probe_n_predict": n_predict or (DEMO_N_PREDICT if demo else 512),
+    }
+
+
+def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions:
+    """Raises ValueError with a one-paragraph message for bad arguments."""
+    theme = getattr(args, "theme", None)
+    gpus = getattr(args, "gpus", None)
+    server_bin: Path | None = None
+    hardware = None
+    simulate = False
+    if gpus:
+        hardware = parse_gpus_spec(gpus)  # ValueError names the bad part
+        simulate = True
+    if setup is not None:
+        settings = demo_settings(setup.model)
+        if getattr(args, "profile", None):
+            settings = dataclasses.replace(_profile_settings(args.profile), model=str(setup.model))
+        return AppOptions(
+            settings=settings, server_bin=setup.server, hardware=setup.hardware, simulate=True, demo=True,
+            theme=theme, autolaunch=not getattr(args, "no_launch", False),
+            title=f"mtp-tune demo · {setup.hardware.key} (simulated) · {setup.model.name}",
+            **_probe_options(args, demo=True),
+        )
+    if getattr(args, "attach", None):
+        settings = Settings(host="127.0.0.1")
+        return AppOptions(settings=settings, attach_url=args.attach, hardware=hardware, simulate=simulate,
+                          theme=theme, title=f"mtp-tune · attached to {args.attach}", **_probe_options(args, False))
+    if getattr(args, "profile", None):
+        settings = _profile_settings(args.profile)
+    else:
+        settings = profiles.last_launched() or Settings()
+    if getattr(args, "model", None):
+        settings = dataclasses.replace(settings, model=str(Path(args.model).expanduser()))
+    from tui.core import provision
+
+    try:
+        found = provision.find_server(getattr(args, "server_bin", None))
+    except provision.ProvisionError as exc:
+        raise ValueError(str(exc)) from exc
+    server_bin = found.path if found else None
+    model = Path(settings.model).name if settings.model else "no model yet"
+    return AppOptions(settings=settings, server_bin=server_bin, hardware=hardware, simulate=simulate,
+                      theme=theme, title=f"mtp-tune · {model}", **_probe_options(args, False))

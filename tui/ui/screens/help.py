@@ -1,0 +1,68 @@
+"""The help screen (`?`): every key, and what each panel shows."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# mtp-tune keys
+
+| key | while typing | action |
+|---|---|---|
+| `l` | `F5` | launch llama-server with the settings on screen |
+| `r` | `F6` | restart it with the settings on screen (fields marked ↻ need this) |
+| `s` | `F7` | stop it (SIGTERM, grace period, SIGKILL) |
+| `p` | `F8` | run the chosen probe suite |
+| `x` | `F9` | cancel the probe run |
+| `o` | | the whole server log of this launch |
+| `h` | | runs: history, compare two, export |
+| `f` | | profiles: save TOML, write a `--models-preset` INI section, load, import a command line |
+| `e` | | edit settings (`Escape` leaves the form, `Tab` moves between fields) |
+| `t` | | next theme (all themes: command palette → "theme") |
+| `?` | `F1` | this help |
+| `Ctrl+P` | `Ctrl+P` | command palette: every action by name |
+| `q` | `Ctrl+Q` | quit, stopping the server mtp-tune started |
+
+## The screen
+
+- **VRAM**: per device, the *plan* for the settings on screen as stacked segments
+  (█ weights, ▓ KV, ▒ draft KV, ░ recurrent state, ▚ compute, ▪ output) on top of memory others
+  already use, the `--fit-target` margin as `┃`, and the risk: **OK**, **TIGHT** (inside the
+  margin) or **OOM**. The *used* bar is live memory; processes that are not ours are flagged ⚠.
+  "SIMULATED" means the device comes from a hardware profile, not from NVML.
+- **Settings**: every llama-server knob, grouped. A bad value is explained under its field; the
+  plan follows every valid change.
+- **Server**: state, the explained failure, the log tail, and predicted vs reported memory.
+- **Probes**: TG t/s, PP t/s and acceptance per request, one series per configuration;
+  medians with their min–max spread.
+
+## Runs view (`h`)
+
+`Space` marks a run (two at most), `c` compares the two marked runs (medians, spread, a verdict that
+only calls a difference above the measured noise, and the end-to-end time for 12k tokens in and 800
+out), `e` exports the marked runs (`E` cycles Markdown, CSV, JSON), `R` reloads, `Escape` goes back.
+
+## Profiles (`f`)
+
+Tabs: save a TOML profile (the API key is never written), write or replace a section of a
+`--models-preset` INI file (other sections and comments kept, a `.bak` left behind), load a saved
+profile, import a pasted `llama-server` command line. `Escape` closes.
+
+Press `Escape` or `q` to close this screen.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 96; max-width: 100%; height: 90%; border: round $primary; background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Markdown(HELP)

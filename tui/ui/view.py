@@ -1,0 +1,174 @@
+"""What the widgets draw: small frozen view models, filled by the adapters from core objects.
+
+Widgets depend on these and not on the core's classes, so a change in a core API touches one
+adapter, and snapshot tests can build fixed screens without a server, a GPU or a model file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Plan components drawn as stacked segments, in drawing order: (key, label, glyph).
+SEGMENTS: tuple[tuple[str, str, str], ...] = (
+    ("weights", "weights", "█"),
+    ("kv", "KV", "▓"),
+    ("draft_kv", "draft KV", "▒"),
+    ("recurrent", "recurrent", "░"),
+    ("compute", "compute", "▚"),
+    ("output", "output", "▪"),
+)
+RISKS: tuple[str, ...] = ("ok", "tight", "oom")
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """The planner's verdict for one device (all MiB), as in `mtp-tune plan --json`."""
+
+    name: str
+    total_mib: float
+    free_mib: float
+    weights_mib: float = 0.0
+    kv_mib: float = 0.0
+    draft_kv_mib: float = 0.0
+    recurrent_mib: float = 0.0
+    compute_mib: float = 0.0
+    draft_compute_mib: float = 0.0
+    output_mib: float = 0.0
+    margin_mib: float = 1024.0
+    needed_mib: float = 0.0
+    headroom_mib: float = 0.0
+    risk: str = "ok"
+
+    def segment_mib(self, key: str) -> float:
+        """Compute includes the draft context's compute buffer: both are freed and re-made together."""
+        if key == "compute":
+            return self.compute_mib + self.draft_compute_mib
+        return float(getattr(self, f"{key}_mib"))
+
+    @property
+    def in_use_mib(self) -> float:
+        """Memory already taken by others before the server's own allocations."""
+        return max(0.0, self.total_mib - self.free_mib)
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """One plan for the settings on screen; `error` replaces the devices when planning failed."""
+
+    devices: tuple[DevicePlan, ...] = ()
+    host: DevicePlan | None = None
+    warnings: tuple[str, ...] = ()
+    fit_note: str = ""
+    error: str | None = None
+    seq: int = 0
+
+    @property
+    def worst_risk(self) -> str:
+        risks = [d.risk for d in self.devices] or ["ok"]
+        return max(risks, key=lambda r: RISKS.index(r) if r in RISKS else 0)
+
+
+@dataclass(frozen=True)
+class ReconcileRow:
+    """Predicted vs reported memory for one device and component, after a launch."""
+
+    device: str
+    component: str
+    predicted_mib: float | None
+    reported_mib: float | None
+
+    @property
+    def error_percent(self) -> float | None:
+        if self.predicted_mib is None or not self.reported_mib:
+            return None
+        return 100.0 * (self.predicted_mib - self.reported_mib) / self.reported_mib
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """The server panel's content. `state` is the supervisor's state name."""
+
+    state: str = "stopped"
+    url: str | None = None
+    pid: int | None = None
+    attached: bool = False
+    failure: str | None = None
+    log_tail: tuple[str, ...] = ()
+    log_path: str | None = None
+    reconcile: tuple[ReconcileRow, ...] = ()
+    running_argv: tuple[str, ...] = ()
+
+    @property
+    def alive(self) -> bool:
+        return self.state in ("starting", "loading", "ready")
+
+
+@dataclass(frozen=True)
+class ProbePoint:
+    """One measured request: its configuration label, its index in the run, and the server's timings."""
+
+    config: str
+    index: int
+    tg_tps: float | None
+    pp_tps: float | None
+    acceptance: float | None
+
+
+@dataclass(frozen=True)
+class ProbeSummary:
+    """One configuration's aggregate: medians with min-max spread (t/s; acceptance 0..1)."""
+
+    config: str
+    n: int
+    tg_median: float | None
+    tg_min: float | None
+    tg_max: float | None
+    pp_median: float | None
+    pp_min: float | None
+    pp_max: float | None
+    acceptance: float | None
+    run_id: int | str | None = None
+
+
+@dataclass(frozen=True)
+class ProbeState:
+    """The probe panel's content."""
+
+    suites: tuple[str, ...] = ("tasks", "long-prompt")
+    running: bool = False
+    done: int = 0
+    total: int = 0
+    message: str = ""
+    points: tuple[ProbePoint, ...] = ()
+    summaries: tuple[ProbeSummary, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    verdict: str = ""
+    #: The core's run summaries per configuration (spreads for the verdict); not compared.
+    raw_summaries: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One stored probe run in the runs view."""
+
+    run_id: int | str
+    when: str
+    config: str
+    tg_median: float | None
+    pp_median: float | None
+    acceptance: float | None
+    n: int
+    warnings: int = 0
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric of a two-run comparison."""
+
+    metric: str
+    a: str
+    b: str
+    change: str
+    verdict: str

@@ -1,0 +1,1 @@
+"""Widgets, one per module; each owns the messages it sends."""

@@ -1,0 +1,131 @@
+"""How each `Settings` field is shown: its group, label, input kind, choices and the server's default.
+
+Presentation only. The kind of each field and its option name come from `tui.core.options.FIELDS`;
+this table adds what a form needs (grouping, the default to show as a placeholder, choices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tui.core.argv import command_line, format_float, parse_value, split_command
+from tui.core.options import FIELD_BY_NAME
+from tui.core.settings import CACHE_TYPES, FLASH_ATTN, LOAD_MODES, SPEC_TYPES, SPLIT_MODES
+
+
+@dataclass(frozen=True)
+class FormField:
+    name: str  # the Settings attribute
+    label: str  # the option name users know from llama-server
+    kind: str  # options.FieldSpec.kind, or "args" for extra_args
+    default: str = ""  # llama-server's default, shown as the placeholder
+    choices: tuple[str, ...] = ()
+    help: str = ""
+
+
+def _f(name: str, default: str = "", choices: tuple[str, ...] = (), help: str = "") -> FormField:
+    spec = FIELD_BY_NAME.get(name)
+    label = spec.label if spec else name.replace("_", "-")
+    kind = spec.kind if spec else "args"
+    return FormField(name, label, kind, default, choices, help)
+
+
+#: Groups in the order shown; every Settings field appears exactly once.
+GROUPS: tuple[tuple[str, tuple[FormField, ...]], ...] = (
+    ("Model", (
+        _f("model", "", help="GGUF file"),
+        _f("hf_repo", "", help="user/model[:quant]"),
+        _f("ctx_size", "0 = trained", help="context size (tokens)"),
+    )),
+    ("Speculative", (
+        _f("spec_type", "none", SPEC_TYPES, help="comma list; draft-mtp = MTP"),
+        _f("spec_draft_n_max", "3"),
+        _f("spec_draft_n_min", "0"),
+        _f("spec_draft_p_min", "0.0"),
+    )),
+    ("KV cache", (
+        _f("cache_type_k", "f16", CACHE_TYPES),
+        _f("cache_type_v", "f16", CACHE_TYPES),
+        _f("cache_type_k_draft", "f16", CACHE_TYPES, help="draft KV; does not follow -ctk"),
+        _f("cache_type_v_draft", "f16", CACHE_TYPES),
+        _f("flash_attn", "auto", FLASH_ATTN),
+        _f("cache_ram", "8192", help="MiB of prompt cache in RAM"),
+    )),
+    ("Batching", (
+        _f("batch_size", "2048"),
+        _f("ubatch_size", "512"),
+        _f("parallel", "auto (4)", help="1 for honest MTP measurements"),
+        _f("threads", "auto"),
+        _f("threads_batch", "= threads"),
+    )),
+    ("Fit and placement", (
+        _f("fit", "on", ("on", "off")),
+        _f("fit_target", "1024", help="MiB kept free, one or one per device"),
+        _f("fit_ctx", "4096"),
+        _f("n_gpu_layers", "auto", help="auto, all or N"),
+        _f("split_mode", "layer", SPLIT_MODES),
+        _f("tensor_split", "", help="e.g. 1,1"),
+        _f("main_gpu", "0"),
+        _f("cpu_moe", ""),
+        _f("n_cpu_moe", ""),
+        _f("load_mode", "auto", LOAD_MODES),
+        _f("no_mmproj", ""),
+        _f("rpc", "", help="host:port,..."),
+    )),
+    ("Server", (
+        _f("host", "127.0.0.1"),
+        _f("port", "free port"),
+        _f("api_key", ""),
+        _f("metrics", ""),
+        _f("extra_args", "", help="appended verbatim"),
+    )),
+)
+
+ALL_FIELDS: dict[str, FormField] = {f.name: f for _g, fields in GROUPS for f in fields}
+BOOL_KINDS = frozenset({"flag", "negflag"})
+SELECT_KINDS = frozenset({"choice", "onoff"})
+
+
+def to_text(field: FormField, value: Any) -> str:
+    """A Settings value as the form shows it ('' for "not given")."""
+    if value is None:
+        return ""
+    if field.kind == "onoff":
+        return "on" if value else "off"
+    if field.kind == "args":
+        return command_line(list(value))
+    if isinstance(value, list):
+        return ",".join(_num_text(v) for v in value)
+    return _num_text(value)
+
+
+def _num_text(v: Any) -> str:
+    return format_float(v) if isinstance(v, float) else str(v)
+
+
+def parse_text(field: FormField, text: str) -> tuple[Any, str | None]:
+    """Text from an input -> (value, None), or (value, reason) when the text cannot be a value.
+
+    Number text that does not parse is kept as text (`argv.parse_value`), so the core's validation
+    names the field and the reason; empty text means "not given" (the server's default).
+    """
+    s = text.strip()
+    kind = field.kind
+    if kind in BOOL_KINDS:
+        return bool(s and s not in ("0", "false", "off")), None
+    if kind == "args":
+        try:
+            return split_command(s) if s else [], None
+        except ValueError as exc:
+            return [], f"extra arguments cannot be split into words ({exc}); check the quotes"
+    if s == "":
+        if kind in ("spec", "list_int", "list_float", "list_str"):
+            return [], None
+        if field.name == "host":
+            return "127.0.0.1", None
+        return None, None
+    spec = FIELD_BY_NAME[field.name]
+    if kind == "spec":
+        return [p.strip() for p in s.split(",") if p.strip()], None
+    return parse_value(spec, s), None
