@@ -13,15 +13,28 @@ import sys
 from types import ModuleType
 
 
-def _commands() -> dict[str, ModuleType]:
+def _command_names() -> dict[str, str]:
+    """Command name -> module name, without importing anything (module `demo_model` is `demo-model`)."""
+    return {
+        info.name.replace("_", "-"): info.name
+        for info in pkgutil.iter_modules(__path__)
+        if not info.name.startswith("_")
+    }
+
+
+def _load(module: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{module}")
+
+
+def _commands(only: str | None = None) -> dict[str, ModuleType]:
+    """Import the command modules (just one when `only` is given: start-up time matters)."""
+    names = _command_names()
+    wanted = {only: names[only]} if only in names else names
     found: dict[str, ModuleType] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
-        name = getattr(mod, "COMMAND", None)
-        if name:
-            found[name] = mod
+    for name, module in wanted.items():
+        mod = _load(module)
+        if getattr(mod, "COMMAND", None):
+            found[mod.COMMAND] = mod
     return found
 
 
@@ -40,10 +53,11 @@ def build_parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = _commands()
+    names = _command_names()
     # No command (or only app options): the TUI.
-    if not argv or (argv[0] not in commands and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help")):
         argv = ["app", *argv]
+    commands = _commands(None if argv[0] in ("-h", "--help") else argv[0])
     parser = build_parser(commands)
     args = parser.parse_args(argv)
     if not args.command:

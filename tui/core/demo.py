@@ -9,7 +9,6 @@ from pathlib import Path
 from tui.core import provision
 from tui.core.hwprofiles import PROFILES, HwProfile
 from tui.core.paths import cache_dir
-from tui.core.tinymodel import PRESETS, write_tiny_model
 
 DEFAULT_PROFILE = "rtx3060-laptop-6g"
 DEMO_MODEL = "small-mtp-q8_0"  # 25 MB: big enough for visible speeds, generated in about a second
@@ -26,6 +25,8 @@ def demo_model_path(name: str = DEMO_MODEL) -> Path:
     """The generated demo model, written on first use and reused (generation is deterministic)."""
     path = cache_dir() / "models" / f"{name}.gguf"
     if not path.is_file():
+        from tui.core.tinymodel import PRESETS, write_tiny_model  # numpy and gguf: only when needed
+
         write_tiny_model(path, PRESETS[name])
     return path
 
