@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from tui.cli._common import fail, print_json
+from tui.cli._common import fail, print_json, pass_unknown_to_server
 from tui.core.probes.runner import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
@@ -42,19 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulate", metavar="PROFILE", help="record simulated hardware (a profile or e.g. 2x16GiB)")
     p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S", help="seconds to wait for the model to load")
     p.add_argument("--db", metavar="PATH", help="results database (default: the user data dir)")
-    p.set_defaults(server_args=[])
-    p.allow_abbrev = False
-    parse_known = p.parse_known_args
-
-    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
-        ns, extras = parse_known(args, namespace)
-        rest = list(extras)
-        if rest[:1] == ["--"]:
-            rest = rest[1:]
-        ns.server_args = list(getattr(ns, "server_args", []) or []) + rest
-        return ns, []
-
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    pass_unknown_to_server(p)
 
 
 def _progress_printer(enabled: bool) -> Any:

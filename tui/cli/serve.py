@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from tui.cli._common import fail
+from tui.cli._common import fail, pass_unknown_to_server
 from tui.core.failures import Failure
 from tui.core.provision import ProvisionError, ensure_server
 from tui.core.supervisor import LogLine, ServerState, StateEvent, Supervisor, SupervisorError
@@ -33,21 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show-log", action="store_true", help="echo the server's log lines to stderr")
     p.add_argument("--keep-llama-env", action="store_true",
                    help="pass LLAMA_ARG_* environment variables to the server (default: stripped)")
-    p.set_defaults(server_args=[])
-    # llama-server's flags are open-ended: take whatever this parser does not know, in order, and
-    # never let `--server...` abbreviate one of ours.
-    p.allow_abbrev = False
-    parse_known = p.parse_known_args
-
-    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
-        ns, extras = parse_known(args, namespace)
-        rest = list(extras)
-        if rest[:1] == ["--"]:
-            rest = rest[1:]
-        ns.server_args = list(getattr(ns, "server_args", []) or []) + rest
-        return ns, []
-
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    pass_unknown_to_server(p)
 
 
 def _printer(t0: float) -> Any:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tui.cli._common import fail, print_json
+from tui.cli._common import fail, print_json, pass_unknown_to_server
 
 COMMAND = "sweep"
 HELP = "run a grid of configurations (--axis NAME=V1,V2) and report the best (-m FILE [llama-server flags])"
@@ -52,20 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server-bin", metavar="PATH", help="llama-server binary (default: found or built by mtp-tune)")
     p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S", help="seconds to wait for each load (default 180)")
     p.add_argument("--db", metavar="PATH", help="results database (default: the user data dir)")
-    p.set_defaults(server_args=[])
-    # llama-server's flags are open-ended: whatever this parser does not know goes to the server.
-    p.allow_abbrev = False
-    parse_known = p.parse_known_args
-
-    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
-        ns, extras = parse_known(args, namespace)
-        rest = list(extras)
-        if rest[:1] == ["--"]:
-            rest = rest[1:]
-        ns.server_args = list(getattr(ns, "server_args", []) or []) + rest
-        return ns, []
-
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    pass_unknown_to_server(p)
 
 
 class ProgressLine:
