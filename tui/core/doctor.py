@@ -121,7 +121,7 @@ def collect(server_bin: str | None = None, configured: str | None = None) -> Doc
         report.server = {"path": None, "source": None, "version": None, "supports_draft_mtp": False}
         report.warnings.append(
             "No llama-server found (checked --server-bin, $MTP_TUNE_LLAMA_SERVER, the config, PATH and the "
-            f"cache {provision.build_root()}). Run `mtp-tune doctor --build` to build one (~15 min on 2 cores)."
+            f"cache {provision.build_root()}). Run `mtp-tune doctor --build` to build one (about 6 min on 2 cores)."
         )
     else:
         report.server = {"path": str(found.path), "source": found.source}
