@@ -108,3 +108,37 @@ def test_bad_preset_key_fails_at_startup(server_bin: Path, tiny_models: dict[str
         assert "load-mode" in f.fix
     finally:
         sup.close()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def test_model_child_crash_after_ready_is_a_failure(server_bin: Path, preset: Path, tmp_path: Path) -> None:
+    """The router stays up when its model's child dies; the supervisor must not keep saying READY."""
+    import os
+    import signal
+
+    sup = make_supervisor(server_bin, ["--models-preset", str(preset)], tmp_path, router_model="tiny-mtp")
+    try:
+        sup.start()
+        assert sup.wait_ready(60) == ServerState.READY
+        children = _children(sup.pid)  # type: ignore[arg-type]
+        assert children, "the router should have spawned the model's child"
+        for child in children:
+            os.kill(child, signal.SIGKILL)
+        assert sup.wait_for(FINAL, 30) == ServerState.FAILED, sup.tail(10)
+        assert sup.failure is not None and sup.failure.kind == FailureKind.ROUTER_MODEL_FAILED, sup.failure
+        assert "tiny-mtp" in sup.failure.message
+    finally:
+        sup.close()
+    assert pid_gone(sup.launch.pid, 10)  # type: ignore[union-attr]

@@ -843,8 +843,21 @@ class Supervisor:
             m = _ROUTER_EXIT.search(text)
             if m:
                 launch.router_exits[m.group(1)] = (int(m.group(2)), launch.n_lines)
+                if m.group(1) == launch.router_model and int(m.group(2)) != 0:
+                    self._router_child_died(launch, int(m.group(2)))
         if current:
             self.events.emit_log(LogLine(launch.id, text, now))
+
+    def _router_child_died(self, launch: Launch, status: int) -> None:
+        """The model's child crashed after it was ready: the router lives on, but the model is gone."""
+        with self._lock:
+            proc = self._proc
+            if launch is not self._launch or self._state != ServerState.READY or launch.stop_requested or proc is None:
+                return
+        failure = router_model_failure(launch.router_model, status, self._router_child_lines(launch), launch.log_path)
+        # Stop the router too, as for any failure; not on this (reader) thread, which must see the exit.
+        threading.Thread(target=self._fail_and_kill, args=(launch, proc, failure),
+                         name="llama-server-router-child-died", daemon=True).start()
 
     def _reap(self, proc: subprocess.Popen[bytes]) -> int:
         """Wait for the leader without reaping, kill what is left of its group, then reap it."""
