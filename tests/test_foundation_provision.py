@@ -137,7 +137,7 @@ def test_probe_real_server(server_bin: Path) -> None:
 
 
 def test_removed_options_are_not_accepted() -> None:
-    from tui.core.server_info import removed_options
+    from tui.core.server_options import removed_options
 
     help_text = (
         "--spec-draft-n-max N                    number of tokens to draft (default: 3)\n"

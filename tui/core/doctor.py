@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tui.core import provision
+from tui.core.gpu import Nvml, or_none, read_host_memory
+from tui.core.gpu.collect import other_process_warnings
 from tui.core.server_info import ServerProbeError, probe
 
 #: Options whose absence changes what mtp-tune can do with a build.
@@ -59,22 +61,8 @@ def _config_keys(path: Path) -> list[str]:
     return keys
 
 
-def _host_memory() -> dict[str, Any]:
-    info: dict[str, int] = {}
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            name, _, rest = line.partition(":")
-            if name in ("MemTotal", "MemAvailable"):
-                info[name] = int(rest.split()[0]) // 1024
-    except OSError:
-        return {"ram_total_mib": None, "ram_available_mib": None}
-    return {"ram_total_mib": info.get("MemTotal"), "ram_available_mib": info.get("MemAvailable"), "cpus": os.cpu_count()}
-
-
 def _gpus(report: DoctorReport) -> None:
     try:
-        from tui.core.gpu import Nvml, or_none
-
         reading = Nvml().read()
     except Exception as exc:  # telemetry must never stop doctor
         report.nvml = {"status": "error", "message": f"GPU telemetry failed: {exc}"}
@@ -84,28 +72,8 @@ def _gpus(report: DoctorReport) -> None:
         "message": reading.message,
         "driver": or_none(reading.driver_version),
     }
-    for dev in reading.devices:
-        report.gpus.append(
-            {
-                "index": dev.index,
-                "name": or_none(dev.name),
-                "uuid": or_none(dev.uuid),
-                "memory_total_mib": or_none(dev.memory_total_mib),
-                "memory_used_mib": or_none(dev.memory_used_mib),
-                "memory_free_mib": or_none(dev.memory_free_mib),
-                "processes": [
-                    {"pid": or_none(p.pid), "name": or_none(p.name), "used_memory_mib": or_none(p.used_memory_mib)}
-                    for p in dev.processes
-                ],
-            }
-        )
-        foreign = [p for p in dev.processes if not p.is_ours]
-        if foreign:
-            names = ", ".join(f"{or_none(p.name) or '?'} (pid {or_none(p.pid)})" for p in foreign)
-            report.warnings.append(
-                f"GPU {dev.index} ({or_none(dev.name)}) has other processes using memory: {names}. "
-                "They lower free VRAM and can halve decode speed while measuring."
-            )
+    report.gpus = [dev.to_dict() for dev in reading.devices]
+    report.warnings.extend(other_process_warnings(reading.devices))
     report.warnings.extend(reading.warnings)
 
 
@@ -164,7 +132,7 @@ def collect(server_bin: str | None = None, configured: str | None = None) -> Doc
             f"LLAMA_ARG_* variables are set ({', '.join(report.llama_env)}); llama-server treats each as an option."
         )
     _gpus(report)
-    report.host = _host_memory()
+    report.host = {**read_host_memory().to_dict(), "cpus": os.cpu_count()}
     avail = report.host.get("ram_available_mib")
     if isinstance(avail, int) and avail < 2048:
         report.warnings.append(f"Only {avail} MiB of RAM is free; weights spilled to host memory will swap.")

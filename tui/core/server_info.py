@@ -94,23 +94,6 @@ def parse_version(text: str) -> tuple[int | None, str | None]:
     return (None, None)
 
 
-_OPT_LINE = re.compile(r"^(-[^ ].*?)(?:\s{2,}|$)(.*)")
-
-
-def removed_options(help_text: str) -> frozenset[str]:
-    """Spellings that --help still lists but marks "the argument has been removed"."""
-    removed: set[str] = set()
-    lines = help_text.splitlines()
-    for i, line in enumerate(lines):
-        m = _OPT_LINE.match(line)
-        if not m:
-            continue
-        desc = m.group(2) + " " + " ".join(ln.strip() for ln in lines[i + 1 : i + 3] if ln.startswith(" "))
-        if "has been removed" in desc:
-            removed.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", m.group(1)))
-    return frozenset(removed)
-
-
 def parse_spec_types(help_text: str) -> tuple[str, ...]:
     """The speculative types listed in `--spec-type`'s help entry."""
     m = re.search(r"--spec-type\b(.*?)(?:\n\S|\n\s*-{1,2}[a-z])", help_text, re.S)
@@ -124,7 +107,7 @@ def parse_spec_types(help_text: str) -> tuple[str, ...]:
 
 def probe(path: str | Path, timeout: float = 30.0) -> ServerInfo:
     """Run `--version` and `--help` and parse both; raises ServerProbeError with a fix."""
-    from tui.core.server_options import parse_help
+    from tui.core.server_options import parse_help, removed_options
 
     path = Path(path)
     version_out = _run(path, "--version", timeout)

@@ -35,12 +35,32 @@ def _entry_spellings(line: str) -> list[str]:
 
 
 def parse_help(text: str) -> frozenset[str]:
-    """Every option spelling (`-c`, `--ctx-size`, `--no-mmproj`, ...) in `llama-server --help` text."""
+    """Every option spelling (`-c`, `--ctx-size`, `--no-mmproj`, ...) in `llama-server --help` text.
+
+    Removed options the server still registers (`--draft-max`) are included; `removed_options` names them.
+    """
     found: set[str] = set()
     for line in text.splitlines():
         if line.startswith("-") and not line.startswith("---"):
             found.update(_entry_spellings(line))
     return frozenset(found)
+
+
+_OPT_LINE = re.compile(r"^(-[^ ].*?)(?:\s{2,}|$)(.*)")
+
+
+def removed_options(help_text: str) -> frozenset[str]:
+    """Spellings that --help still lists but marks "the argument has been removed"."""
+    removed: set[str] = set()
+    lines = help_text.splitlines()
+    for i, line in enumerate(lines):
+        m = _OPT_LINE.match(line)
+        if not m:
+            continue
+        desc = m.group(2) + " " + " ".join(ln.strip() for ln in lines[i + 1 : i + 3] if ln.startswith(" "))
+        if "has been removed" in desc:
+            removed.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", m.group(1)))
+    return frozenset(removed)
 
 
 def parse_help_entries(text: str) -> list[tuple[str, ...]]:
