@@ -144,12 +144,12 @@ def test_run_survives_the_server_being_killed_mid_suite(
 
         def kill_on_fourth(ev: ProbeProgress) -> None:
             if ev.event == "first_token" and ev.done == 3:  # streaming the 4th request
-                srv.proc.kill()
+                srv.kill()
 
         with Store(db) as store:
             run = run_probe_sync(srv.url, task_suite(), RunConfig(repeat=2, n_predict=256), sink=store,
                                  progress=kill_on_fourth)
-        srv.proc.wait(timeout=30)
+        srv.wait_ended(timeout=30)
     assert run.status == "failed"
     assert "went away" in (run.error or "") and task_suite().prompts[3].name in (run.error or "")
     # A fresh handle (as another process would open it) sees the failed run with the work done so far.
@@ -306,6 +306,6 @@ def test_attach_mode_finds_the_local_server_pid(a50_server: Running) -> None:
     """So the attached server's own GPU memory is not reported as "another process on the GPU"."""
     from tui.core.probes.session import local_listener_pid
 
-    assert local_listener_pid(a50_server.url) == a50_server.proc.pid
+    assert local_listener_pid(a50_server.url) == a50_server.pid
     assert local_listener_pid("http://127.0.0.1:9") is None
     assert local_listener_pid("http://example.com:8080") is None

@@ -60,7 +60,7 @@ async def test_attach_watches_and_probes(server_bin: Path, tiny_models: dict[str
             assert summary.n == 2 and summary.tg_median and summary.acceptance == pytest.approx(1.0)
             await pilot.press("q")
             assert await until(pilot, lambda: not app.is_running, 30)
-        assert srv.proc.poll() is None, "quitting an attached session must leave the server running"
+        assert srv.alive(), "quitting an attached session must leave the server running"
 
 
 async def test_frozen_server_never_freezes_the_screen(server_bin: Path, tiny_models: dict[str, Path],

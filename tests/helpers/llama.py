@@ -1,28 +1,44 @@
-"""A minimal real-llama-server launcher for foundation tests (the product's supervisor has its own tests)."""
+"""`llama_server(...)`: a real llama-server for a `with` block, run by the product's Supervisor."""
 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import time
+import os
+import signal
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import server_env
+from tests.helpers.supervisor_util import FINAL, make_supervisor
+from tui.core.supervisor import ServerState, Supervisor
 
-LISTEN = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
-BASE_ARGS = ["--host", "127.0.0.1", "--port", "0", "-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics"]
+BASE_ARGS = ["-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics"]
 
 
 @dataclass
 class Running:
     url: str
-    proc: subprocess.Popen[str]
-    log: list[str]
+    sup: Supervisor
+
+    @property
+    def log(self) -> list[str]:
+        return self.sup.tail()
+
+    @property
+    def pid(self) -> int:
+        return self.sup.pid  # type: ignore[return-value]
+
+    def alive(self) -> bool:
+        return self.sup.state == ServerState.READY
+
+    def kill(self) -> None:
+        """SIGKILL the server behind the supervisor's back (a crash, as a test sees it)."""
+        os.kill(self.pid, signal.SIGKILL)
+
+    def wait_ended(self, timeout: float = 30.0) -> ServerState:
+        return self.sup.wait_for(FINAL, timeout)
 
     def post(self, path: str, body: dict, timeout: float = 60.0) -> dict:
         req = urllib.request.Request(
@@ -37,7 +53,7 @@ class Running:
 
 
 class ServerFailed(RuntimeError):
-    def __init__(self, rc: int, log: list[str]) -> None:
+    def __init__(self, rc: int | None, log: list[str]) -> None:
         super().__init__(f"llama-server exited with {rc}")
         self.rc = rc
         self.log = log
@@ -45,36 +61,15 @@ class ServerFailed(RuntimeError):
 
 @contextmanager
 def llama_server(server: Path, model: Path, extra: list[str], root: Path, timeout: float = 60.0) -> Iterator[Running]:
-    """Start llama-server on a free port, wait (bounded) for its 'listening' line, stop it after."""
-    cmd = [str(server), "-m", str(model), *BASE_ARGS, *extra]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=server_env(root), start_new_session=True
-    )
-    assert proc.stdout is not None
-    log: list[str] = []
-    deadline = time.monotonic() + timeout
-    port = None
+    """Start llama-server on a free 127.0.0.1 port, wait (bounded) until ready, stop it after."""
+    sup = make_supervisor(server, ["-m", str(model), *BASE_ARGS, *extra], root, ready_timeout=timeout,
+                          record_history=False)
     try:
-        for line in proc.stdout:  # ends at EOF when the process exits
-            log.append(line.rstrip("\n"))
-            m = LISTEN.search(line)
-            if m:
-                port = int(m.group(1))
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"llama-server not listening after {timeout} s:\n" + "\n".join(log[-20:]))
-        if port is None:
-            rc = proc.wait(timeout=10)
-            raise ServerFailed(rc, log)
-        import threading
-
-        threading.Thread(target=lambda: log.extend(ln.rstrip("\n") for ln in proc.stdout), daemon=True).start()
-        yield Running(f"http://127.0.0.1:{port}", proc, log)
+        sup.start()
+        if sup.wait_ready(timeout + 10) != ServerState.READY:
+            sup.wait_for(FINAL, 10)
+            launch = sup.launch
+            raise ServerFailed(launch.exit_code if launch else None, sup.tail())
+        yield Running(sup.base_url, sup)  # type: ignore[arg-type]
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        sup.close()
