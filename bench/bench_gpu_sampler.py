@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _results import append_under  # noqa: E402
+
 from tests.fakes.fake_pynvml import FakeNvml, FakeProcess, gpu  # noqa: E402
 from tui.core.gpu import GpuSampler, GpuSnapshot, Nvml, ServerView, collect_snapshot  # noqa: E402
 
@@ -99,19 +101,6 @@ def sampler_cpu(seconds: float) -> dict[str, float]:
     }
 
 
-def append_results(text: str) -> None:
-    """Append under our heading; other sections are left exactly as they are."""
-    existing = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if HEADING not in existing:
-        RESULTS.write_text(existing.rstrip("\n") + f"\n\n{HEADING}\n\n{text}")
-        return
-    start = existing.index(HEADING) + len(HEADING)
-    nxt = existing.find("\n## ", start)
-    end = len(existing) if nxt < 0 else nxt + 1
-    section = existing[:end].rstrip("\n") + f"\n\n{text}"
-    RESULTS.write_text(section + ("\n" + existing[end:] if nxt >= 0 else ""))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--passes", type=int, default=2000, help="timed passes per scenario (default 2000)")
@@ -155,7 +144,7 @@ def main() -> int:
         "Targets: pass < 5 ms, sampler < 1 % of one core.\n"
     )
     if not args.no_write:
-        append_results(text)
+        append_under(HEADING, text)
         print(f"appended to {RESULTS}")
     return 0
 

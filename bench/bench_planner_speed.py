@@ -17,6 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _results import append_under  # noqa: E402
+
 from tui.core.gguf_meta import read_gguf  # noqa: E402
 from tui.core.planner import DeviceSpec, plan  # noqa: E402
 from tui.core.settings import Settings  # noqa: E402
@@ -36,15 +38,8 @@ def timed(fn, n: int) -> list[float]:  # noqa: ANN001
 
 
 def append_section(text: str) -> None:
-    """Append under the "## Memory planner" heading (created at the end if missing); other sections stay."""
-    body = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if HEADING not in body:
-        body = body.rstrip() + f"\n\n{HEADING}\n"
-    start = body.index(HEADING) + len(HEADING)
-    nxt = body.find("\n## ", start)
-    end = len(body) if nxt == -1 else nxt
-    body = body[:end].rstrip() + "\n\n" + text.strip() + "\n" + body[end:]
-    RESULTS.write_text(body)
+    """Append under the "## Memory planner" heading; other sections stay."""
+    append_under(HEADING, text)
 
 
 def main() -> int:

@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _results import append_under  # noqa: E402
+
 from tui.core.provision import ensure_server  # noqa: E402
 from tui.core.supervisor import ServerState, Supervisor  # noqa: E402
 from tui.core.tinymodel import preset, write_tiny_model  # noqa: E402
@@ -34,18 +36,6 @@ from tui.core.tinymodel import preset, write_tiny_model  # noqa: E402
 RESULTS = ROOT / "bench" / "RESULTS.md"
 HEADING = "## Supervisor"
 ARGS = ["-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics", "--spec-type", "draft-mtp"]
-
-
-def append_results(text: str) -> None:
-    """Append under our heading, leaving every other section exactly as it is."""
-    existing = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if HEADING not in existing:
-        RESULTS.write_text(existing.rstrip("\n") + f"\n\n{HEADING}\n\n{text}")
-        return
-    start = existing.index(HEADING) + len(HEADING)
-    nxt = existing.find("\n## ", start)
-    end = len(existing) if nxt < 0 else nxt + 1
-    RESULTS.write_text(existing[:end].rstrip("\n") + f"\n\n{text}" + ("\n" + existing[end:] if nxt >= 0 else ""))
 
 
 def refused_after(host: str, port: int, t0: float, limit: float = 5.0) -> float | None:
@@ -139,7 +129,7 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if not a.no_write:
-        append_results(text)
+        append_under(HEADING, text)
         print(f"appended to {RESULTS}")
     return 0
 

@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _results import append_under  # noqa: E402
+
 HEADING = "## TUI"
 RESULTS = ROOT / "bench" / "RESULTS.md"
 MTP_TUNE = Path(sys.executable).parent / "mtp-tune"
@@ -310,13 +312,7 @@ Start-up breakdown (fresh interpreter, in-process clocks, median of 3, s):
 """ + "".join(f"| {k} | {fmt(v, 3)} |\n" for k, v in breakdown.items())
     print(section)
     if not args.no_write:
-        text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-        if HEADING not in text:
-            text = text.rstrip("\n") + f"\n\n{HEADING}\n"
-        head, _, tail = text.partition(HEADING)
-        nxt = tail.find("\n## ")
-        body, rest = (tail, "") if nxt < 0 else (tail[:nxt], tail[nxt:])
-        RESULTS.write_text(head + HEADING + body.rstrip("\n") + "\n" + section + rest)
+        append_under(HEADING, section)
     return 0
 
 
