@@ -11,6 +11,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+__all__ = [
+    "FALSEY",
+    "FIELDS",
+    "FIELD_BY_NAME",
+    "FieldSpec",
+    "REMOVED",
+    "REMOVED_ENV",
+    "REPEATABLE",
+    "RemovedOption",
+    "SERVER_OPTIONS",
+    "ServerOption",
+    "TABLE_BUILD",
+    "TRUTHY",
+    "all_ini_keys",
+    "all_spellings",
+    "describe_removed",
+    "field_for_option",
+    "find_option",
+    "find_removed",
+    "is_falsey",
+    "is_truthy",
+    "normalize_spelling",
+    "option_for_ini_key",
+]
+
 #: The llama.cpp build the table was taken from.
 TABLE_BUILD = "b11434"
 
@@ -42,6 +67,11 @@ class ServerOption:
     env: str | None = None
     kind: str = "string"
     preset_only: bool = False
+
+    @property
+    def repeatable(self) -> bool:
+        """True when every occurrence counts (the handler appends); otherwise the last one wins."""
+        return self.canonical in REPEATABLE
 
     @property
     def takes_value(self) -> bool:
@@ -427,6 +457,15 @@ SERVER_OPTIONS: tuple[ServerOption, ...] = (
     _o(('dedup-cache-models',), (), '0|1', '__PRESET_DEDUP_CACHE_MODELS', 'string', preset_only=True),
 )
 # fmt: on
+
+#: Options whose handler appends to a list in b11434 (arg.cpp), so repeating them accumulates;
+#: for every other option llama-server warns "only last value will be used" and the last one wins.
+REPEATABLE: frozenset[str] = frozenset({
+    "--reverse-prompt", "--logit-bias", "--rpc", "--override-tensor", "--cpu-moe", "--n-cpu-moe",
+    "--n-cpu-ffn", "--override-kv", "--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled",
+    "--alias", "--tags", "--api-key", "--api-key-file", "--spec-draft-override-tensor", "--spec-draft-cpu-moe",
+    "--spec-draft-n-cpu-moe", "--spec-synth-rates", "--spec-type",
+})
 
 
 @dataclass(frozen=True)
