@@ -25,7 +25,8 @@ from tui.core import provision  # noqa: E402
 from tui.core.argv import settings_from_argv  # noqa: E402
 from tui.core.gguf_meta import read_gguf  # noqa: E402
 from tui.core.planner import DeviceSpec, plan  # noqa: E402
-from tui.core.reconcile import EXACT_COMPONENTS, RpcServers, probe_launch, reconcile  # noqa: E402
+from tests.helpers.launch import RpcServers, probe_launch  # noqa: E402
+from tui.core.reconcile import EXACT_COMPONENTS, reconcile  # noqa: E402
 from tui.core.shapemodel import write_shape_model  # noqa: E402
 from tui.core.tinymodel import PRESETS, write_tiny_model  # noqa: E402
 

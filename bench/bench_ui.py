@@ -193,7 +193,7 @@ def bench_idle(root: Path, env: dict[str, str], seconds: float) -> dict[str, flo
 
 
 async def _tg(url: str, n: int) -> list[float]:
-    from tui.core.client import LlamaClient
+    from tui.core.server.client import LlamaClient
 
     out = []
     async with LlamaClient(url) as c:
@@ -211,7 +211,7 @@ def bench_watching(root: Path, env: dict[str, str], server: Path, model: Path, p
     """
     import signal
 
-    from tui.core.supervisor import Supervisor
+    from tui.core.server.supervisor import Supervisor
 
     args = ["-m", str(model), "-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics",
             "--spec-type", "draft-mtp"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.supervisor_util import BASE_ARGS, FINAL, MTP_ARGS, make_supervisor, pid_gone
-from tui.core.client import LlamaClient, ServerGone, ServerUnreachable, Unauthorized
-from tui.core.failures import FailureKind
-from tui.core.supervisor import ServerState, Supervisor
+from tui.core.server.client import LlamaClient, ServerGone, ServerUnreachable, Unauthorized
+from tui.core.server.failures import FailureKind
+from tui.core.server.supervisor import ServerState, Supervisor
 
 pytestmark = pytest.mark.server
 KEY = "test-key-123"

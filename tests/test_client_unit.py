@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tui.core.client import (
+from tui.core.server.client import (
     ClientTimeout,
     LlamaClient,
     ServerGone,

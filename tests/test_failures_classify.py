@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.failures import (
+from tui.core.server.failures import (
     Failure,
     FailureKind,
     classify,
@@ -225,7 +225,7 @@ def test_failure_is_plain_data() -> None:
 def test_rpc_buffer_allocation_failure_is_oom_not_missing_mtp() -> None:
     """A draft context whose RPC compute buffer cannot be allocated ends with 'failed to create MTP
     context'; the allocation error before it is the real cause."""
-    from tui.core.failures import FailureKind, classify
+    from tui.core.server.failures import FailureKind, classify
 
     lines = [
         "llama_context: n_ctx = 262144",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.supervisor_util import BASE_ARGS, FINAL, make_supervisor
-from tui.core.failures import FailureKind
-from tui.core.supervisor import ServerState
+from tui.core.server.failures import FailureKind
+from tui.core.server.supervisor import ServerState
 
 pytestmark = pytest.mark.server
 HELPERS = Path(__file__).parent / "helpers"

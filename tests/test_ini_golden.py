@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tui.core.preset_ini import read_preset, render_args
+from tui.core.server.process import child_env
 
 DATA = Path(__file__).parent / "data" / "ini"
 CASES = sorted(p.stem for p in DATA.glob("*.ini"))
@@ -61,7 +62,7 @@ def test_golden_cascade_values() -> None:
 
 def _router_models(server: Path, ini: Path, root: Path) -> tuple[bool, object]:
     """Start the router on `ini`; (True, GET /models) once it listens, or (False, error line)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    env = child_env()
     env["XDG_CONFIG_HOME"] = str(root / "xdg")
     env["LLAMA_CACHE"] = str(root / "cache")
     cmd = [str(server), "--models-preset", str(ini), "--host", "127.0.0.1", "--port", "0", "--log-colors", "off",

@@ -21,6 +21,7 @@ from tui.cli import main
 from tui.core.preset_ini import read_preset
 from tui.core.profiles import save_profile
 from tui.core.settings import Settings
+from tui.core.server.process import child_env
 
 pytestmark = pytest.mark.server
 
@@ -64,7 +65,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pa
 def router(exported: Path, server_bin: Path) -> Iterator[Router]:
     """`llama-server --models-preset FILE` with no model: router mode; stopped with its children."""
     root = exported.parent
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_") and k != "LLAMA_API_KEY"}
+    env = child_env()
     env["XDG_CONFIG_HOME"] = str(root / "xdg")
     env["LLAMA_CACHE"] = str(root / "llama-cache")
     cmd = [str(server_bin), "--models-preset", str(exported), "--host", "127.0.0.1", "--port", "0", "--log-colors", "off"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.memreport import MemoryReport, device_of, parse_log
+from tui.core.server.memreport import MemoryReport, device_of, parse_log
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

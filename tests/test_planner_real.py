@@ -15,9 +15,10 @@ import pytest
 
 from tui.core.argv import settings_from_argv
 from tui.core.gguf_meta import read_gguf
-from tui.core.memreport import device_of
+from tui.core.server.memreport import device_of
 from tui.core.planner import HOST, DeviceSpec, plan
-from tui.core.reconcile import RpcServers, probe_launch, reconcile
+from tests.helpers.launch import RpcServers, probe_launch
+from tui.core.reconcile import reconcile
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

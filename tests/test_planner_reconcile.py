@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tui.core.gguf_meta import read_gguf
-from tui.core.memreport import parse_log
+from tui.core.server.memreport import parse_log
 from tui.core.planner import plan
 from tui.core.reconcile import reconcile
 from tui.core.settings import Settings

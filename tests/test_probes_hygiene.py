@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tui.core.gpu import GpuDevice, GpuProcess, GpuSnapshot, HostMemory, ProcessKind, Source, Status
-from tui.core.memreport import MemoryReport
+from tui.core.server.memreport import MemoryReport
 from tui.core.probes import hygiene
 from tui.core.probes.hygiene import ProbeWarning, check_comparison, check_gpu_snapshot, check_memory_report, check_requests
 from tui.core.probes.records import RequestRecord

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.helpers.llama import Running, llama_server
-from tui.core.client import LlamaClient
+from tui.core.server.client import LlamaClient
 from tui.core.probes import hygiene
 from tui.core.probes.records import records_from_json
 from tui.core.probes.runner import ProbeProgress, ProbeRunner, RunConfig, RunContext, run_probe, run_probe_sync

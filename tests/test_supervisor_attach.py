@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.supervisor_util import BASE_ARGS, MTP_ARGS, Recorder, make_supervisor
-from tui.core.attach import Attachment
-from tui.core.failures import FailureKind
-from tui.core.memreport import parse_log
-from tui.core.supervisor import ServerState
+from tui.core.server.attach import Attachment
+from tui.core.server.failures import FailureKind
+from tui.core.server.memreport import parse_log
+from tui.core.server.supervisor import ServerState
 
 pytestmark = pytest.mark.server
 

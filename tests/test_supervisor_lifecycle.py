@@ -14,11 +14,12 @@ import pytest
 
 from tests.conftest import server_env
 from tests.helpers.supervisor_util import BASE_ARGS, FINAL, MTP_ARGS, Recorder, make_supervisor, pid_gone
-from tui.core import supervisor as supmod
-from tui.core.client import LlamaClient
-from tui.core.failures import FailureKind
-from tui.core.memreport import parse_log
-from tui.core.supervisor import ServerState, Supervisor, SupervisorError, child_env
+from tui.core.server import supervisor as supmod
+from tui.core.server.client import LlamaClient
+from tui.core.server.failures import FailureKind
+from tui.core.server.memreport import parse_log
+from tui.core.server.process import child_env
+from tui.core.server.supervisor import ServerState, Supervisor, SupervisorError
 
 pytestmark = pytest.mark.server
 HELPERS = Path(__file__).parent / "helpers"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.supervisor_util import FINAL, Recorder, make_supervisor, pid_gone
-from tui.core.client import LlamaClient
-from tui.core.failures import FailureKind
-from tui.core.supervisor import ServerState, Supervisor
+from tui.core.server.client import LlamaClient
+from tui.core.server.failures import FailureKind
+from tui.core.server.supervisor import ServerState, Supervisor
 
 pytestmark = pytest.mark.server
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tui.core.settings import Settings
-from tui.core.supervisor import free_port
+from tui.core.server.process import free_port
 from tui.core.sweep.definition import build_definition
 from tui.core.sweep.results import build_table
 from tui.core.sweep.runner import Sweep, SweepEvent
@@ -309,7 +309,7 @@ def test_fit_target_search_converges_on_a_real_rpc_allocation_failure(
 def _vm_peak_kb(server_bin: Path, settings: Settings) -> int:
     """VmPeak of llama-server once ready with `settings` (no limit), from /proc."""
     from tui.core.argv import settings_to_argv
-    from tui.core.supervisor import ServerState, Supervisor
+    from tui.core.server.supervisor import ServerState, Supervisor
 
     with Supervisor(server_bin, settings_to_argv(settings), ready_timeout=60) as sup:
         sup.start()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tui.core.failures import Failure, FailureKind
+from tui.core.server.failures import Failure, FailureKind
 from tui.core.probes.hygiene import ProbeWarning
 from tui.core.settings import Settings
 from tui.core.sweep.definition import build_definition

@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tui.core.supervisor import Supervisor
+from tui.core.server.supervisor import Supervisor
 
 
 def main() -> int:

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("app", "serve", "probe", "sweep"):
         # Servers are started from worker threads; signal handlers can only be set here.
-        from tui.core.supervisor import install_cleanup
+        from tui.core.server.process import install_cleanup
 
         install_cleanup()
     try:

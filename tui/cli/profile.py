@@ -13,11 +13,11 @@ from tui.core.preset_ini import (
     DEFAULT_MODELS_MAX,
     IniProblem,
     IniWriteError,
-    check_with_server,
     read_preset,
     settings_from_section,
     write_section,
 )
+from tui.core.server.preset_check import check_with_server
 from tui.core.profiles import (
     ProfileError,
     check_name,

@@ -1,26 +1,16 @@
 """Predicted vs reported memory, per device and component, as data (shown to the user and stored).
 
-After every launch the supervisor's memory report (tui.core.memreport) is compared with the plan
+After every launch the supervisor's memory report (tui.core.server.memreport) is compared with the plan
 (tui.core.planner); the differences are kept as plain numbers so the planner's error is always
-visible. `probe_launch()` is the calibration probe used by the benchmark and the real-server tests:
-start llama-server with `-lv 4`, read its log until it listens (or exits), stop it, parse the report.
+visible. The calibration launches that feed it live in tests/helpers/launch.py.
 """
 
 from __future__ import annotations
 
-import os
-import queue
-import shutil
-import signal
-import subprocess
-import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tui.core.memreport import MemoryReport
+from tui.core.server.memreport import MemoryReport
 from tui.core.planner import COMPONENT_KEYS, Plan
 
 #: Tolerances of the goals: absolute MiB or relative, whichever is larger.
@@ -107,144 +97,3 @@ def reconcile(plan: Plan, report: MemoryReport) -> Reconciliation:
                 continue
             rec.diffs.append(Diff(key, comp, pv, rv))
     return rec
-
-
-# ---- the calibration probe ---------------------------------------------------------------------
-
-
-@dataclass
-class LaunchResult:
-    argv: list[str]
-    log: str
-    report: MemoryReport
-    returncode: int | None
-    ready: bool
-    seconds: float
-
-
-def probe_launch(server: str | Path, argv: list[str], timeout_s: float = 120.0, env: dict[str, str] | None = None) -> LaunchResult:
-    """Start `server argv... -lv 4 --log-colors off` on 127.0.0.1:0, read the log until it listens
-    (or exits, or `timeout_s`), stop it (SIGTERM, then SIGKILL) and parse the memory report."""
-    extra = ["--host", "127.0.0.1", "--port", "0", "-lv", "4", "--log-colors", "off"]
-    cmd = [str(server), *argv, *extra]
-    child_env = dict(env if env is not None else os.environ)
-    for k in [k for k in child_env if k.startswith("LLAMA_ARG_")]:
-        del child_env[k]
-    tmpdir = None
-    if "XDG_CONFIG_HOME" not in child_env:  # llama-server reads llama.cpp/config.ini there: keep it empty
-        tmpdir = tempfile.mkdtemp(prefix="mtp-tune-probe-")
-        child_env["XDG_CONFIG_HOME"] = tmpdir
-    report = MemoryReport()
-    lines: list[str] = []
-    t0 = time.monotonic()
-    ready = False
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env,
-                            errors="replace", start_new_session=True)
-    assert proc.stdout is not None
-    deadline = t0 + timeout_s
-    q: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:  # a thread, so a quiet child cannot block the deadline
-        assert proc.stdout is not None
-        for ln in proc.stdout:
-            q.put(ln)
-        q.put(None)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    eof = False
-    try:
-        while not eof:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                line = q.get(timeout=min(1.0, left))
-            except queue.Empty:
-                continue
-            if line is None:
-                eof = True
-                break
-            lines.append(line)
-            report.feed(line)
-            if "listening on http" in line:
-                ready = True
-                break
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
-        reader.join(timeout=15)
-        while True:
-            try:
-                line = q.get_nowait()
-            except queue.Empty:
-                break
-            if line is None:
-                continue
-            lines.append(line)
-            report.feed(line)
-        if tmpdir:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-    return LaunchResult(cmd, "".join(lines), report, proc.returncode, ready, time.monotonic() - t0)
-
-
-class RpcServers:
-    """Loopback `ggml-rpc-server` processes (one per device) for multi-device tests and benchmarks.
-
-    Use as a context manager; `endpoints` is the `--rpc` value. Ports are picked free at start.
-    """
-
-    def __init__(self, rpc_bin: str | Path, count: int = 2, threads: int = 1, timeout_s: float = 20.0) -> None:
-        self.rpc_bin = str(rpc_bin)
-        self.count = count
-        self.threads = threads
-        self.timeout_s = timeout_s
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.ports: list[int] = []
-
-    @property
-    def endpoints(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
-
-    def __enter__(self) -> "RpcServers":
-        import socket
-
-        for _ in range(self.count):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            proc = subprocess.Popen([self.rpc_bin, "-H", "127.0.0.1", "-p", str(port), "-t", str(self.threads)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            self.procs.append(proc)
-            self.ports.append(port)
-        deadline = time.monotonic() + self.timeout_s
-        for port, proc in zip(self.ports, self.procs):
-            while True:
-                if proc.poll() is not None:
-                    self.__exit__(None, None, None)
-                    raise RuntimeError(f"ggml-rpc-server on port {port} exited with {proc.returncode}")
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        self.__exit__(None, None, None)
-                        raise RuntimeError(f"ggml-rpc-server on port {port} did not listen within {self.timeout_s} s") from None
-                    time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tui.core.gpu.types import GpuSnapshot, ServerView
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.adapters import planning, probing, profiles, reconciling, runs, server_view
 from tui.ui.options import AppOptions
 from tui.ui.view import CompareRow, PlanView, ProbeState, ReconcileRow, RunRow, ServerStatus
@@ -74,7 +74,7 @@ class Backend:
     # --- settings --------------------------------------------------------------------------------
 
     def validate(self, settings: Settings, device_count: int | None) -> list[FieldProblem]:
-        from tui.core.validate import validate
+        from tui.core.options.validate import validate
 
         problems = validate(settings, None, device_count, require_model=not self.options.attach_url)
         return [FieldProblem(p.field, p.severity, p.message) for p in problems]
@@ -89,7 +89,7 @@ class Backend:
         """`callback()` (from core threads) whenever the server's state or log changes."""
         self._on_server_change = callback
         if self.options.attach_url:
-            from tui.core.attach import Attachment
+            from tui.core.server.attach import Attachment
 
             self._attachment = Attachment(self.options.attach_url, api_key=self.options.settings.api_key)
             self._watch(self._attachment)
@@ -116,7 +116,7 @@ class Backend:
                 "or run `mtp-tune doctor --build`")
 
     def _ensure_supervisor(self) -> Any:
-        from tui.core.supervisor import Supervisor
+        from tui.core.server.supervisor import Supervisor
 
         with self._lock:
             if self._supervisor is None:
@@ -134,8 +134,8 @@ class Backend:
         Returns a user-facing sentence when the action could not be done (a failed launch is not
         an error here: its explanation is in `status().failure`).
         """
-        from tui.core.argv import settings_to_argv
-        from tui.core.supervisor import SupervisorError
+        from tui.core.options.argv import settings_to_argv
+        from tui.core.server.supervisor import SupervisorError
 
         try:
             if action == "stop":

@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from tui.core.client import ClientError, ClientTimeout, CompletionResult, Metrics, ServerGone, ServerHTTPError
+from tui.core.server.client import ClientError, ClientTimeout, CompletionResult, Metrics, ServerGone, ServerHTTPError
 from tui.core.probes import hygiene
 from tui.core.probes.hygiene import ProbeWarning
 from tui.core.probes.records import METRIC_COUNTERS, RequestRecord, summarize_run
 from tui.core.probes.suites import ProbePrompt, Suite
-from tui.core.settings import effective_spec_types
+from tui.core.options.settings import effective_spec_types
 
 #: Tokens of the warm-up request: enough to allocate every graph once.
 WARMUP_N_PREDICT = 8
@@ -36,7 +36,7 @@ _CANCEL_POLL_S = 0.05
 
 
 class ProbeClient(Protocol):
-    """What the runner needs from a client (`tui.core.client.LlamaClient` fits)."""
+    """What the runner needs from a client (`tui.core.server.client.LlamaClient` fits)."""
 
     async def chat(
         self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = ..., stream: bool = ...,
@@ -466,7 +466,7 @@ async def run_probe(
     cancel: threading.Event | None = None,
 ) -> ProbeRun:
     """Open a client on `url` and run `suite`."""
-    from tui.core.client import LlamaClient
+    from tui.core.server.client import LlamaClient
 
     ctx = context or RunContext(url=url)
     if not ctx.url:

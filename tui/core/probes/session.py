@@ -106,7 +106,7 @@ def probe_launched(
 
     A failed launch returns a run with status `failed` (and is stored) instead of raising.
     """
-    from tui.core.supervisor import ServerState, Supervisor
+    from tui.core.server.supervisor import ServerState, Supervisor
 
     args = with_defaults(server_args) if apply_defaults else list(server_args)
     settings_obj, settings, problems = settings_snapshot(args)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import httpx
 
 from tui.core.argv import settings_to_argv
-from tui.core.failures import Failure, FailureKind
+from tui.core.server.failures import Failure, FailureKind
 from tui.core.settings import Settings
 
 #: Tokens decoded right after a launch to catch first-decode OOMs.
@@ -79,7 +79,7 @@ class Backend(Protocol):
 
 
 class SupervisorBackend:
-    """Launches through `tui.core.supervisor.Supervisor` (one process at a time, logs kept)."""
+    """Launches through `tui.core.server.supervisor.Supervisor` (one process at a time, logs kept)."""
 
     def __init__(self, binary: str | Path, *, env: Mapping[str, str] | None = None,
                  ready_timeout: float = DEFAULT_READY_TIMEOUT, first_decode_tokens: int = FIRST_DECODE_TOKENS,
@@ -97,7 +97,7 @@ class SupervisorBackend:
         self._lines: list[str] = []
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome:
-        from tui.core.supervisor import ServerState, Supervisor
+        from tui.core.server.supervisor import ServerState, Supervisor
 
         self.stop()
         t0 = time.monotonic()
@@ -182,7 +182,7 @@ class SupervisorBackend:
         if sup is None:
             return None
         if not sup.state.final:
-            from tui.core.supervisor import ServerState
+            from tui.core.server.supervisor import ServerState
 
             sup.wait_for([ServerState.FAILED, ServerState.EXITED, ServerState.STOPPED], 2.0)
         if not sup.state.final or sup.failure is None:
@@ -239,7 +239,7 @@ def classify_memory(out: LaunchOutcome, lines: Sequence[str]) -> None:
     if len(projected) == 1:
         out.fit_headroom_mib = int(projected[0].group(2)) - int(projected[0].group(1))
     if out.memory_failure and kind not in (FailureKind.OOM_DEVICE, FailureKind.OOM_HOST):
-        from tui.core.failures import strip_prefix
+        from tui.core.server.failures import strip_prefix
 
         where = "a device (GPU or RPC)" if out.memory_on_device else "host memory"
         first = strip_prefix(alloc_lines[0]).strip() if alloc_lines else ""

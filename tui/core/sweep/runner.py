@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from tui.core.failures import Failure, FailureKind
+from tui.core.server.failures import Failure, FailureKind
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.settings import Settings
 from tui.core.sweep.backend import (

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tui.core.paths import config_dir
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.view import PlanView, ProbePoint, ProbeState, ProbeSummary
 
 MAX_SERIES = 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui.core.failures import strip_prefix
+from tui.core.server.failures import strip_prefix
 from tui.core.gpu.types import ServerView
 from tui.ui.view import PlanView, ReconcileRow, ServerStatus
 

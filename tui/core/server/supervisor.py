@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from tui.core.failures import (
+from tui.core.server.failures import (
     Failure,
     FailureKind,
     classify,
@@ -55,7 +55,12 @@ from tui.core.failures import (
     router_model_failure,
     router_unknown_model,
 )
+from tui.core.options.reader import occurrences, without
+from tui.core.options.reader import value as opt_value
+from tui.core.options.redact import redact_argv
 from tui.core.paths import data_dir
+from tui.core.server.history import new_log_path, record_history
+from tui.core.server.process import SpawnError, child_env, exited_nowait, free_port, register, spawn, unregister
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +69,8 @@ DEFAULT_STOP_GRACE = 5.0
 DEFAULT_TAIL_LINES = 2000
 #: Lines kept from the start of each launch for classification (argument and load errors come first).
 HEAD_LINES = 400
-#: Launch logs kept under data_dir()/logs; older ones are deleted at each launch.
-KEEP_LOG_FILES = 200
 
-VERBOSITY_FLAGS = ("-lv", "--verbosity", "--log-verbosity", "-v", "--verbose", "--log-verbose")
+VERBOSITY_OPTIONS = ("-lv", "-v")  # any spelling of either (the reader knows them all)
 _LOADED = re.compile(r"llama_server: (?:model loaded|listening on )")
 _ROUTER_SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\d+)")
 _ROUTER_EXIT = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
@@ -117,14 +120,14 @@ LogListener = Callable[[LogLine], None]
 
 
 class LineParser(Protocol):
-    """What the supervisor feeds every log line to (tui.core.memreport.MemoryReport fits)."""
+    """What the supervisor feeds every log line to (tui.core.server.memreport.MemoryReport fits)."""
 
     def feed(self, line: str) -> Any: ...
 
 
 def _default_memreport() -> LineParser | None:
     try:
-        from tui.core.memreport import MemoryReport
+        from tui.core.server.memreport import MemoryReport
     except ImportError:  # pragma: no cover - memreport ships with the app
         return None
     return MemoryReport()
@@ -251,180 +254,6 @@ class EventHub:
 
 
 # ----------------------------------------------------------------------------------------------
-# Process plumbing: the long-lived forking thread, parent-death signal, cleanup on exit
-
-PR_SET_PDEATHSIG = 1
-_LOG_SEQ = itertools.count(1)
-
-
-def _make_preexec() -> Callable[[], None] | None:
-    """A preexec_fn that asks the kernel to SIGKILL the child when its parent dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return None
-    parent = os.getpid()
-    sig = int(signal.SIGKILL)
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        # The parent may have died between fork and prctl: then no signal will ever come.
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
-
-
-class _Spawner:
-    """Runs every Popen on one thread that lives as long as the process.
-
-    PR_SET_PDEATHSIG fires when the forking *thread* exits, so forking from a short-lived worker
-    thread (as a UI does) would kill the server as soon as that worker finished.
-    """
-
-    def __init__(self) -> None:
-        self._q: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="llama-server-spawner", daemon=True)
-                self._thread.start()
-        box: list[Any] = []
-        done = threading.Event()
-        self._q.put((fn, box, done))
-        if not done.wait(timeout):
-            raise SupervisorError(f"starting llama-server took more than {timeout:g} s (fork/exec stalled)")
-        ok, value = box[0]
-        if ok:
-            return value
-        raise value
-
-    def _run(self) -> None:
-        while True:
-            fn, box, done = self._q.get()
-            try:
-                box.append((True, fn()))
-            except BaseException as e:  # noqa: BLE001 - handed back to the caller
-                box.append((False, e))
-            done.set()
-
-
-_SPAWNER = _Spawner()
-_LIVE: "weakref.WeakSet[Supervisor]" = weakref.WeakSet()
-_LIVE_LOCK = threading.Lock()
-_ATEXIT_DONE = False
-_SIGNALS_DONE = False
-
-
-def stop_all(grace: float = 2.0) -> None:
-    """Stop every live server of this process (atexit and signal handlers call this)."""
-    with _LIVE_LOCK:
-        sups = list(_LIVE)
-    for s in sups:
-        try:
-            s._terminate_now(grace)
-        except Exception:  # pragma: no cover - best effort on the way out
-            pass
-
-
-def install_cleanup() -> None:
-    """Stop live servers at interpreter exit and on SIGTERM/SIGHUP (handlers only where unset).
-
-    Every Supervisor calls this; signal handlers can only be installed from the main thread, so an
-    app that creates supervisors in worker threads should call it once at startup as well.
-    """
-    global _ATEXIT_DONE, _SIGNALS_DONE
-    with _LIVE_LOCK:
-        if not _ATEXIT_DONE:
-            atexit.register(stop_all)
-            _ATEXIT_DONE = True
-        if _SIGNALS_DONE or threading.current_thread() is not threading.main_thread():
-            return
-        _SIGNALS_DONE = True
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            if signal.getsignal(signum) is signal.SIG_DFL:
-                signal.signal(signum, _on_fatal_signal)
-        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
-            pass
-
-
-def _on_fatal_signal(signum: int, frame: Any) -> None:
-    stop_all(grace=1.0)
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (bind to port 0 and read what the kernel picked)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def child_env(base: Mapping[str, str] | None = None, keep_llama_env: bool = False) -> dict[str, str]:
-    """The server's environment: without LLAMA_ARG_* and LLAMA_API_KEY unless asked.
-
-    Every LLAMA_ARG_* variable is a llama-server option; a tuner must run exactly the argv it shows.
-    """
-    env = dict(os.environ if base is None else base)
-    if not keep_llama_env:
-        for k in [k for k in env if k.startswith("LLAMA_ARG_") or k == "LLAMA_API_KEY"]:
-            del env[k]
-    return env
-
-
-def _pop_option(args: list[str], names: Sequence[str]) -> str | None:
-    """Remove `NAME VALUE` / `NAME=VALUE` from args; return the last value given."""
-    value = None
-    i = 0
-    while i < len(args):
-        a = args[i]
-        hit = next((n for n in names if a == n or a.startswith(n + "=")), None)
-        if hit is None:
-            i += 1
-            continue
-        if a == hit:
-            value = args[i + 1] if i + 1 < len(args) else None
-            del args[i: i + 2]
-        else:
-            value = a.split("=", 1)[1]
-            del args[i]
-    return value
-
-
-def _has_option(args: Sequence[str], names: Sequence[str]) -> bool:
-    return any(a == n or a.startswith(n + "=") for a in args for n in names)
-
-
-def redact(argv: Sequence[str]) -> list[str]:
-    """argv with API keys hidden, for logs and display."""
-    out = list(argv)
-    for i, a in enumerate(out):
-        if a == "--api-key" and i + 1 < len(out):
-            out[i + 1] = "***"
-        elif a.startswith("--api-key="):
-            out[i] = "--api-key=***"
-    return out
-
-
-def _exited_nowait(pid: int) -> bool:
-    """True if the process has ended, without reaping it (its pid and group stay reserved)."""
-    try:
-        res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return res is not None
-
-
-# ----------------------------------------------------------------------------------------------
 
 
 class Supervisor:
@@ -455,6 +284,7 @@ class Supervisor:
         known_options: Iterable[str] | None = None,
         memreport_factory: Callable[[], LineParser | None] | None = _default_memreport,
         record_history: bool = True,
+        cwd: str | Path | None = None,
     ) -> None:
         self.binary = Path(binary)
         self.record_history = record_history
@@ -466,6 +296,7 @@ class Supervisor:
         self.stop_grace = float(stop_grace)
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._env = env
+        self._cwd = cwd
         self._keep_llama_env = keep_llama_env
         self._api_key = api_key
         self.router_model = router_model
@@ -484,9 +315,7 @@ class Supervisor:
         self._line_hooks: list[Callable[[str], None]] = []
         self._ids = itertools.count(1)
         self.events = EventHub(f"supervisor-{id(self):x}")
-        with _LIVE_LOCK:
-            _LIVE.add(self)
-        install_cleanup()
+        register(self)
 
     # ---- read-only views -----------------------------------------------------------------
 
@@ -527,7 +356,7 @@ class Supervisor:
     def api_key(self) -> str | None:
         if self._api_key:
             return self._api_key
-        given = _pop_option(list(self._args), ["--api-key"])
+        given = opt_value(self._args, "--api-key")
         return given.split(",")[0] if given else None
 
     def tail(self, n: int | None = None) -> list[str]:
@@ -573,18 +402,19 @@ class Supervisor:
 
     def build_argv(self, args: Sequence[str] | None = None) -> tuple[list[str], str, int | None]:
         """The argv a launch would run (host, port and log flags added) and its host and port."""
-        rest = list(self._args if args is None else args)
-        host = _pop_option(rest, ["--host"]) or self._host
-        port_s = _pop_option(rest, ["--port"])
+        given = list(self._args if args is None else args)
+        host = opt_value(given, "--host") or self._host
+        port_s = opt_value(given, "--port")
+        rest = without(given, "--host", "--port")
         try:
             port = int(port_s) if port_s else self._fixed_port
         except ValueError:
             raise SupervisorError(f"--port {port_s}: not a port number; give 1-65535 or leave it out "
                                   "so mtp-tune picks a free port.") from None
         argv = [str(self.binary), *rest]
-        if not _has_option(rest, VERBOSITY_FLAGS):
+        if not any(occurrences(rest, f) for f in VERBOSITY_OPTIONS):
             argv += ["-lv", "4"]
-        if not _has_option(rest, ["--log-colors"]):
+        if not occurrences(rest, "--log-colors"):
             argv += ["--log-colors", "off"]
         return argv, host, port
 
@@ -598,7 +428,7 @@ class Supervisor:
                 self._args = list(args)
             launch = self._spawn_locked(port_retries=0)
         if self.record_history and launch.pid:
-            _record_history(self._args, self.binary, launch)
+            record_history(self._args, self.binary, launch.pid, launch.log_path)
         return launch
 
     def restart(self, new_args: Sequence[str] | None = None) -> Launch:
@@ -645,8 +475,7 @@ class Supervisor:
     def close(self) -> None:
         """Stop the server and forget this supervisor (no more cleanup on exit needed)."""
         self.stop()
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
+        unregister(self)
 
     def __enter__(self) -> "Supervisor":
         return self
@@ -655,23 +484,6 @@ class Supervisor:
         self.close()
 
     # ---- internals: launching ------------------------------------------------------------
-
-    def _new_log_path(self, launch_id: int) -> Path | None:
-        root = self._log_dir if self._log_dir is not None else data_dir() / "logs"
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            return None
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        # Launch ids restart per Supervisor: a process-wide sequence keeps two supervisors apart.
-        path = root / f"server-{stamp}-{os.getpid()}-{next(_LOG_SEQ)}-{launch_id}.log"
-        try:
-            old = sorted(root.glob("server-*.log"), key=lambda p: p.stat().st_mtime)
-            for p in old[: max(0, len(old) - KEEP_LOG_FILES + 1)]:
-                p.unlink(missing_ok=True)
-        except OSError:
-            pass
-        return path
 
     def _spawn_locked(self, port_retries: int) -> Launch:
         argv, host, port = self.build_argv()
@@ -683,7 +495,7 @@ class Supervisor:
         argv += ["--host", host, "--port", str(port)]
         launch_id = next(self._ids)
         launch = Launch(
-            id=launch_id, argv=argv, host=host, port=port, log_path=self._new_log_path(launch_id),
+            id=launch_id, argv=argv, host=host, port=port, log_path=new_log_path(self._log_dir, launch_id),
             started_at=time.monotonic(), started_wall=time.time(), router_model=self.router_model,
             auto_port=auto, port_retries=port_retries,
         )
@@ -694,7 +506,7 @@ class Supervisor:
             self._memreport = self._memreport_factory() if self._memreport_factory else None
         self._state = ServerState.STARTING
         self._cond.notify_all()
-        detail = " ".join(redact(argv))
+        detail = " ".join(redact_argv(argv))
         if port_retries:
             detail = f"the free port picked before was taken meanwhile; retrying on port {port}: {detail}"
         self.events.emit_state(StateEvent(ServerState.STARTING, previous, launch_id, launch.started_at, detail=detail))
@@ -703,22 +515,14 @@ class Supervisor:
             try:
                 logf = open(launch.log_path, "ab", buffering=0)
                 header = f"# mtp-tune launch {launch_id} at {_dt.datetime.now().isoformat(timespec='seconds')}\n"
-                header += "# argv: " + " ".join(redact(argv)) + "\n"
+                header += "# argv: " + " ".join(redact_argv(argv)) + "\n"
                 logf.write(header.encode())
             except OSError:
                 logf = None
         env = child_env(self._env, self._keep_llama_env)
-        preexec = _make_preexec()
-
-        def popen() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, preexec_fn=preexec, close_fds=True,
-            )
-
         try:
-            proc = _SPAWNER.call(popen)
-        except (OSError, SupervisorError) as e:
+            proc = spawn(argv, env=env, cwd=self._cwd)
+        except (OSError, SpawnError) as e:
             if logf:
                 logf.write(f"# could not start: {e}\n".encode())
                 logf.close()
@@ -767,7 +571,7 @@ class Supervisor:
                     chunk = os.read(fd, 65536)
                     if not chunk:
                         break
-                elif _exited_nowait(proc.pid):
+                elif exited_nowait(proc.pid):
                     # Ended, but a grandchild may hold the pipe open: take what is there and stop.
                     chunk, ended = self._drain(fd), True
                 else:
@@ -1034,18 +838,6 @@ class Supervisor:
                 return
             launch.stop_requested = True
         self._terminate(launch, proc, grace)
-
-
-def _record_history(args: Sequence[str], binary: Path, launch: Launch) -> None:
-    """Keep every launched configuration (koboldcpp users asked for this after each OOM)."""
-    try:
-        from tui.core.argv import settings_from_argv
-        from tui.core.profiles import record_launch
-
-        settings = settings_from_argv(list(args)).settings
-        record_launch(settings, {"binary": str(binary), "pid": launch.pid, "log": str(launch.log_path or "")})
-    except Exception:  # history is a convenience: never fail a launch over it
-        log.exception("could not record the launch in history")
 
 
 def _get_status(http: httpx.Client, url: str) -> int | None:

@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from tui.core.client import LlamaClient
-from tui.core.failures import Failure, FailureKind
-from tui.core.supervisor import (
+from tui.core.server.client import LlamaClient
+from tui.core.server.failures import Failure, FailureKind
+from tui.core.server.supervisor import (
     DEFAULT_TAIL_LINES,
     EventHub,
     LineParser,

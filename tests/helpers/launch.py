@@ -1,0 +1,89 @@
+"""Calibration launches for the planner's real-server tests and benchmarks.
+
+`probe_launch()` starts llama-server through the product's Supervisor (own process group,
+parent-death signal), waits until it is ready or ends, stops it and hands back the log and the
+memory report. `RpcServers` runs loopback ggml-rpc-server processes through the same spawner.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tui.core.server.memreport import MemoryReport
+from tui.core.server.process import Child, child_env, free_port
+from tui.core.server.supervisor import ServerState, Supervisor
+
+
+@dataclass
+class LaunchResult:
+    argv: list[str]
+    log: str
+    report: MemoryReport
+    returncode: int | None
+    ready: bool
+    seconds: float
+
+
+def probe_launch(server: str | Path, argv: list[str], timeout_s: float = 120.0, env: dict[str, str] | None = None) -> LaunchResult:
+    """Start `server argv... -lv 4 --log-colors off` on a free 127.0.0.1 port, wait until it is ready
+    (or ends, or `timeout_s`), stop it and parse the memory report of the whole log."""
+    child = child_env(env)
+    tmpdir = Path(tempfile.mkdtemp(prefix="mtp-tune-probe-"))
+    if "XDG_CONFIG_HOME" not in child:  # llama-server reads llama.cpp/config.ini there: keep it empty
+        child["XDG_CONFIG_HOME"] = str(tmpdir / "xdg")
+    t0 = time.monotonic()
+    sup = Supervisor(server, argv, env=child, ready_timeout=timeout_s, log_dir=tmpdir / "logs",
+                     record_history=False, memreport_factory=None)
+    try:
+        launch = sup.start()
+        ready = sup.wait_ready(timeout_s + 10.0) == ServerState.READY
+        rc = sup.stop()
+        text = launch.log_path.read_text(errors="replace") if launch.log_path and launch.log_path.exists() else ""
+        lines = [ln for ln in text.splitlines(keepends=True) if not ln.startswith("# ")]
+        report = MemoryReport()
+        for ln in lines:
+            report.feed(ln)
+        return LaunchResult(launch.argv, "".join(lines), report, rc, ready, time.monotonic() - t0)
+    finally:
+        sup.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+class RpcServers:
+    """Loopback `ggml-rpc-server` processes (one per device) for multi-device tests and benchmarks.
+
+    Use as a context manager; `endpoints` is the `--rpc` value. Ports are picked free at start.
+    """
+
+    def __init__(self, rpc_bin: str | Path, count: int = 2, threads: int = 1, timeout_s: float = 20.0) -> None:
+        self.rpc_bin = str(rpc_bin)
+        self.count = count
+        self.threads = threads
+        self.timeout_s = timeout_s
+        self.children: list[Child] = []
+        self.ports: list[int] = []
+
+    @property
+    def endpoints(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def __enter__(self) -> "RpcServers":
+        try:
+            for _ in range(self.count):
+                port = free_port()
+                self.children.append(Child([self.rpc_bin, "-H", "127.0.0.1", "-p", str(port), "-t", str(self.threads)]))
+                self.ports.append(port)
+            for port, child in zip(self.ports, self.children):
+                child.wait_listening("127.0.0.1", port, self.timeout_s)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self.children:
+            child.stop(grace=10.0)

@@ -1,0 +1,1 @@
+"""Running and talking to llama-server: processes, readiness, events, history, the handles."""

@@ -1,0 +1,54 @@
+"""Where each launch leaves a trace: its log file under data_dir()/logs and one history entry.
+
+The supervisor is the only writer of launch history: every launch (TUI, CLI, sweep) records the
+configuration it really started, once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from tui.core.paths import data_dir
+
+log = logging.getLogger(__name__)
+
+#: Launch logs kept under data_dir()/logs; older ones are deleted at each launch.
+KEEP_LOG_FILES = 200
+_LOG_SEQ = itertools.count(1)
+
+
+def new_log_path(log_dir: Path | None, launch_id: int) -> Path | None:
+    """A fresh log file path for one launch (None if the folder cannot be made); prunes old logs."""
+    root = log_dir if log_dir is not None else data_dir() / "logs"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    # Launch ids restart per Supervisor: a process-wide sequence keeps two supervisors apart.
+    path = root / f"server-{stamp}-{os.getpid()}-{next(_LOG_SEQ)}-{launch_id}.log"
+    try:
+        old = sorted(root.glob("server-*.log"), key=lambda p: p.stat().st_mtime)
+        for p in old[: max(0, len(old) - KEEP_LOG_FILES + 1)]:
+            p.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return path
+
+
+def record_history(args: Sequence[str], binary: Path, pid: int | None, log_path: Path | None) -> Path | None:
+    """Keep every launched configuration (koboldcpp users asked for this after each OOM)."""
+    try:
+        from tui.core.options.argv import settings_from_argv
+        from tui.core.profiles import record_launch
+
+        settings = settings_from_argv(list(args)).settings
+        return record_launch(settings, {"binary": str(binary), "pid": pid, "log": str(log_path or "")})
+    except Exception:  # history is a convenience: never fail a launch over it
+        log.exception("could not record the launch in history")
+        return None

@@ -1,0 +1,272 @@
+"""Child processes that never outlive mtp-tune: spawning, the live registry, cleanup on exit.
+
+Every child (llama-server, ggml-rpc-server, the preset check's router) runs in its own session and
+process group, so one signal reaches its children too, and on Linux with PR_SET_PDEATHSIG=SIGKILL so
+it dies with mtp-tune even when mtp-tune is killed with SIGKILL. The fork happens on one long-lived
+thread, because the kernel sends the parent-death signal when the *thread* that forked exits. An
+atexit hook and SIGTERM/SIGHUP handlers stop everything registered as live on the way out.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import logging
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+
+
+class SpawnError(RuntimeError):
+    """The spawner thread did not start the child in time (fork/exec stalled)."""
+
+
+class Stoppable(Protocol):
+    """What the live registry stops on the way out."""
+
+    def _terminate_now(self, grace: float) -> None: ...
+
+
+def child_env(base: Mapping[str, str] | None = None, keep_llama_env: bool = False) -> dict[str, str]:
+    """The one environment sanitiser: a child's environment without LLAMA_ARG_* and LLAMA_API_KEY.
+
+    Every LLAMA_ARG_* variable is a llama-server option; a tuner must run exactly the argv it shows.
+    """
+    env = dict(os.environ if base is None else base)
+    if not keep_llama_env:
+        for k in [k for k in env if k.startswith("LLAMA_ARG_") or k == "LLAMA_API_KEY"]:
+            del env[k]
+    return env
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (bind to port 0 and read what the kernel picked)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _make_preexec() -> Callable[[], None] | None:
+    """A preexec_fn that asks the kernel to SIGKILL the child when its parent dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+    parent = os.getpid()
+    sig = int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        # The parent may have died between fork and prctl: then no signal will ever come.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+class _Spawner:
+    """Runs every Popen on one thread that lives as long as the process.
+
+    PR_SET_PDEATHSIG fires when the forking *thread* exits, so forking from a short-lived worker
+    thread (as a UI does) would kill the server as soon as that worker finished.
+    """
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="llama-server-spawner", daemon=True)
+                self._thread.start()
+        box: list[Any] = []
+        done = threading.Event()
+        self._q.put((fn, box, done))
+        if not done.wait(timeout):
+            raise SpawnError(f"starting the child process took more than {timeout:g} s (fork/exec stalled)")
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+
+    def _run(self) -> None:
+        while True:
+            fn, box, done = self._q.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                box.append((False, e))
+            done.set()
+
+
+_SPAWNER = _Spawner()
+
+
+def spawn(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+          capture: bool = True) -> subprocess.Popen[bytes]:
+    """Start `argv` in its own process group with the parent-death signal, from the spawner thread.
+
+    `env` is used as given (pass it through `child_env`); `capture` pipes stdout+stderr to the
+    caller, otherwise both go to /dev/null. Raises OSError (missing binary...) or SpawnError.
+    """
+    preexec = _make_preexec()
+    out = subprocess.PIPE if capture else subprocess.DEVNULL
+    err = subprocess.STDOUT if capture else subprocess.DEVNULL
+    cmd = [str(a) for a in argv]
+
+    def popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                env=dict(env) if env is not None else None, cwd=cwd,
+                                start_new_session=True, preexec_fn=preexec, close_fds=True)
+
+    return _SPAWNER.call(popen)
+
+
+def exited_nowait(pid: int) -> bool:
+    """True if the process has ended, without reaping it (its pid and group stay reserved)."""
+    try:
+        res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return res is not None
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> int | None:
+    """SIGTERM the child's process group, wait `grace` s, then SIGKILL it; returns the exit code."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        except PermissionError:  # pragma: no cover - group gone and pid reused elsewhere
+            proc.send_signal(sig)
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.poll()
+
+
+# ---- the live registry and cleanup on exit ----------------------------------------------------
+
+_LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+_ATEXIT_DONE = False
+_SIGNALS_DONE = False
+
+
+def register(obj: Stoppable) -> None:
+    """Stop `obj` (its `_terminate_now(grace)`) at exit or on SIGTERM/SIGHUP, while it lives."""
+    with _LIVE_LOCK:
+        _LIVE.add(obj)
+    install_cleanup()
+
+
+def unregister(obj: Stoppable) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(obj)
+
+
+def stop_all(grace: float = 2.0) -> None:
+    """Stop every live child of this process (atexit and signal handlers call this)."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for s in live:
+        try:
+            s._terminate_now(grace)
+        except Exception:  # pragma: no cover - best effort on the way out
+            pass
+
+
+def install_cleanup() -> None:
+    """Stop live children at interpreter exit and on SIGTERM/SIGHUP (handlers only where unset).
+
+    Every registration calls this; signal handlers can only be installed from the main thread, so an
+    app that creates supervisors in worker threads should call it once at startup as well.
+    """
+    global _ATEXIT_DONE, _SIGNALS_DONE
+    with _LIVE_LOCK:
+        if not _ATEXIT_DONE:
+            atexit.register(stop_all)
+            _ATEXIT_DONE = True
+        if _SIGNALS_DONE or threading.current_thread() is not threading.main_thread():
+            return
+        _SIGNALS_DONE = True
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                signal.signal(signum, _on_fatal_signal)
+        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+            pass
+
+
+def _on_fatal_signal(signum: int, frame: Any) -> None:
+    stop_all(grace=1.0)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+class Child:
+    """A plain supervised child (e.g. ggml-rpc-server): spawned here, stopped with its group.
+
+    For servers that need log reading and readiness use the Supervisor; this is for helpers
+    whose only contract is "listen on a port until stopped".
+    """
+
+    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        self.argv = [str(a) for a in argv]
+        self.proc = spawn(self.argv, env=child_env(env), capture=False)
+        register(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_listening(self, host: str, port: int, timeout: float) -> None:
+        """Block until `host:port` accepts a connection (bounded); RuntimeError if it exits or times out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{Path(self.argv[0]).name} on port {port} exited with {self.proc.returncode}")
+            try:
+                with socket.create_connection((host, port), timeout=0.5):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{Path(self.argv[0]).name} on port {port} did not listen within "
+                                       f"{timeout:g} s") from None
+                try:  # pace the connection attempts, but notice an exit at once
+                    self.proc.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+
+    def stop(self, grace: float = 5.0) -> int | None:
+        rc = kill_group(self.proc, grace)
+        unregister(self)
+        return rc
+
+    def _terminate_now(self, grace: float) -> None:
+        kill_group(self.proc, grace)
