@@ -22,9 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_planner_speed import append_section  # noqa: E402
 
 from tui.core import provision  # noqa: E402
-from tui.core.argv import settings_from_argv  # noqa: E402
-from tui.core.gguf_meta import read_gguf  # noqa: E402
-from tui.core.planner import DeviceSpec, plan  # noqa: E402
+from tui.core.options.argv import settings_from_argv  # noqa: E402
+from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
+from tui.core.planning.devices import DeviceSpec  # noqa: E402
+from tui.core.planning.plan import plan  # noqa: E402
 from tests.helpers.launch import RpcServers, probe_launch  # noqa: E402
 from tui.core.reconcile import EXACT_COMPONENTS, reconcile  # noqa: E402
 from tui.core.shapemodel import write_shape_model  # noqa: E402

@@ -19,9 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _results import append_under  # noqa: E402
 
-from tui.core.gguf_meta import read_gguf  # noqa: E402
-from tui.core.planner import DeviceSpec, plan  # noqa: E402
-from tui.core.settings import Settings  # noqa: E402
+from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
+from tui.core.planning.devices import DeviceSpec  # noqa: E402
+from tui.core.planning.plan import plan  # noqa: E402
+from tui.core.options.settings import Settings  # noqa: E402
 from tui.core.shapemodel import write_shape_model  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

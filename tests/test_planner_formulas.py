@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.gguf_meta import read_gguf
-from tui.core.planner import HOST, DeviceSpec, PlanError, plan, resolve
-from tui.core.settings import Settings
+from tui.core.planning.gguf_reader import read_gguf
+from tui.core.planning.devices import HOST, DeviceSpec
+from tui.core.planning.errors import PlanError
+from tui.core.planning.plan import plan
+from tui.core.planning.resolve import resolve
+from tui.core.options.settings import Settings
 from tui.core.shapemodel import write_shape_model
 from tui.core.tinymodel import PRESETS, write_tiny_model
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.argv import settings_from_argv
-from tui.core.gguf_meta import read_gguf
+from tui.core.options.argv import settings_from_argv
+from tui.core.planning.gguf_reader import read_gguf
 from tui.core.server.memreport import device_of
-from tui.core.planner import HOST, DeviceSpec, plan
+from tui.core.planning.devices import HOST, DeviceSpec
+from tui.core.planning.plan import plan
 from tests.helpers.launch import RpcServers, probe_launch
 from tui.core.reconcile import reconcile
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.gguf_meta import read_gguf
+from tui.core.planning.gguf_reader import read_gguf
 from tui.core.server.memreport import parse_log
-from tui.core.planner import plan
+from tui.core.planning.plan import plan
 from tui.core.reconcile import reconcile
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.core.tinymodel import PRESETS, write_tiny_model
 
 LOGS = Path(__file__).parent / "data" / "logs"

@@ -37,129 +37,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 
-def _host_memory() -> tuple[float | None, float | None]:
-    """(MemTotal, MemAvailable) in MiB from /proc/meminfo; None where unknown."""
-    try:
-        vals: dict[str, float] = {}
-        with open("/proc/meminfo") as f:
-            for line in f:
-                k, _, rest = line.partition(":")
-                vals[k] = float(rest.split()[0]) / 1024
-        return vals.get("MemTotal"), vals.get("MemAvailable")
-    except (OSError, ValueError, IndexError):
-        return None, None
-
-
-def _real_gpus() -> list[Any]:
-    """NVML GPUs as planner devices (CUDA order); [] when NVML or the telemetry module is unavailable."""
-    from tui.core.planner import DeviceSpec
-
-    try:
-        from tui.core.gpu import Nvml, cuda_order  # written in parallel; optional here
-
-        reading = Nvml(register_atexit=False).read()
-        devs = list(getattr(reading, "devices", ()) or ())
-        order = cuda_order(devs) or tuple(d.index for d in devs)
-        by_index = {d.index: d for d in devs}
-        out = []
-        for i, idx in enumerate(order):
-            d = by_index[idx]
-            total = float(d.memory_total_mib)
-            free = d.memory_free_mib
-            free_f = float(free) if isinstance(free, (int, float)) else max(0.0, total - float(d.memory_used_mib))
-            out.append(DeviceSpec(f"CUDA{i}", str(d.name), total, free_f))
-        return out
-    except Exception:  # noqa: BLE001 - no NVML, no driver, no GPU: plan for the CPU
-        return []
-
-
 def _parse_settings(args: list[str]) -> Any:
-    """llama-server flags -> Settings, through tui.core.argv when it is there."""
-    try:
-        from tui.core.argv import settings_from_argv
-    except ImportError:  # pragma: no cover - the settings engineer's module is part of the package
-        settings_from_argv = None
-    if settings_from_argv is not None:
-        imp = settings_from_argv(args)
-        errors = [p for p in getattr(imp, "problems", []) if getattr(p, "severity", "") == "error"]
-        if errors:
-            raise ValueError("; ".join(getattr(p, "message", str(p)) for p in errors))
-        return imp.settings
-    return _local_settings(args)
+    """llama-server flags -> Settings through the one argv reader; errors as one ValueError."""
+    from tui.core.options.argv import settings_from_argv
+
+    imp = settings_from_argv(args)
+    errors = [p for p in getattr(imp, "problems", []) if getattr(p, "severity", "") == "error"]
+    if errors:
+        raise ValueError("; ".join(getattr(p, "message", str(p)) for p in errors))
+    return imp.settings
 
 
-def _local_settings(args: list[str]) -> Any:
-    """A small fallback parser for the flags the planner reads."""
-    from tui.core.settings import Settings
-
-    s = Settings()
-    ints = {"-c": "ctx_size", "--ctx-size": "ctx_size", "-np": "parallel", "--parallel": "parallel",
-            "-b": "batch_size", "--batch-size": "batch_size", "-ub": "ubatch_size", "--ubatch-size": "ubatch_size",
-            "--spec-draft-n-max": "spec_draft_n_max", "-mg": "main_gpu", "--main-gpu": "main_gpu",
-            "-ncmoe": "n_cpu_moe", "--n-cpu-moe": "n_cpu_moe", "-fitc": "fit_ctx", "--fit-ctx": "fit_ctx"}
-    strs = {"-m": "model", "--model": "model", "-ctk": "cache_type_k", "--cache-type-k": "cache_type_k",
-            "-ctv": "cache_type_v", "--cache-type-v": "cache_type_v", "-ctkd": "cache_type_k_draft",
-            "--spec-draft-type-k": "cache_type_k_draft", "-ctvd": "cache_type_v_draft", "--spec-draft-type-v": "cache_type_v_draft",
-            "-fa": "flash_attn", "--flash-attn": "flash_attn", "-ngl": "n_gpu_layers", "--n-gpu-layers": "n_gpu_layers",
-            "-sm": "split_mode", "--split-mode": "split_mode", "-lm": "load_mode", "--load-mode": "load_mode"}
-    i = 0
-    while i < len(args):
-        a = args[i]
-        v = args[i + 1] if i + 1 < len(args) else None
-        if a in ints and v is not None:
-            setattr(s, ints[a], int(v))
-            i += 2
-        elif a in strs and v is not None:
-            setattr(s, strs[a], v)
-            i += 2
-        elif a == "--spec-type" and v is not None:
-            s.spec_type.extend(v.split(","))
-            i += 2
-        elif a in ("-ts", "--tensor-split") and v is not None:
-            s.tensor_split = [float(x) for x in v.replace("/", ",").split(",")]
-            i += 2
-        elif a in ("-fit", "--fit") and v is not None:
-            s.fit = v == "on"
-            i += 2
-        elif a in ("-fitt", "--fit-target") and v is not None:
-            s.fit_target = [int(x) for x in v.split(",")]
-            i += 2
-        elif a == "--rpc" and v is not None:
-            s.rpc = v.split(",")
-            i += 2
-        elif a in ("-cmoe", "--cpu-moe"):
-            s.cpu_moe = True
-            i += 1
-        else:
-            s.extra_args.append(a)
-            i += 1
-    return s
-
-
-def _devices(spec: str | None, rpc: list[str], rpc_mib: float | None) -> tuple[list[Any], str]:
+def _devices(spec: str | None, rpc: list[str], rpc_mib: float | None) -> tuple[list[Any], Any, str]:
+    """(devices from the one device list, the snapshot they came from, a tag naming the source)."""
     from tui.core.hwprofiles import parse_gpus_spec
-    from tui.core.planner import DeviceSpec
+    from tui.core.planning.devices import current_snapshot, planner_devices
 
-    host_total, host_free = _host_memory()
-    remote = []
-    for i, ep in enumerate(rpc):
-        mib = rpc_mib if rpc_mib is not None else (host_total or 0.0)
-        remote.append(DeviceSpec(f"RPC0[{ep}]", f"RPC server {i} at {ep}", mib, mib, remote=True))
-    tag = f"{len(remote)} RPC + " if remote else ""
+    tag = f"{len(rpc)} RPC + " if rpc else ""
     if spec is None:
-        local = _real_gpus()
-        return remote + local, tag + ("nvml" if local else "cpu")
+        snap = current_snapshot()
+        devices = planner_devices(snap, rpc, rpc_mib)
+        return devices, snap, tag + ("nvml" if len(devices) > len(rpc) else "cpu")
     prof = parse_gpus_spec(spec)  # ValueError with a message naming the bad part
-    if prof is None:
-        return remote, tag + "cpu"
-    local = [DeviceSpec(f"CUDA{i}", d.name, float(d.total_mib), float(d.total_mib - d.baseline_mib))
-             for i, d in enumerate(prof.devices)]
-    return remote + local, tag + prof.key
+    snap = current_snapshot(prof, gpus=prof is not None)  # `cpu`: this host's memory, no GPU
+    return planner_devices(snap, rpc, rpc_mib), snap, tag + (prof.key if prof is not None else "cpu")
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.core.gguf_meta import GGUFError, read_gguf
-    from tui.core.planner import PlanError, plan
+    from tui.core.planning.devices import host_memory
+    from tui.core.planning.errors import PlanError
+    from tui.core.planning.gguf_meta import GGUFError
+    from tui.core.planning.gguf_reader import read_gguf
+    from tui.core.planning.plan import plan
 
     server_args = [a for a in args.server_args if a != "--"]
     try:
@@ -169,12 +78,12 @@ def run(args: argparse.Namespace) -> int:
     if not settings.model:
         return fail("plan needs the model file: mtp-tune plan -m FILE.gguf [llama-server flags] [--gpus SPEC] [--json]")
     try:
-        devices, source = _devices(args.gpus, list(settings.rpc), args.rpc_mib)
+        devices, snap, source = _devices(args.gpus, list(settings.rpc), args.rpc_mib)
     except ValueError as exc:
         return fail(str(exc))
     try:
         meta = read_gguf(os.path.expanduser(settings.model))
-        host_total, host_free = _host_memory()
+        host_total, host_free = host_memory(snap)
         p = plan(meta, settings, devices, host_total_mib=host_total, host_free_mib=host_free)
     except (GGUFError, PlanError) as exc:
         return fail(str(exc))

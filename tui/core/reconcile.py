@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.core.server.memreport import MemoryReport
-from tui.core.planner import COMPONENT_KEYS, Plan
+from tui.core.planning.result import COMPONENT_KEYS, Plan
 
 #: Tolerances of the goals: absolute MiB or relative, whichever is larger.
 EXACT_COMPONENTS: tuple[str, ...] = ("weights", "kv", "draft_kv", "recurrent")

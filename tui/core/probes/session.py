@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tui.core.argv import settings_from_argv
+from tui.core.options.argv import settings_from_argv
 from tui.core.probes.hygiene import ProbeWarning, check_gpu_snapshot, check_memory_report
 from tui.core.probes.runner import ProbeRun, ProgressFn, RunConfig, RunContext, run_probe
 from tui.core.probes.suites import Suite
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 
 #: What `probe -m` adds unless the user's flags say otherwise: one slot (speculative decoding is
 #: single-stream), one thread (fast and quiet on CPU test machines; pass -t N when layers or experts
@@ -106,7 +106,8 @@ def probe_launched(
 
     A failed launch returns a run with status `failed` (and is stored) instead of raising.
     """
-    from tui.core.server.supervisor import ServerState, Supervisor
+    from tui.core.server.events import ServerState
+    from tui.core.server.supervisor import Supervisor
 
     args = with_defaults(server_args) if apply_defaults else list(server_args)
     settings_obj, settings, problems = settings_snapshot(args)
@@ -190,33 +191,20 @@ def probe_attached(
 def predict_memory(settings: Settings, simulate: str | None = None) -> tuple[Any, dict[str, Any] | None]:
     """The planner's prediction before launch: (Plan or None, its JSON or an error note).
 
-    Devices: the simulated profile, or the GPUs NVML sees now (in NVML order; with several different
-    GPUs and no CUDA_DEVICE_ORDER=PCI_BUS_ID, CUDA may number them otherwise), or none (CPU only).
+    Devices: the one device list (`planning.devices.planner_devices`) over the simulated profile or
+    the GPUs NVML sees now (none: CPU only), plus the `--rpc` endpoints.
     """
-    from tui.core.gguf_meta import read_gguf
-    from tui.core.gpu import Nvml, collect_snapshot, resolve_profile
-    from tui.core.planner import DeviceSpec, plan
+    from tui.core.planning.devices import current_snapshot, host_memory, planner_devices
+    from tui.core.planning.gguf_reader import read_gguf
+    from tui.core.planning.plan import plan
 
     if not settings.model:
         return None, None  # -hf models have no local file to read before the download
     try:
         meta = read_gguf(settings.model)
-        devices: list[DeviceSpec] = []
-        host_total = host_free = None
-        if simulate:
-            prof = resolve_profile(simulate)
-            for i, d in enumerate(prof.devices if prof else ()):
-                devices.append(DeviceSpec(f"CUDA{i}", d.name, float(d.total_mib), float(d.total_mib - d.baseline_mib)))
-        else:
-            snap = collect_snapshot(Nvml(register_atexit=False))
-            for d in snap.devices:
-                if isinstance(d.memory_total_mib, int) and isinstance(d.memory_free_mib, int):
-                    devices.append(DeviceSpec(f"CUDA{d.index}", str(d.name), float(d.memory_total_mib),
-                                              float(d.memory_free_mib)))
-            if isinstance(snap.host.ram_total_mib, int):
-                host_total = float(snap.host.ram_total_mib)
-            if isinstance(snap.host.ram_available_mib, int):
-                host_free = float(snap.host.ram_available_mib)
+        snap = current_snapshot(simulate)
+        devices = planner_devices(snap, list(settings.rpc))
+        host_total, host_free = host_memory(snap)
         p = plan(meta, settings, devices, host_total, host_free)
         return p, {"prediction": p.to_dict()}
     except Exception as exc:  # the probe must not fail because the prediction did
@@ -271,7 +259,7 @@ def local_listener_pid(url: str, proc_root: str | Path = "/proc") -> int | None:
 
 
 def _redacted_argv(argv: Sequence[str]) -> list[str]:
-    from tui.core.argv import redact_argv
+    from tui.core.options.redact import redact_argv
 
     return redact_argv(list(argv))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 
 
 def _verdict_from_plan(plan: Any) -> tuple[str, str]:
@@ -34,7 +34,7 @@ def plan_check(simulate: str | None = None) -> Callable[[Settings], Any]:
         if not settings.model or settings.rpc:
             return None
         try:
-            from tui.core.gguf_meta import read_gguf
+            from tui.core.planning.gguf_reader import read_gguf
 
             meta = meta_cache.get(settings.model)
             if meta is None:

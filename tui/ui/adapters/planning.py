@@ -1,8 +1,7 @@
 """Settings + devices -> PlanView through the core planner; the GGUF header is read once per file.
 
-Devices come from the newest telemetry snapshot (memory our own server holds counts as free: the
-plan is for what the settings on screen would take) or, before the first sample, from the
-simulated profile. Runs in a worker thread: reading a big file's header takes a while.
+Devices come from the one device list (`tui.core.planning.devices.planner_devices`) over the newest
+telemetry snapshot, or, before the first sample, over the simulated profile. Runs in a worker thread: reading a big file's header takes a while.
 """
 
 from __future__ import annotations
@@ -11,8 +10,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tui.core.gpu.types import NA, GpuSnapshot
-from tui.core.settings import Settings
+from tui.core.gpu.types import GpuSnapshot
+from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
 from tui.ui.view import DevicePlan, PlanView
 
@@ -22,7 +21,7 @@ _META_LOCK = threading.Lock()
 
 def model_meta(path: str) -> Any:
     """The GGUF metadata of `path`, cached by (path, size, mtime). Raises GGUFError."""
-    from tui.core.gguf_meta import read_gguf
+    from tui.core.planning.gguf_reader import read_gguf
 
     p = Path(path).expanduser()
     try:
@@ -40,51 +39,28 @@ def model_meta(path: str) -> Any:
     return cached
 
 
-def _num(v: object) -> float | None:
-    return None if v is NA or v is None else float(v)  # type: ignore[arg-type]
+def device_specs(snapshot: GpuSnapshot | None, options: AppOptions, rpc: list[str] | None = None) -> list[Any]:
+    """The offload targets through the one device list (`planning.devices.planner_devices`); before
+    the first telemetry sample, the simulated profile's devices."""
+    from tui.core.planning.devices import current_snapshot, planner_devices
 
-
-def device_specs(snapshot: GpuSnapshot | None, options: AppOptions) -> list[Any]:
-    """The offload targets, as the planner wants them (CUDA order = NVML index, see the gpu docs)."""
-    from tui.core.planner import DeviceSpec
-
-    if snapshot is not None and snapshot.devices:
-        out = []
-        for d in snapshot.devices:
-            total = _num(d.memory_total_mib)
-            if total is None:
-                continue
-            ours = sum(_num(p.used_memory_mib) or 0.0 for p in d.processes if p.is_ours)
-            used = _num(d.memory_used_mib) or 0.0
-            free = max(0.0, total - used + ours)
-            name = str(d.name).replace(" (simulated)", "")
-            out.append(DeviceSpec(f"CUDA{d.index}", name, total, free))
-        return out
-    if options.simulate and options.hardware is not None:
-        return [DeviceSpec(f"CUDA{i}", d.name, float(d.total_mib), float(d.total_mib - d.baseline_mib))
-                for i, d in enumerate(options.hardware.devices)]
-    return []
-
-
-def _host(snapshot: GpuSnapshot | None) -> tuple[float | None, float | None]:
-    if snapshot is None:
-        return None, None
-    total, avail = _num(snapshot.host.ram_total_mib), _num(snapshot.host.ram_available_mib)
-    if avail is not None and snapshot.server is not None and snapshot.server.alive:
-        avail += _num(snapshot.server.rss_mib) or 0.0
-    return total, avail
+    if snapshot is None and options.simulate and options.hardware is not None:
+        snapshot = current_snapshot(options.hardware)
+    return planner_devices(snapshot, rpc or ())
 
 
 def core_plan(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, *,
               cpu_only: bool = False) -> Any:
     """The core Plan (raises PlanError / GGUFError with a user message)."""
-    from tui.core.planner import plan
+    from tui.core.planning.plan import plan
 
     if not settings.model:
         raise ValueError("no model yet: type the path of a GGUF file in the model field to see the plan")
+    from tui.core.planning.devices import host_memory
+
     meta = model_meta(settings.model)
-    total, free = _host(snapshot)
-    devices = [] if cpu_only else device_specs(snapshot, options)
+    total, free = host_memory(snapshot)
+    devices = [] if cpu_only else device_specs(snapshot, options, list(settings.rpc))
     return plan(meta, settings, devices, host_total_mib=total, host_free_mib=free)
 
 
@@ -102,8 +78,9 @@ def _view(d: Any) -> DevicePlan:
 
 def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, seq: int) -> PlanView:
     """Never raises: a planning problem becomes `PlanView.error`, one paragraph for the user."""
-    from tui.core.gguf_meta import GGUFError
-    from tui.core.planner import HOST, PlanError
+    from tui.core.planning.gguf_meta import GGUFError
+    from tui.core.planning.devices import HOST
+    from tui.core.planning.errors import PlanError
 
     if options.attach_url and not settings.model:
         return PlanView(error="attached: give the model file in the model field to plan its memory", seq=seq)

@@ -1,0 +1,100 @@
+"""Weights: which device each block goes to, and every tensor's bytes placed as `load_tensors` does.
+
+`-ngl`, `-sm`, `-ts`, `-mg`; the output layer on `dev(n_layer_all)`; `token_embd` on the host;
+`-cmoe`/`-ncmoe`/`-ot ...=CPU` move tensors to host memory; MTP tensors load only with draft-mtp;
+host weights count as the mmap range llama.cpp maps (or the padded sum without mmap).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from tui.core.planning.devices import HOST, DeviceSpec
+from tui.core.planning.errors import PlanError
+from tui.core.planning.gguf_meta import GGUFMeta, TensorInfo
+from tui.core.planning.resolve import Resolved, pad
+from tui.core.planning.result import MiB, DevicePlan
+
+EXPERT_TENSORS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+
+
+def offload_devices(r: Resolved, devices: list[DeviceSpec], warnings: list[str]) -> tuple[list[DeviceSpec], list[float]]:
+    """(the devices layers may go to, the normalised cumulative split over them)."""
+    if r.split_mode in ("row", "tensor") and devices:
+        warnings.append(f"-sm {r.split_mode}: planned as -sm layer (row/tensor splitting is not modelled).")
+    offload = list(devices)
+    if r.split_mode == "none" and offload:
+        if r.main_gpu >= len(offload):
+            raise PlanError(f"-mg {r.main_gpu}: there are only {len(offload)} devices (0..{len(offload) - 1}).")
+        offload = [offload[r.main_gpu]]
+    if r.tensor_split and offload:
+        ts = list(r.tensor_split)[: len(offload)] + [0.0] * max(0, len(offload) - len(r.tensor_split))
+        if len(r.tensor_split) > len(offload):
+            warnings.append(f"-ts has {len(r.tensor_split)} values but there are {len(offload)} devices; the extra values are ignored.")
+        if all(v == 0 for v in ts):
+            ts = [d.free_mib for d in offload]
+    else:
+        ts = [d.free_mib for d in offload]
+    total = sum(ts) or 1.0
+    splits, acc = [], 0.0
+    for v in ts:
+        acc += v
+        splits.append(acc / total)
+    return offload, splits
+
+
+def device_of_layer(il: int, r: Resolved, n_layer_all: int, splits: list[float], keys: list[str]) -> str:
+    """load_tensors' placement: upper_bound over the normalised cumulative split."""
+    if not keys:
+        return HOST
+    ngl = r.n_gpu_layers
+    i_gpu_start = max(n_layer_all + 1 - ngl, 0)
+    act = min(ngl, n_layer_all + 1)
+    if il < i_gpu_start or (il - i_gpu_start) >= act:
+        return HOST
+    x = (il - i_gpu_start) / act
+    idx = bisect.bisect_right(splits, x)
+    return keys[min(idx, len(keys) - 1)]
+
+
+def add_weights(meta: GGUFMeta, r: Resolved, dplans: dict[str, DevicePlan], layer_dev: list[str]) -> None:
+    """Every tensor's bytes on the device `load_tensors` puts it on."""
+    hp = meta.hparams
+    n_all = hp.n_layer_all
+    out_dev = layer_dev[n_all]
+    placed: dict[str, list[TensorInfo]] = {k: [] for k in dplans}
+    nextn = set(hp.nextn_layers())
+    cpu_res = [re.compile(p) for p in r.cpu_overrides]
+    has_output = any(t.name == "output.weight" for t in meta.tensors)
+    for t in meta.tensors:
+        if t.layer is not None and t.layer in nextn and not r.mtp:
+            continue  # TENSOR_SKIP: MTP weights are only loaded for draft-mtp
+        if t.layer is not None and t.layer < n_all:
+            dev = layer_dev[t.layer]
+        elif t.name.startswith("token_embd"):
+            dev = HOST
+        else:
+            dev = out_dev
+        if dev != HOST and t.layer is not None:
+            if (r.cpu_moe or t.layer < r.n_cpu_moe) and EXPERT_TENSORS.search(t.name):
+                dev = HOST
+            elif any(rx.search(t.name) for rx in cpu_res):
+                dev = HOST
+        placed[dev].append(t)
+    if not has_output and out_dev != HOST:
+        emb = meta.tensor("token_embd.weight")
+        if emb is not None:
+            placed[out_dev].append(emb)  # tied embeddings: a copy on the output device
+    for key, ts_ in placed.items():
+        if key == HOST and r.use_mmap:
+            dplans[key].components["weights"] = mapped_range(ts_) / MiB
+        else:
+            dplans[key].components["weights"] = sum(pad(t.nbytes, 32) for t in ts_) / MiB
+
+
+def mapped_range(ts: list[TensorInfo]) -> int:
+    """Bytes of the file range llama.cpp maps for these tensors (first offset to last end)."""
+    if not ts:
+        return 0
+    return max(t.offset + t.nbytes for t in ts) - min(t.offset for t in ts)
