@@ -12,7 +12,8 @@ import pytest
 from tests.helpers.supervisor_util import BASE_ARGS, FINAL, MTP_ARGS, make_supervisor, pid_gone
 from tui.core.server.client import LlamaClient, ServerGone, ServerUnreachable, Unauthorized
 from tui.core.server.failures import FailureKind
-from tui.core.server.supervisor import ServerState, Supervisor
+from tui.core.server.events import ServerState
+from tui.core.server.supervisor import Supervisor
 
 pytestmark = pytest.mark.server
 KEY = "test-key-123"

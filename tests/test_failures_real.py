@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers.supervisor_util import BASE_ARGS, FINAL, make_supervisor
 from tui.core.server.failures import FailureKind
-from tui.core.server.supervisor import ServerState
+from tui.core.server.events import ServerState
 
 pytestmark = pytest.mark.server
 HELPERS = Path(__file__).parent / "helpers"

@@ -11,7 +11,7 @@ from tests.helpers.supervisor_util import BASE_ARGS, MTP_ARGS, Recorder, make_su
 from tui.core.server.attach import Attachment
 from tui.core.server.failures import FailureKind
 from tui.core.server.memreport import parse_log
-from tui.core.server.supervisor import ServerState
+from tui.core.server.events import ServerState
 
 pytestmark = pytest.mark.server
 

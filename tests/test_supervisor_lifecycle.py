@@ -14,12 +14,14 @@ import pytest
 
 from tests.conftest import server_env
 from tests.helpers.supervisor_util import BASE_ARGS, FINAL, MTP_ARGS, Recorder, make_supervisor, pid_gone
+from tui.core.options.redact import redact_argv
 from tui.core.server import supervisor as supmod
 from tui.core.server.client import LlamaClient
 from tui.core.server.failures import FailureKind
 from tui.core.server.memreport import parse_log
 from tui.core.server.process import child_env
-from tui.core.server.supervisor import ServerState, Supervisor, SupervisorError
+from tui.core.server.events import ServerState
+from tui.core.server.supervisor import Supervisor, SupervisorError
 
 pytestmark = pytest.mark.server
 HELPERS = Path(__file__).parent / "helpers"
@@ -222,7 +224,7 @@ def test_argv_building() -> None:
     assert s.api_key == "k1"
     argv, host, port = Supervisor("/bin/s", ["--host=0.0.0.0", "-m", "x"]).build_argv()
     assert host == "0.0.0.0" and port is None and argv[1:] == ["-m", "x", "-lv", "4", "--log-colors", "off"]
-    assert supmod.redact(["a", "--api-key", "secret", "--api-key=s2"]) == ["a", "--api-key", "***", "--api-key=***"]
+    assert redact_argv(["a", "--api-key", "secret", "--api-key=s2"], mask="***") == ["a", "--api-key", "***", "--api-key=***"]
 
 
 def test_stop_when_nothing_runs() -> None:

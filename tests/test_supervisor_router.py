@@ -10,7 +10,8 @@ import pytest
 from tests.helpers.supervisor_util import FINAL, Recorder, make_supervisor, pid_gone
 from tui.core.server.client import LlamaClient
 from tui.core.server.failures import FailureKind
-from tui.core.server.supervisor import ServerState, Supervisor
+from tui.core.server.events import ServerState
+from tui.core.server.supervisor import Supervisor
 
 pytestmark = pytest.mark.server
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.core.server.process import free_port
 from tui.core.sweep.definition import build_definition
 from tui.core.sweep.results import build_table
@@ -308,8 +308,9 @@ def test_fit_target_search_converges_on_a_real_rpc_allocation_failure(
 
 def _vm_peak_kb(server_bin: Path, settings: Settings) -> int:
     """VmPeak of llama-server once ready with `settings` (no limit), from /proc."""
-    from tui.core.argv import settings_to_argv
-    from tui.core.server.supervisor import ServerState, Supervisor
+    from tui.core.options.argv import settings_to_argv
+    from tui.core.server.events import ServerState
+    from tui.core.server.supervisor import Supervisor
 
     with Supervisor(server_bin, settings_to_argv(settings), ready_timeout=60) as sup:
         sup.start()

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tui.core.server.memreport import MemoryReport
 from tui.core.server.process import Child, child_env, free_port
-from tui.core.server.supervisor import ServerState, Supervisor
+from tui.core.server.events import ServerState
+from tui.core.server.supervisor import Supervisor
 
 
 @dataclass

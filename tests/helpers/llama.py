@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.helpers.supervisor_util import FINAL, make_supervisor
-from tui.core.server.supervisor import ServerState, Supervisor
+from tui.core.server.events import ServerState
+from tui.core.server.supervisor import Supervisor
 
 BASE_ARGS = ["-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics"]
 

@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.conftest import server_env
-from tui.core.server.supervisor import ServerState, StateEvent, Supervisor
+from tui.core.server.events import ServerState, StateEvent
+
+#: Small and steady on a busy 2-core runner.
+from tui.core.server.supervisor import Supervisor
 
 #: Small and steady on a busy 2-core runner.
 BASE_ARGS = ["-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics"]

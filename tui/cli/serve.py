@@ -16,7 +16,8 @@ from typing import Any
 from tui.cli._common import fail, pass_unknown_to_server
 from tui.core.server.failures import Failure
 from tui.core.provision import ProvisionError, ensure_server
-from tui.core.server.supervisor import LogLine, ServerState, StateEvent, Supervisor, SupervisorError
+from tui.core.server.events import LogLine, ServerState, StateEvent
+from tui.core.server.supervisor import Supervisor, SupervisorError
 
 COMMAND = "serve"
 HELP = "run llama-server under the supervisor (all unknown flags go to llama-server)"

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0", "::")
 
 
 class ClientError(Exception):
@@ -220,6 +220,28 @@ def parse_prometheus(text: str) -> Metrics:
 # ----------------------------------------------------------------------------------------------
 
 
+def http_options(base_url: str, api_key: str | None) -> dict[str, Any]:
+    """Headers and proxy rule every client of a server uses (the async one and the pollers' sync one)."""
+    host = urlsplit(base_url).hostname or ""
+    return {"headers": {"Authorization": f"Bearer {api_key}"} if api_key else {},
+            # Proxies from the environment must not capture a local server.
+            "trust_env": host not in _LOOPBACK}
+
+
+def sync_client(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> httpx.Client:
+    """A short-timeout blocking client for the readiness pollers (threads, not an event loop)."""
+    return httpx.Client(base_url=base_url.rstrip("/"), timeout=httpx.Timeout(timeout, connect=2.0),
+                        **http_options(base_url, api_key))
+
+
+def find_model(entries: Sequence[Mapping[str, Any]], name: str | None) -> Mapping[str, Any] | None:
+    """The router's `/models` entry for `name` (its id or one of its aliases)."""
+    for m in entries:
+        if m.get("id") == name or name in (m.get("aliases") or []):
+            return m
+    return None
+
+
 class LlamaClient:
     """One server (or one router model, with `model=`). Use as `async with LlamaClient(url) as c:`."""
 
@@ -235,13 +257,8 @@ class LlamaClient:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.model = model
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        host = urlsplit(self.base_url).hostname or ""
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport,
-            # Proxies from the environment must not capture a local server.
-            trust_env=host not in _LOOPBACK,
-        )
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport,
+                                       **http_options(self.base_url, api_key))
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -337,12 +354,9 @@ class LlamaClient:
         return list(data.get("data", [])) if isinstance(data, dict) else []
 
     async def model_status(self, name: str | None = None) -> dict[str, Any] | None:
-        name = name or self.model
-        for m in await self.models():
-            if m.get("id") == name or name in (m.get("aliases") or []):
-                st = m.get("status")
-                return st if isinstance(st, dict) else None
-        return None
+        entry = find_model(await self.models(), name or self.model)
+        st = entry.get("status") if entry else None
+        return st if isinstance(st, dict) else None
 
     async def load_model(self, name: str | None = None) -> bool:
         """POST /models/load; True if it started loading, False if it was already running."""

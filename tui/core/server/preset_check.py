@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tui.core.server.failures import FailureKind
 from tui.core.server.process import child_env
-from tui.core.server.supervisor import ServerState, Supervisor
+from tui.core.server.events import ServerState
+from tui.core.server.supervisor import Supervisor
 
 _STARTUP_KEY = re.compile(r"^((?:load-on-startup|__PRESET_LOAD_ON_STARTUP)[ \t]*+=[ \t]*+)[^;#\r\n]*", re.M)
 

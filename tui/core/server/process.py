@@ -15,6 +15,7 @@ import ctypes.util
 import logging
 import os
 import queue
+import select
 import signal
 import socket
 import subprocess
@@ -270,3 +271,81 @@ class Child:
 
     def _terminate_now(self, grace: float) -> None:
         kill_group(self.proc, grace)
+
+
+def pump_output(proc: subprocess.Popen[bytes], logf: Any, on_line: Callable[[bytes], None]) -> int:
+    """Copy the child's output to `logf` and `on_line` (one call per line) until it ends; reap it.
+
+    Notices the end at once even when a grandchild keeps the pipe open (EOF, or the leader exiting,
+    whichever comes first), then kills what is left of the group. Returns the exit code.
+    """
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    poller = select.poll()  # not select(): fds above 1024 are normal in a long-running app
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    buf = b""
+    rc: int | None = None
+    try:
+        ended = False
+        while not ended:
+            if poller.poll(200):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+            elif exited_nowait(proc.pid):
+                # Ended, but a grandchild may hold the pipe open: take what is there and stop.
+                chunk, ended = _drain(fd), True
+            else:
+                continue
+            if logf:
+                try:
+                    logf.write(chunk)
+                except OSError:
+                    pass
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for raw in lines:
+                on_line(raw)
+        if buf:
+            on_line(buf)
+    finally:
+        rc = _reap(proc)
+        if logf:
+            try:
+                logf.write(f"# exit code {rc}\n".encode())
+                logf.close()
+            except OSError:
+                pass
+        try:
+            proc.stdout.close()
+        except OSError:
+            pass
+    return rc
+
+
+def _drain(fd: int) -> bytes:
+    """Whatever is readable right now (bounded, in case a writer keeps going)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    out = b""
+    while len(out) < 16 * 1024 * 1024 and poller.poll(0):
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the leader without reaping, kill what is left of its group, then reap it."""
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:
+        pass
+    except InterruptedError:  # pragma: no cover - PEP 475 retries
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # stragglers (router children); leader is a zombie
+    except (ProcessLookupError, PermissionError):
+        pass
+    return proc.wait()

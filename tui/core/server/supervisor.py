@@ -7,66 +7,53 @@ string) on 127.0.0.1 and a free port, with the log verbosity that prints the mem
 * a reader thread per launch copies the server's output to a log file (one per launch, under
   `data_dir()/logs/`), a bounded in-memory tail and the memory-report parser, and notices the
   process ending at once (EOF or a poll of the process, whichever comes first);
-* a watcher thread per launch polls `/health` (503 "Loading model" = loading, 200 = ready; router
-  mode: `GET /models` status of the chosen model) with a bounded, configurable timeout;
-* one dispatcher thread per supervisor delivers state changes and log lines to listeners, in order,
-  so a slow or failing listener never stalls the reader.
+* a watcher thread per launch asks `readiness.Readiness` (/health; router: the model's /models
+  status) with a bounded, configurable timeout;
+* one dispatcher thread per supervisor (`events.EventHub`) delivers state changes and log lines to
+  listeners, in order, so a slow or failing listener never stalls the reader.
 
-No orphans: the server runs in its own session/process group (so stop() can signal the whole group,
-router children included) and, on Linux, with PR_SET_PDEATHSIG=SIGKILL so it dies with mtp-tune even
-when mtp-tune is killed with SIGKILL. The fork happens on one long-lived thread, because the kernel
-sends the parent-death signal when the *thread* that forked exits. An atexit hook and SIGTERM/SIGHUP
-handlers stop every live server on the way out.
+No orphans: processes are started by `process.spawn` (own process group, parent-death signal, the
+long-lived spawner thread) and registered for stop-on-exit.
 """
 
 from __future__ import annotations
 
-import atexit
-import collections
-import ctypes
-import ctypes.util
 import datetime as _dt
 import itertools
 import logging
 import os
-import queue
 import re
-import select
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import httpx
-
-from tui.core.server.failures import (
-    Failure,
-    FailureKind,
-    classify,
-    ready_timeout,
-    router_model_failure,
-    router_unknown_model,
-)
 from tui.core.options.reader import occurrences, without
 from tui.core.options.reader import value as opt_value
 from tui.core.options.redact import redact_argv
-from tui.core.paths import data_dir
+from tui.core.server.events import (
+    DEFAULT_TAIL_LINES,
+    EventHub,
+    HandleCore,
+    LineParser,
+    LogLine,
+    ServerState,
+    StateEvent,
+    default_memreport,
+)
+from tui.core.server.failures import Failure, FailureKind, classify, ready_timeout, router_model_failure
 from tui.core.server.history import new_log_path, record_history
-from tui.core.server.process import SpawnError, child_env, exited_nowait, free_port, register, spawn, unregister
+from tui.core.server.launch import Launch, spawn_failure
+from tui.core.server.process import SpawnError, child_env, free_port, pump_output, register, spawn, unregister
+from tui.core.server.readiness import Readiness
 
 log = logging.getLogger(__name__)
 
 DEFAULT_READY_TIMEOUT = 180.0
 DEFAULT_STOP_GRACE = 5.0
-DEFAULT_TAIL_LINES = 2000
 #: Lines kept from the start of each launch for classification (argument and load errors come first).
 HEAD_LINES = 400
 
@@ -76,187 +63,14 @@ _ROUTER_SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\
 _ROUTER_EXIT = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
 
 
-class ServerState(str, Enum):
-    """Where a server is in its life; the UI shows these words."""
-
-    STOPPED = "stopped"
-    STARTING = "starting"  # process started, HTTP not answering yet
-    LOADING = "loading"  # HTTP 503 "Loading model" (router: model status "loading")
-    READY = "ready"  # HTTP 200 (router: model status "loaded")
-    STOPPING = "stopping"
-    EXITED = "exited"  # ended on its own with code 0
-    FAILED = "failed"  # ended badly, or never became ready; see `failure`
-
-    @property
-    def running(self) -> bool:
-        return self in (ServerState.STARTING, ServerState.LOADING, ServerState.READY, ServerState.STOPPING)
-
-    @property
-    def final(self) -> bool:
-        return self in (ServerState.STOPPED, ServerState.EXITED, ServerState.FAILED)
-
-
-@dataclass(frozen=True)
-class StateEvent:
-    """One state change. `at` is time.monotonic(); `failure` is set for FAILED and EXITED."""
-
-    state: ServerState
-    previous: ServerState
-    launch_id: int
-    at: float
-    failure: Failure | None = None
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class LogLine:
-    launch_id: int
-    text: str
-    at: float
-
-
-StateListener = Callable[[StateEvent], None]
-LogListener = Callable[[LogLine], None]
-
-
-class LineParser(Protocol):
-    """What the supervisor feeds every log line to (tui.core.server.memreport.MemoryReport fits)."""
-
-    def feed(self, line: str) -> Any: ...
-
-
-def _default_memreport() -> LineParser | None:
-    try:
-        from tui.core.server.memreport import MemoryReport
-    except ImportError:  # pragma: no cover - memreport ships with the app
-        return None
-    return MemoryReport()
-
-
 class SupervisorError(RuntimeError):
     """A misuse of the supervisor (e.g. start() while a server is running); one clear sentence."""
 
 
-@dataclass
-class Launch:
-    """One start of the server: argv, where it listens, its log, timings and how it ended."""
-
-    id: int
-    argv: list[str]
-    host: str
-    port: int
-    log_path: Path | None
-    started_at: float  # time.monotonic()
-    started_wall: float  # time.time()
-    router_model: str | None = None
-    pid: int | None = None
-    ready_at: float | None = None
-    ended_at: float | None = None
-    exit_code: int | None = None
-    failure: Failure | None = None
-    stop_requested: bool = False
-    auto_port: bool = False
-    port_retries: int = 0
-    exited: threading.Event = field(default_factory=threading.Event, repr=False)
-    loaded_line: threading.Event = field(default_factory=threading.Event, repr=False)
-    wake: threading.Event = field(default_factory=threading.Event, repr=False)  # poll /health now
-    head: list[str] = field(default_factory=list, repr=False)
-    n_lines: int = 0
-    router_ports: dict[str, str] = field(default_factory=dict, repr=False)
-    router_exits: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)  # name -> (status, line no)
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def seconds_to_ready(self) -> float | None:
-        return None if self.ready_at is None else self.ready_at - self.started_at
-
-
-# ----------------------------------------------------------------------------------------------
-# Event delivery
-
-
-class EventHub:
-    """Delivers state events and log lines to listeners in order, on a thread of its own.
-
-    The thread exits after a few idle seconds and is restarted on the next event, so discarded
-    supervisors leave no thread behind. Listener exceptions are logged and swallowed.
-    """
-
-    IDLE_EXIT_S = 5.0
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._state_listeners: list[StateListener] = []
-        self._log_listeners: list[LogListener] = []
-
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
-        with self._lock:
-            self._state_listeners.append(fn)
-        return lambda: self._remove(self._state_listeners, fn)
-
-    def add_log_listener(self, fn: LogListener) -> Callable[[], None]:
-        with self._lock:
-            self._log_listeners.append(fn)
-        return lambda: self._remove(self._log_listeners, fn)
-
-    def _remove(self, lst: list[Any], fn: Any) -> None:
-        with self._lock:
-            if fn in lst:
-                lst.remove(fn)
-
-    def emit_state(self, ev: StateEvent) -> None:
-        self._put(("state", ev))
-
-    def emit_log(self, line: LogLine) -> None:
-        if self._log_listeners:
-            self._put(("log", line))
-
-    def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything emitted so far has been delivered (tests, CLI shutdown)."""
-        done = threading.Event()
-        self._put(("flush", done))
-        return done.wait(timeout)
-
-    def _put(self, item: tuple[str, Any]) -> None:
-        with self._lock:
-            self._q.put(item)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name=f"{self._name}-events", daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            try:
-                kind, payload = self._q.get(timeout=self.IDLE_EXIT_S)
-            except queue.Empty:
-                with self._lock:
-                    if self._q.empty():
-                        self._thread = None
-                        return
-                continue
-            if kind == "flush":
-                payload.set()
-                continue
-            with self._lock:
-                listeners = list(self._state_listeners if kind == "state" else self._log_listeners)
-            for fn in listeners:
-                try:
-                    fn(payload)
-                except Exception:  # a listener bug must not stop delivery
-                    log.exception("supervisor %s listener failed", kind)
-
-
 # ----------------------------------------------------------------------------------------------
 
 
-class Supervisor:
+class Supervisor(HandleCore):
     """Owns one llama-server process at a time: start, watch, restart, stop. Thread-safe.
 
     `args` are llama-server's arguments without the binary (e.g. `["-m", "model.gguf", "-c", "4096"]`);
@@ -282,7 +96,7 @@ class Supervisor:
         router_model: str | None = None,
         poll_interval: float = 0.25,
         known_options: Iterable[str] | None = None,
-        memreport_factory: Callable[[], LineParser | None] | None = _default_memreport,
+        memreport_factory: Callable[[], LineParser | None] | None = default_memreport,
         record_history: bool = True,
         cwd: str | Path | None = None,
     ) -> None:
@@ -304,15 +118,12 @@ class Supervisor:
         self._known_options = frozenset(known_options) if known_options else None
         self._memreport_factory = memreport_factory
 
+        HandleCore.__init__(self, tail_lines)
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
-        self._mem_lock = threading.Lock()
         self._state = ServerState.STOPPED
         self._launch: Launch | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
-        self._memreport: LineParser | None = None
-        self._line_hooks: list[Callable[[str], None]] = []
         self._ids = itertools.count(1)
         self.events = EventHub(f"supervisor-{id(self):x}")
         register(self)
@@ -359,45 +170,6 @@ class Supervisor:
         given = opt_value(self._args, "--api-key")
         return given.split(",")[0] if given else None
 
-    def tail(self, n: int | None = None) -> list[str]:
-        """The last log lines of the current launch (bounded)."""
-        with self._lock:
-            lines = list(self._tail)
-        return lines if n is None else lines[-n:]
-
-    def memory_report(self) -> LineParser | None:
-        """The live memory-report parser of the current launch (read it via memory_snapshot())."""
-        return self._memreport
-
-    def memory_snapshot(self) -> dict[str, Any] | None:
-        """A consistent copy of the memory report (`to_dict()`), safe while the reader feeds it."""
-        with self._mem_lock:
-            rep = self._memreport
-            to_dict = getattr(rep, "to_dict", None)
-            return to_dict() if callable(to_dict) else None
-
-    # ---- listeners -----------------------------------------------------------------------
-
-    def add_state_listener(self, fn: StateListener) -> Callable[[], None]:
-        """Call `fn(StateEvent)` on each state change; returns an unsubscribe function."""
-        return self.events.add_state_listener(fn)
-
-    def add_log_listener(self, fn: LogListener) -> Callable[[], None]:
-        """Call `fn(LogLine)` for each server log line (on the dispatcher thread)."""
-        return self.events.add_log_listener(fn)
-
-    def on_log_line(self, fn: Callable[[str], None]) -> Callable[[], None]:
-        """Feed every log line to `fn` synchronously on the reader thread (parsers; keep it fast)."""
-        with self._lock:
-            self._line_hooks.append(fn)
-
-        def remove() -> None:
-            with self._lock:
-                if fn in self._line_hooks:
-                    self._line_hooks.remove(fn)
-
-        return remove
-
     # ---- control -------------------------------------------------------------------------
 
     def build_argv(self, args: Sequence[str] | None = None) -> tuple[list[str], str, int | None]:
@@ -439,26 +211,7 @@ class Supervisor:
     def wait_ready(self, timeout: float | None = None) -> ServerState:
         """Block until ready or ended (or `timeout`); returns the state then."""
         limit = self.ready_timeout + self.stop_grace + 10.0 if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        with self._cond:
-            while self._state not in (ServerState.READY,) and not self._state.final:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            return self._state
-
-    def wait_for(self, states: Iterable[ServerState], timeout: float) -> ServerState:
-        """Block until the state is one of `states` (or `timeout`); returns the state then."""
-        wanted = set(states)
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._state not in wanted:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            return self._state
+        return self._wait_until(lambda: self._state == ServerState.READY or self._state.final, limit)
 
     def stop(self, grace: float | None = None) -> int | None:
         """SIGTERM the server's process group, wait `grace` s, then SIGKILL it. Returns the exit code."""
@@ -501,9 +254,7 @@ class Supervisor:
         )
         previous = self._state
         self._launch = launch
-        self._tail.clear()
-        with self._mem_lock:
-            self._memreport = self._memreport_factory() if self._memreport_factory else None
+        self._reset_log(self._memreport_factory() if self._memreport_factory else None)
         self._state = ServerState.STARTING
         self._cond.notify_all()
         detail = " ".join(redact_argv(argv))
@@ -526,7 +277,7 @@ class Supervisor:
             if logf:
                 logf.write(f"# could not start: {e}\n".encode())
                 logf.close()
-            launch.failure = _spawn_failure(self.binary, e, launch.log_path)
+            launch.failure = spawn_failure(self.binary, e, launch.log_path)
             launch.ended_at = time.monotonic()
             launch.exited.set()
             self._set_state(launch, ServerState.FAILED, launch.failure)
@@ -559,61 +310,11 @@ class Supervisor:
     # ---- internals: the reader thread ----------------------------------------------------
 
     def _read(self, launch: Launch, proc: subprocess.Popen[bytes], logf: Any) -> None:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        poller = select.poll()  # not select(): fds above 1024 are normal in a long-running app
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        buf = b""
         try:
-            ended = False
-            while not ended:
-                if poller.poll(200):
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        break
-                elif exited_nowait(proc.pid):
-                    # Ended, but a grandchild may hold the pipe open: take what is there and stop.
-                    chunk, ended = self._drain(fd), True
-                else:
-                    continue
-                if logf:
-                    try:
-                        logf.write(chunk)
-                    except OSError:
-                        pass
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for raw in lines:
-                    self._on_line(launch, raw)
-            if buf:
-                self._on_line(launch, buf)
-        finally:
-            rc = self._reap(proc)
-            if logf:
-                try:
-                    logf.write(f"# exit code {rc}\n".encode())
-                    logf.close()
-                except OSError:
-                    pass
-            try:
-                proc.stdout.close()
-            except OSError:
-                pass
-            self._on_exit(launch, rc)
+            pump_output(proc, logf, lambda raw: self._on_line(launch, raw))
+        finally:  # pump_output reaps the process even when it fails
+            self._on_exit(launch, proc.returncode if proc.returncode is not None else -1)
             launch.wake.set()
-
-    @staticmethod
-    def _drain(fd: int) -> bytes:
-        """Whatever is readable right now (bounded, in case a writer keeps going)."""
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        out = b""
-        while len(out) < 16 * 1024 * 1024 and poller.poll(0):
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            out += chunk
-        return out
 
     def _on_line(self, launch: Launch, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace").rstrip("\r")
@@ -623,20 +324,8 @@ class Supervisor:
             launch.n_lines += 1
             if len(launch.head) < HEAD_LINES:
                 launch.head.append(text)
-            if current:
-                self._tail.append(text)
-            hooks = list(self._line_hooks) if current else []
-        if current and self._memreport is not None:
-            with self._mem_lock:
-                try:
-                    self._memreport.feed(text)
-                except Exception:  # a parser bug must not stop log reading
-                    log.exception("memory report parser failed on %r", text)
-        for fn in hooks:
-            try:
-                fn(text)
-            except Exception:
-                log.exception("log line hook failed")
+        if current:
+            self._feed_line(text)
         if _LOADED.search(text):
             launch.loaded_line.set()
             launch.wake.set()
@@ -663,23 +352,9 @@ class Supervisor:
         threading.Thread(target=self._fail_and_kill, args=(launch, proc, failure),
                          name="llama-server-router-child-died", daemon=True).start()
 
-    def _reap(self, proc: subprocess.Popen[bytes]) -> int:
-        """Wait for the leader without reaping, kill what is left of its group, then reap it."""
-        try:
-            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        except ChildProcessError:
-            pass
-        except InterruptedError:  # pragma: no cover - PEP 475 retries
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # stragglers (router children); leader is a zombie
-        except (ProcessLookupError, PermissionError):
-            pass
-        return proc.wait()
-
     def _launch_lines(self, launch: Launch) -> list[str]:
         with self._lock:
-            tail = list(self._tail) if launch is self._launch else []
+            tail = self.tail() if launch is self._launch else []
         head = launch.head
         skipped = max(0, launch.n_lines - len(head) - len(tail))
         overlap = max(0, len(head) + len(tail) - launch.n_lines)
@@ -713,16 +388,11 @@ class Supervisor:
 
     # ---- internals: readiness ------------------------------------------------------------
 
-    def _client(self) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0), headers=headers, trust_env=False)
-
     def _watch(self, launch: Launch, proc: subprocess.Popen[bytes]) -> None:
         deadline = launch.started_at + self.ready_timeout
         interval = 0.01
         try:
-            with self._client() as http:
-                base = launch.url
+            with Readiness(launch.url, self.api_key, launch.router_model) as probe:
                 router_loading_since: float | None = None
                 seen_loading = False
                 while not launch.exited.is_set() and not launch.stop_requested:
@@ -732,7 +402,7 @@ class Supervisor:
                             (self.tail(1) or [None])[-1]))
                         return
                     if router_loading_since is None:
-                        code = _get_status(http, base + "/health")
+                        code = probe.health()
                         if code == 503:
                             self._set_state(launch, ServerState.LOADING)
                         elif code == 200:
@@ -742,14 +412,14 @@ class Supervisor:
                                 launch.loaded_line.wait(1.0)
                                 self._set_state(launch, ServerState.READY)
                                 return
-                            failure = self._router_trigger_load(http, base, launch)
+                            failure = probe.trigger_load(launch.log_path)
                             if failure is not None:
                                 self._fail_and_kill(launch, proc, failure)
                                 return
                             router_loading_since = launch.n_lines
                             self._set_state(launch, ServerState.LOADING)
                     else:
-                        status = self._router_status(http, base, launch.router_model)
+                        status = probe.model_status()
                         value = (status or {}).get("value")
                         if value == "loaded":
                             self._set_state(launch, ServerState.READY)
@@ -771,35 +441,6 @@ class Supervisor:
             self._fail_and_kill(launch, proc, Failure(
                 FailureKind.UNKNOWN, f"mtp-tune's readiness check failed ({e!r}), so it stopped llama-server.",
                 None, "Report this mtp-tune bug with the log.", raw_log_path=launch.log_path))
-
-    def _router_trigger_load(self, http: httpx.Client, base: str, launch: Launch) -> Failure | None:
-        name = launch.router_model
-        assert name is not None
-        try:
-            r = http.post(base + "/models/load", json={"model": name})
-        except httpx.HTTPError:
-            return None  # the process is probably ending; the reader will classify it
-        if r.status_code == 404 or (r.status_code == 400 and "not found" in r.text):
-            names: list[str] = []
-            try:
-                names = [m.get("id", "?") for m in http.get(base + "/models").json().get("data", [])]
-            except (httpx.HTTPError, ValueError, AttributeError):
-                pass
-            return router_unknown_model(name, names, launch.log_path)
-        return None  # 200 success, or 400 "model is already running"
-
-    @staticmethod
-    def _router_status(http: httpx.Client, base: str, name: str | None) -> dict[str, Any] | None:
-        try:
-            r = http.get(base + "/models")
-            data = r.json().get("data", []) if r.status_code == 200 else []
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return None
-        for m in data:
-            if m.get("id") == name or name in (m.get("aliases") or []):
-                st = m.get("status")
-                return st if isinstance(st, dict) else None
-        return None
 
     def _router_child_lines(self, launch: Launch) -> list[str]:
         port = launch.router_ports.get(launch.router_model or "")
@@ -838,22 +479,3 @@ class Supervisor:
                 return
             launch.stop_requested = True
         self._terminate(launch, proc, grace)
-
-
-def _get_status(http: httpx.Client, url: str) -> int | None:
-    try:
-        return http.get(url).status_code
-    except httpx.HTTPError:
-        return None
-
-
-def _spawn_failure(binary: Path, e: BaseException, log_path: Path | None) -> Failure:
-    if isinstance(e, FileNotFoundError):
-        msg = f"The llama-server binary {binary} does not exist."
-    elif isinstance(e, PermissionError):
-        msg = f"The llama-server binary {binary} is not executable (permission denied)."
-    else:
-        msg = f"llama-server ({binary}) could not be started: {e}."
-    return Failure(FailureKind.SERVER_NOT_FOUND, msg, str(binary),
-                   "Point mtp-tune at a working llama-server (--server-bin, $MTP_TUNE_LLAMA_SERVER) or let it "
-                   "build one.", raw_log_path=log_path)

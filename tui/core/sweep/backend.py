@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 import httpx
 
-from tui.core.argv import settings_to_argv
+from tui.core.options.argv import settings_to_argv
 from tui.core.server.failures import Failure, FailureKind
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 
 #: Tokens decoded right after a launch to catch first-decode OOMs.
 FIRST_DECODE_TOKENS = 4
@@ -97,7 +97,8 @@ class SupervisorBackend:
         self._lines: list[str] = []
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome:
-        from tui.core.server.supervisor import ServerState, Supervisor
+        from tui.core.server.events import ServerState
+        from tui.core.server.supervisor import Supervisor
 
         self.stop()
         t0 = time.monotonic()
@@ -182,7 +183,7 @@ class SupervisorBackend:
         if sup is None:
             return None
         if not sup.state.final:
-            from tui.core.server.supervisor import ServerState
+            from tui.core.server.events import ServerState
 
             sup.wait_for([ServerState.FAILED, ServerState.EXITED, ServerState.STOPPED], 2.0)
         if not sup.state.final or sup.failure is None:
