@@ -14,6 +14,7 @@ from typing import Any
 from tui.core.probes.hygiene import ProbeWarning, check_comparison, dedupe
 from tui.core.probes.records import PassStats, pass_stats, prompt_stats, records_from_json
 from tui.core.probes.stats import INCONCLUSIVE, SAME, Summary, Verdict, fmt_rel, fmt_summary, summarize, verdict
+from tui.core.tuning.breakeven import break_even, crossing
 
 #: (key, label, unit, higher is better)
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
@@ -258,13 +259,7 @@ def workload_view(
 
 def _break_even(n_in: int, pp_a: float | None, tg_a: float | None, pp_b: float | None, tg_b: float | None) -> float | None:
     """Output length L where n_in/pp_a + L/tg_a == n_in/pp_b + L/tg_b (None if no positive solution)."""
-    if not (n_in and pp_a and tg_a and pp_b and tg_b):
-        return None
-    denom = 1 / tg_a - 1 / tg_b
-    if denom == 0:
-        return None
-    length = n_in * (1 / pp_b - 1 / pp_a) / denom
-    return length if length > 0 else None
+    return crossing(break_even(n_in, pp_a, tg_a, pp_b, tg_b))
 
 
 def _answer(

@@ -1,0 +1,184 @@
+"""MTP on vs off, measured the way drift cannot decide it: passes interleaved A B A B.
+
+Both sides are the same settings and suite; only `--spec-type` differs (draft-mtp added, or
+removed). Each pass launches the server with its side's settings (the sweep's backend: ready, then
+a first decode), probes the suite once (`probes.runner` through the sweep's prober), records the
+run in the results store, and stops the server, so slow drift (clocks, thermals, other load) hits
+both sides alike instead of favouring whichever ran first. The verdict is `verdict.decide` over
+the passes; a UI recomputes it for another workload with `MtpVerdict.for_workload`.
+
+`run_ab` blocks. Cancel by setting `cancel` from any thread: the probe abandons its in-flight
+request within its 50 ms poll, the launch wait within 0.2 s, and the server is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tui.core.probes.records import PassStats
+from tui.core.probes.suites import Suite, get_suite
+from tui.core.options.settings import Settings, effective_spec_types
+from tui.core.sweep.backend import DEFAULT_READY_TIMEOUT, Backend, LaunchOutcome, SupervisorBackend
+from tui.core.sweep.definition import settings_json
+from tui.core.sweep.probing import Prober, default_prober
+from tui.core.tuning.progress import EventFn, Progress, new_cancel
+from tui.core.tuning.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
+
+DEFAULT_PASSES = 3
+
+
+class ABError(RuntimeError):
+    """The A/B run cannot start (no server binary, bad suite, bad pass count); one clear sentence."""
+
+
+def with_mtp(settings: Settings, on: bool) -> Settings:
+    """`settings` with draft-mtp switched on or off and every other field identical."""
+    types = [t for t in effective_spec_types(settings.spec_type) if t != "draft-mtp"]
+    return replace(settings, spec_type=(["draft-mtp"] + types) if on else types)
+
+
+def interleaved(passes: int) -> list[tuple[Side, int]]:
+    """off, on, off, on ...: `passes` of each side."""
+    return [(side, i) for i in range(passes) for side in ("off", "on")]  # type: ignore[misc]
+
+
+def run_ab(
+    settings: Settings,
+    suite: Suite | str,
+    workload: tuple[int, int] = DEFAULT_WORKLOAD,
+    passes: int = DEFAULT_PASSES,
+    *,
+    backend: Backend | None = None,
+    server_bin: str | Path | None = None,
+    prober: Prober | None = None,
+    on_event: EventFn | None = None,
+    cancel: threading.Event | None = None,
+    store: Any = "default",
+    n_predict: int | None = None,
+    env: Mapping[str, str] | None = None,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT,
+) -> MtpVerdict:
+    """Measure MTP on against off with `passes` interleaved passes per side; the verdict for `workload`.
+
+    `store`: a results store, "default" (`data_dir()/results.sqlite`) or None (nothing recorded).
+    A side that cannot launch (e.g. draft-mtp on a model without MTP layers) ends the run `failed`
+    with the server's explanation; the verdict then has the passes done so far.
+    """
+    if passes < 1:
+        raise ABError(f"passes must be at least 1, not {passes}")
+    if isinstance(suite, str):
+        suite = get_suite(suite)
+    own_backend = backend is None
+    if backend is None:
+        if server_bin is None:
+            raise ABError("no llama-server binary given: pass server_bin or a backend (`mtp-tune doctor` finds one).")
+        backend = SupervisorBackend(server_bin, env=env, ready_timeout=ready_timeout)
+    _first_decode_from_suite(backend, suite)
+    prober = prober or default_prober()
+    cancel = new_cancel(cancel)
+    own_store = store == "default"
+    if own_store:
+        from tui.core.store import open_store
+
+        store = open_store()
+    ab_id = time.strftime("%H%M%S")
+    order = interleaved(passes)
+    prog = Progress(len(order), on_event)
+    samples: list[PassSample] = []
+    run_ids: list[int] = []
+    status, error = "complete", None
+    prog.emit("started", f"MTP on vs off: {passes} passes each, interleaved ({len(order)} launches)")
+    try:
+        for n, (side, i) in enumerate(order):
+            if cancel.is_set():
+                status = "cancelled"
+                break
+            launched = with_mtp(settings, side == "on")
+            label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
+            prog.emit("launching", f"launching MTP {side} (pass {i + 1}/{passes})", side=side, pass_index=i)
+            out = backend.launch(launched, cancel)
+            if out.cancelled or cancel.is_set():
+                status = "cancelled"
+                break
+            if not out.ok:
+                status, error = "failed", f"MTP {side} did not start: {out.reason}"
+                rid = _record_failure(store, suite, label, launched, error)
+                if rid is not None:
+                    run_ids.append(rid)
+                prog.emit("launch_failed", error, side=side, pass_index=i)
+                break
+            prog.emit("ready", f"MTP {side} ready in {out.seconds:.1f} s", side=side, pass_index=i)
+            run = _probe(prober, out, suite, label, launched, n_predict, cancel, store, prog, side, i)
+            backend.stop()
+            if run.run_id is not None:
+                run_ids.append(int(run.run_id))
+            if run.status == "cancelled" or cancel.is_set():
+                status = "cancelled"
+                break
+            if run.status != "ok":
+                f = backend.failure()
+                status, error = "failed", f"MTP {side} pass {i + 1}: {f.explain() if f else run.error}"
+                break
+            samples += _samples(run, side, i, n)
+            prog.step()
+            prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side, pass_index=i)
+    finally:
+        backend.stop()
+        if own_backend:
+            backend.close()
+        if own_store and store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+    result = decide(samples, workload, status=status, error=error, settings=settings_json(settings.redacted()),
+                    run_ids=run_ids)
+    prog.emit("cancelled" if status == "cancelled" else "finished", result.answer)
+    return result
+
+
+def _first_decode_from_suite(backend: Backend, suite: Suite) -> None:
+    """The first-decode check sends the suite's first prompt, as a sweep's does."""
+    if isinstance(backend, SupervisorBackend):
+        p0 = suite.prompts[0]
+        backend.first_decode_messages = [dict(m) for m in p0.messages] if p0.messages else None
+        backend.first_decode_prompt = p0.raw
+
+
+def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,
+           cancel: threading.Event, store: Any, prog: Progress, side: Side, i: int) -> Any:
+    def progress(p: Any) -> None:
+        done, total = int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0)
+        prog.fraction = done / total if total else 0.0
+        prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, pass_index=i, probe=p)
+
+    kw: dict[str, Any] = {"sink": store} if store is not None else {}
+    return prober(out.url or "", suite, repeat=1, n_predict=n_predict, label=label, settings=settings, memory=out.memory,
+                  plan=None, cancel=cancel, progress=progress, **kw)
+
+
+def _samples(run: Any, side: Side, i: int, order: int) -> list[PassSample]:
+    """The run's complete pass(es) as samples of this side."""
+    passes = [p for p in (run.summary or {}).get("passes") or [] if p.get("complete", True)]
+    out = []
+    for p in passes:
+        ps = PassStats(**p) if isinstance(p, dict) else p
+        out.append(PassSample(side, i, order, ps.pp_tps, ps.tg_tps, ps.acceptance,
+                              int(run.run_id) if run.run_id is not None else None))
+    return out
+
+
+def _record_failure(store: Any, suite: Suite, label: str, settings: Settings, error: str) -> int | None:
+    if store is None:
+        return None
+    try:
+        rid = store.begin_run(suite=suite.name, label=label, model=settings.model, mtp=settings.mtp_enabled,
+                              settings=settings_json(settings.redacted(), only_set=False), config={"ab": label})
+        store.finish_run(rid, "failed", error=error)
+        return int(rid)
+    except Exception:  # the store is a record, not a reason to lose the verdict
+        return None
