@@ -1,0 +1,42 @@
+"""Every import of mtp-tune's core modules the check needs, in one place.
+
+The core is being reorganised; when a module moves, only the import lines below change. The rest of
+the check talks to the product through its CLI (`python -m tui.cli ...`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tui.core.provision import BUILD_FLAGS, BUILD_TARGETS, RPC_SERVER_NAME, SDIST_NAME, SDIST_VERSION, SERVER_NAME
+from tui.core.server.failures import classify
+from tui.core.server.memreport import parse_log
+
+try:  # the fixture is moving from tui/core to tests/helpers
+    from tests.helpers.shapemodel import write_shape_model
+except ImportError:  # pragma: no cover - before the move
+    from tui.core.shapemodel import write_shape_model
+
+__all__ = ["BUILD_FLAGS", "BUILD_TARGETS", "RPC_SERVER_NAME", "SDIST_NAME", "SDIST_VERSION", "SERVER_NAME",
+           "buffers", "classify_log", "write_shape"]
+
+
+def buffers(log_text: str) -> dict[str, Any]:
+    """What llama.cpp allocated, per device and component (the product's memreport)."""
+    rep = parse_log(log_text)
+    d = rep.to_dict()
+    return {"devices": d["devices"], "totals": d["totals"], "breakdowns": d["breakdowns"],
+            "flash_attn": rep.target.flash_attn, "complete": rep.complete}
+
+
+def classify_log(exit_code: int | None, log_text: str, argv: list[str] | None = None,
+                 was_ready: bool = False) -> dict[str, Any]:
+    """The product's failure classifier on a server log: kind, device, message, the evidence line."""
+    f = classify(exit_code, log_text.splitlines(), argv=argv, was_ready=was_ready)
+    return {"kind": f.kind.value, "flag_or_file": f.flag_or_file, "message": f.message, "evidence": f.evidence}
+
+
+def write_shape(path: Path) -> Path:
+    """The sparse shape-only Qwen3.6-35B-A3B GGUF (a few MB on disk)."""
+    return write_shape_model(path)
