@@ -23,7 +23,7 @@ from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
 from tui.core.planning.devices import DeviceSpec  # noqa: E402
 from tui.core.planning.plan import plan  # noqa: E402
 from tui.core.options.settings import Settings  # noqa: E402
-from tui.core.shapemodel import write_shape_model  # noqa: E402
+from tests.helpers.shapemodel import write_shape_model  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 HEADING = "## Memory planner"

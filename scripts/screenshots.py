@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.helpers: the shape-only model and the fixed screens
 OUT = REPO / "screenshots"
 SIZE = (120, 40)
 SUITE = """\
@@ -56,8 +57,8 @@ def save(app, name: str) -> None:  # noqa: ANN001
 
 async def real_run(work: Path) -> None:
     from tui.core.demo import prepare_demo
-    from tui.core.settings import Settings
-    from tui.core.shapemodel import write_shape_model
+    from tui.core.options.settings import Settings
+    from tests.helpers.shapemodel import write_shape_model
     from tui.core.tinymodel import PRESETS, write_tiny_model
     from tui.ui.app import make_app
     from tui.ui.launch_options import demo_settings
@@ -128,7 +129,7 @@ async def real_run(work: Path) -> None:
 
 
 async def fixed_run() -> None:
-    from tui.ui import samples
+    from tests.helpers import ui_samples as samples
     from tui.ui.app import make_app
 
     for state, keys in (("idle", ()), ("probes", ()), ("failure", ()), ("runs", ("h",))):

@@ -30,3 +30,17 @@ def test_core_does_not_import_textual_or_rich() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"tui.core pulled in: {out.stdout.strip()}"
+
+
+def test_test_fixtures_are_not_in_the_package() -> None:
+    """The shape-only model writer and the fixed UI screens live under tests/helpers (issue 12)."""
+    import importlib.util
+    from pathlib import Path
+
+    mods = _core_modules()
+    assert "tui.core.shapemodel" not in mods and "tui.core.planning.plan" in mods
+    assert importlib.util.find_spec("tui.ui.samples") is None
+    pkg = Path(tui.core.__file__).resolve().parents[1]
+    offenders = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+                 if "from tests" in p.read_text(encoding="utf-8") or "import tests" in p.read_text(encoding="utf-8")]
+    assert offenders == [], f"the package imports test helpers: {offenders}"

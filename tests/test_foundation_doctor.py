@@ -65,3 +65,25 @@ def test_doctor_bad_server_bin_is_one_paragraph(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert any("--server-bin" in w for w in data["warnings"])
     assert "Traceback" not in out.stderr
+
+
+def test_version_flag_and_doctor_show_the_package_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui
+    from tui import package_version
+
+    want = package_version()
+    assert want and want[0].isdigit()
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"mtp-tune {want}", out.stderr
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent), MTP_TUNE_CACHE_DIR=str(tmp_path / "empty"))
+    env.pop("MTP_TUNE_LLAMA_SERVER", None)
+    assert json.loads(_doctor(env, "--json").stdout)["version"] == want
+    assert f"mtp-tune     : {want}" in _doctor(env).stdout.splitlines()[0]
+    # a source checkout without installed metadata falls back to tui.__version__
+    from importlib import metadata
+
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    assert package_version() == tui.__version__

@@ -12,7 +12,7 @@ import pytest
 from tui.core.planning.gguf_meta import GGUFError
 
 from tui.core.planning.gguf_reader import read_gguf
-from tui.core.shapemodel import QWEN36_35B_A3B, write_shape_model
+from tests.helpers.shapemodel import QWEN36_35B_A3B, write_shape_model
 from tui.core.tinymodel import PRESETS, write_tiny_model
 
 

@@ -19,7 +19,7 @@ from tui.core.server.memreport import device_of
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.plan import plan
 from tests.helpers.launch import RpcServers, probe_launch
-from tui.core.reconcile import reconcile
+from tui.core.planning.reconcile import reconcile
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import pytest
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.server.memreport import parse_log
 from tui.core.planning.plan import plan
-from tui.core.reconcile import reconcile
+from tui.core.planning.reconcile import reconcile
 from tui.core.options.settings import Settings
 from tui.core.tinymodel import PRESETS, write_tiny_model
 

@@ -15,11 +15,14 @@ import pytest
 
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.probes.hygiene import ProbeWarning
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.core.sweep.definition import build_definition
 from tui.core.sweep.results import build_table
 from tui.core.sweep.backend import LaunchOutcome, classify_memory
-from tui.core.sweep.runner import PlanVerdict, Sweep, SweepEvent, SweepError, choose_knob
+from tui.core.sweep.events import SweepError, SweepEvent
+from tui.core.sweep.planning import PlanVerdict
+from tui.core.sweep.recovery import choose_knob
+from tui.core.sweep.runner import Sweep
 
 SUITE = '[[prompts]]\nname = "p"\nprompt = "Say hello."\n'
 

@@ -7,8 +7,8 @@ import dataclasses
 
 from textual.widgets import Input, Static
 
-from tui.core.settings import Settings
-from tui.ui import samples
+from tui.core.options.settings import Settings
+from tests.helpers import ui_samples as samples
 from tui.ui.app import make_app
 from tui.ui.widgets.settings_fields import ALL_FIELDS
 from tui.ui.widgets.settings_form import SettingsForm

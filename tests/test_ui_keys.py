@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tui.ui import samples
+from tests.helpers import ui_samples as samples
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.screens.help import HELP, HelpScreen
 from tui.ui.screens.runs import RunsScreen

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.ui import samples
+from tests.helpers import ui_samples as samples
 from tui.ui.app import make_app
 
 THEMES = ("mtp-dark", "mtp-light", "mtp-okabe-ito")

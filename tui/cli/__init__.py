@@ -12,6 +12,8 @@ import pkgutil
 import sys
 from types import ModuleType
 
+from tui import package_version
+
 
 def _command_names() -> dict[str, str]:
     """Command name -> module name, without importing anything (module `demo_model` is `demo-model`)."""
@@ -44,6 +46,7 @@ def build_parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
         description="Tune llama-server's MTP speculative decoding. Without a command, opens the TUI "
         "(see `mtp-tune app --help` for its options).",
     )
+    parser.add_argument("--version", action="version", version=f"mtp-tune {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, mod in sorted(commands.items()):
         p = sub.add_parser(name, help=mod.HELP, description=(mod.__doc__ or mod.HELP).strip())
@@ -55,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = _command_names()
     # No command (or only app options): the TUI.
-    if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help", "--version")):
         argv = ["app", *argv]
-    commands = _commands(None if argv[0] in ("-h", "--help") else argv[0])
+    commands = _commands(None if argv[0] in ("-h", "--help") else argv[0]) if argv[0] != "--version" else {}
     parser = build_parser(commands)
     args = parser.parse_args(argv)
     if not args.command:

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
         return 0
     s = report.server
+    print(f"mtp-tune     : {report.version}")
     print(f"llama-server : {s.get('path') or 'not found'}" + (f"  (from {s['source']})" if s.get("source") else ""))
     if s.get("version"):
         print(f"version      : {s['version']}  built with {s.get('built_with') or '?'}")

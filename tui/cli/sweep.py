@@ -124,12 +124,14 @@ def sweep_json(table: Any, outcome: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.core.argv import settings_from_argv
+    from tui.core.options.argv import settings_from_argv
     from tui.core.probes.session import with_defaults
-    from tui.core.settings import Settings
+    from tui.core.options.settings import Settings
     from tui.core.sweep.definition import SweepDefinitionError, build_definition
     from tui.core.sweep.results import build_table, save_best
-    from tui.core.sweep.runner import Sweep, SweepError, default_planner
+    from tui.core.sweep.events import SweepError
+    from tui.core.sweep.planning import default_planner
+    from tui.core.sweep.runner import Sweep
     from tui.core.sweep.state import StateError
 
     server_args: list[str] = list(args.server_args)

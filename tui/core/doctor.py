@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tui import package_version
 from tui.core import provision
 from tui.core.gpu import Nvml, or_none, read_host_memory
 from tui.core.gpu.collect import other_process_warnings
@@ -23,6 +24,7 @@ KEY_OPTIONS = ("--spec-type", "-ctkd", "-ctvd", "--fit-target", "--load-mode", "
 
 @dataclass
 class DoctorReport:
+    version: str = ""  # mtp-tune's own
     server: dict[str, Any] = field(default_factory=dict)
     nvml: dict[str, Any] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
@@ -33,6 +35,7 @@ class DoctorReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "version": self.version,
             "server": self.server,
             "nvml": self.nvml,
             "gpus": self.gpus,
@@ -79,7 +82,7 @@ def _gpus(report: DoctorReport) -> None:
 
 def collect(server_bin: str | None = None, configured: str | None = None) -> DoctorReport:
     """Gather the report; never raises for a missing piece, it becomes a warning instead."""
-    report = DoctorReport()
+    report = DoctorReport(version=package_version())
     try:
         found = provision.find_server(server_bin, configured)
     except provision.ProvisionError as exc:

@@ -182,7 +182,14 @@ def probe_attached(
     def env_check() -> list[ProbeWarning]:
         return hardware_snapshot(simulate, server_pid=server_pid)[1]
 
-    ctx = RunContext(url=url, label=label, hardware=hardware, environment_check=env_check, extra_warnings=hw_warn)
+    def running() -> Any:  # what the server runs with labels the run (see RunContext.running)
+        from tui.core.server.readiness import Readiness
+
+        with Readiness(url, api_key) as probe:
+            return probe.running_settings()
+
+    ctx = RunContext(url=url, label=label, hardware=hardware, environment_check=env_check, extra_warnings=hw_warn,
+                     running=running, label_of=(lambda rs: label or rs.label()))
     return asyncio.run(
         run_probe(url, suite, config, api_key=api_key, context=ctx, sink=store, progress=progress, cancel=cancel)
     )
@@ -212,10 +219,10 @@ def predict_memory(settings: Settings, simulate: str | None = None) -> tuple[Any
 
 
 def reconcile_memory(plan_obj: Any, plan_json: dict[str, Any] | None, report: Any) -> dict[str, Any] | None:
-    """Add predicted-vs-reported differences (tui.core.reconcile) to the stored plan JSON."""
+    """Add predicted-vs-reported differences (tui.core.planning.reconcile) to the stored plan JSON."""
     if plan_obj is None or report is None or plan_json is None:
         return plan_json
-    from tui.core.reconcile import reconcile
+    from tui.core.planning.reconcile import reconcile
 
     try:
         return {**plan_json, "reconciliation": reconcile(plan_obj, report).to_dict()}

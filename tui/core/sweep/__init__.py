@@ -23,7 +23,9 @@ from tui.core.sweep.definition import (
 )
 from tui.core.sweep.results import SweepTable, TableRow, build_table, save_best
 from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
-from tui.core.sweep.runner import PlanVerdict, Sweep, SweepError, SweepEvent, SweepOutcome, default_planner
+from tui.core.sweep.events import SweepError, SweepEvent, SweepOutcome
+from tui.core.sweep.planning import PlanVerdict, default_planner
+from tui.core.sweep.runner import Sweep
 from tui.core.sweep.search import KnobFinding, Trial, search_knob
 from tui.core.sweep.state import RowResult, SweepState, StateError, list_states, load_state
 

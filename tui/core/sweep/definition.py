@@ -24,10 +24,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from tui.core.argv import parse_value, settings_to_argv
+from tui.core.options.values import parse_value
+from tui.core.options.argv import settings_to_argv
 from tui.core.options import FIELD_BY_NAME, FALSEY, TRUTHY, FieldSpec, field_for_option, find_option
-from tui.core.settings import Settings, effective_spec_types
-from tui.core.validate import errors, validate
+from tui.core.options.settings import Settings, effective_spec_types
+from tui.core.options.validate import errors, validate
 
 #: Axis names that set the probes' generation length instead of a server option.
 N_PREDICT_NAMES = frozenset({"n-predict", "n_predict", "predict", "n", "max-tokens", "gen-len"})

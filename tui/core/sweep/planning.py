@@ -8,9 +8,23 @@ devices are not planned (their memory is only known once connected) and simply l
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tui.core.options.settings import Settings
+
+
+@dataclass(frozen=True)
+class PlanVerdict:
+    """The planner's call on a configuration: `risk` ok | tight | oom, `unknown` (could not plan), or
+    `invalid` (the server is certain to refuse it, e.g. draft-mtp on a model without MTP layers)."""
+
+    risk: str
+    message: str = ""
+    details: dict[str, Any] | None = None
+
+
+PlanCheck = Callable[[Settings], "PlanVerdict | None"]
 
 
 def _verdict_from_plan(plan: Any) -> tuple[str, str]:
@@ -24,10 +38,13 @@ def _verdict_from_plan(plan: Any) -> tuple[str, str]:
     return risk, "; ".join(parts)
 
 
-def plan_check(simulate: str | None = None) -> Callable[[Settings], Any]:
-    """A PlanCheck for `Sweep(planner=...)`: Settings -> PlanVerdict | None."""
-    from tui.core.sweep.runner import PlanVerdict
+def default_planner(simulate: str | None = None) -> PlanCheck:
+    """The memory planner as a PlanCheck (`simulate`: plan against a simulated GPU profile)."""
+    return plan_check(simulate)
 
+
+def plan_check(simulate: str | None = None) -> PlanCheck:
+    """A PlanCheck for `Sweep(planner=...)`: Settings -> PlanVerdict | None."""
     meta_cache: dict[str, Any] = {}
 
     def check(settings: Settings) -> PlanVerdict | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.core.sweep.definition import (
     Configuration,
     Objective,

@@ -22,127 +22,22 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from tui.core.server.failures import Failure, FailureKind
+from tui.core.options.settings import Settings
 from tui.core.probes.suites import Suite, SuiteError, get_suite
-from tui.core.settings import Settings
-from tui.core.sweep.backend import (
-    ALLOC_FAIL,
-    DEFAULT_READY_TIMEOUT,
-    Backend,
-    LaunchOutcome,
-    SupervisorBackend,
-)
+from tui.core.server.failures import Failure
+from tui.core.sweep.backend import DEFAULT_READY_TIMEOUT, Backend, LaunchOutcome, SupervisorBackend
 from tui.core.sweep.definition import Configuration, SweepDefinition, settings_json
-from tui.core.sweep.search import CTX_STEP, MIN_CTX, KnobFinding, Trial, ctx_start, fit_target_limit, search_knob
-from tui.core.sweep.state import RowResult, StateError, SweepLock, SweepState, open_state
-
-#: Launches with the search's answer (or the next safer values) before giving up on it.
-RELAUNCH_TRIES = 3
-
-class SweepError(RuntimeError):
-    """The sweep cannot start (bad suite, no server binary, unwritable state); one clear paragraph."""
-
-
-# --------------------------------------------------------------------------- collaborators
-
-
-class Prober(Protocol):
-    """Runs the probe suite against a ready server (`probes.runner.run_probe_sync` fits via `default_prober`)."""
-
-    def __call__(self, url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str,
-                 settings: Settings, memory: dict[str, Any] | None, plan: dict[str, Any] | None,
-                 cancel: threading.Event, progress: Callable[[Any], None], sink: Any = None) -> Any:
-        """Returns a run with `status` (ok | failed | cancelled), `summary` (probes.records.summarize_run),
-        `warnings`, `error`, `run_id` and `requests`, like probes.runner.ProbeRun."""
-        ...
-
-
-@dataclass(frozen=True)
-class PlanVerdict:
-    """The planner's call on a configuration: `risk` ok | tight | oom, `unknown` (could not plan), or
-    `invalid` (the server is certain to refuse it, e.g. draft-mtp on a model without MTP layers)."""
-
-    risk: str
-    message: str = ""
-    details: dict[str, Any] | None = None
-
-
-PlanCheck = Callable[[Settings], "PlanVerdict | None"]
-
-
-def default_prober() -> Prober:
-    """The real probe runner, run on its own event loop in the sweep's thread."""
-    from tui.core.probes.runner import RunConfig, RunContext, run_probe_sync
-
-    def probe(url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str, settings: Settings,
-              memory: dict[str, Any] | None, plan: dict[str, Any] | None, cancel: threading.Event,
-              progress: Callable[[Any], None], sink: Any = None) -> Any:
-        cfg = RunConfig(repeat=repeat) if n_predict is None else RunConfig(repeat=repeat, n_predict=n_predict)
-        from tui.core.probes.hygiene import check_memory_report
-
-        ctx = RunContext(url=url, label=label, model=settings.model, settings=settings_json(settings.redacted(), only_set=False),
-                         configured_parallel=settings.parallel, plan=plan, memory=memory,
-                         extra_warnings=check_memory_report(memory))
-        return run_probe_sync(url, suite, cfg, api_key=settings.api_key, context=ctx, sink=sink, progress=progress,
-                              cancel=cancel)
-
-    return probe  # type: ignore[return-value]
-
-
-def default_planner(simulate: str | None = None) -> PlanCheck:
-    """The memory planner as a PlanCheck (`simulate`: plan against a simulated GPU profile)."""
-    from tui.core.sweep.planning import plan_check
-
-    return plan_check(simulate)
-
-
-# --------------------------------------------------------------------------- events
-
-
-@dataclass(frozen=True)
-class SweepEvent:
-    """Progress for the CLI and the TUI.
-
-    `kind`: started | row_started | launching | ready | launch_failed | search_trial | search_done |
-    probe | row_done | stopped | finished. `done`/`total` count rows (skipped and duplicate rows are
-    done at once); `eta_s` is None until something has been measured.
-    """
-
-    kind: str
-    done: int
-    total: int
-    elapsed_s: float
-    eta_s: float | None = None
-    row: Configuration | None = None
-    result: RowResult | None = None
-    message: str = ""
-    launches: int = 0
-    probe: Any = None  # probes.runner.ProbeProgress for kind "probe"
-    trial: Trial | None = None
-
-
-EventFn = Callable[[SweepEvent], None]
-
-
-@dataclass
-class SweepOutcome:
-    """What `Sweep.run()` returns."""
-
-    state: SweepState
-    stopped: str  # done | cancelled | budget
-    seconds: float
-    launches: int  # launches in this session
-    ran: list[str]  # row keys run in this session
-
-    @property
-    def complete(self) -> bool:
-        return self.stopped == "done"
-
+from tui.core.sweep.events import EventFn, SweepError, SweepEvent, SweepOutcome
+from tui.core.sweep.planning import PlanCheck, PlanVerdict, default_planner
+from tui.core.sweep.probing import Prober, default_prober
+from tui.core.sweep.recovery import RELAUNCH_TRIES, Recovery
+from tui.core.sweep.rows import ctx_warning, memory_summary, row_from_run
+from tui.core.sweep.search import KnobFinding
+from tui.core.sweep.state import RowResult, StateError, SweepLock, open_state
 
 # --------------------------------------------------------------------------- the sweep
 
@@ -185,6 +80,7 @@ class Sweep:
         self._fresh = fresh
         self.state = open_state(definition.sweep_id, definition.to_json(), state_root, fresh=fresh)
         self._cancel = threading.Event()
+        self._recovery = Recovery(self.backend, self._launch, self._emit, self._cancel, definition.fit_step_mib)
         self._t0 = time.monotonic()
         self._launches = 0
         self._ran: list[str] = []
@@ -427,7 +323,7 @@ class Sweep:
         finding: KnobFinding | None = None
         finding_entry: dict[str, Any] = {}
         if not out.ok and out.memory_failure:
-            finding, out, settings = self._search(first, settings, out)
+            finding, out, settings = self._recovery.search(first, settings, out)
             if self._cancel.is_set():
                 self.backend.stop()
                 return
@@ -445,13 +341,13 @@ class Sweep:
             for c in group:
                 self._finish_row(c, RowResult(c.key, "failed", reason=reason, failure_kind=kind,
                                               settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan,
-                                              memory=_memory_summary(out), warnings=list(warnings),
+                                              memory=memory_summary(out), warnings=list(warnings),
                                               finding=finding.to_json() if finding else None, run_id=rid,
                                               launch=self.state.launches, log_path=out.log_path, started_at=started))
             self.backend.stop()
             return
-        mem = _memory_summary(out)
-        mem_warn = _ctx_warning(settings, mem)
+        mem = memory_summary(out)
+        mem_warn = ctx_warning(settings, mem)
         if mem_warn:
             warnings.append(mem_warn)
         self._emit("ready", row=first, message=f"ready in {out.seconds:.1f} s")
@@ -472,22 +368,22 @@ class Sweep:
                 return
             tries = 0
             while (run.status != "ok" and finding is not None and finding.converged and tries < RELAUNCH_TRIES
-                   and self._probe_ran_out_of_memory(run)):
+                   and self._recovery.probe_ran_out_of_memory(run)):
                 # The search's answer loaded and decoded a few tokens, but the probe ran out of
                 # memory: the bound is too close. Step to the safe side and measure again.
                 tries += 1
-                moved = self._step_safer(finding, settings, run)
+                moved = self._recovery.step_safer(finding, settings, run)
                 if moved is None:
                     break
                 settings, out = moved
-                mem = _memory_summary(out)
+                mem = memory_summary(out)
                 finding_entry.update(finding.to_json())
                 run = self._probe(c, settings, out, plan, suite)
                 if run is None or run.status == "cancelled" or self._cancel.is_set():
                     return
             self._work_s += time.monotonic() - t1
             self._work_done += self._weight(c)
-            row = _row_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
+            row = row_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
             row.started_at = row_started
             if run.status != "ok":
                 f = self.backend.failure()
@@ -497,36 +393,6 @@ class Sweep:
                     row.failure_kind = f.kind.value
             self._finish_row(c, row)
         self.backend.stop()
-
-    def _probe_ran_out_of_memory(self, run: Any) -> bool:
-        texts = [run.error or ""] + [getattr(r, "error", None) or "" for r in (run.requests or [])]
-        if any(ALLOC_FAIL.search(t) for t in texts):
-            return True
-        f = self.backend.failure()
-        return f is not None and f.kind in (FailureKind.OOM_DEVICE, FailureKind.OOM_HOST, FailureKind.CRASH, FailureKind.KILLED)
-
-    def _step_safer(self, finding: KnobFinding, settings: Settings, run: Any) -> tuple[Settings, LaunchOutcome] | None:
-        """Relaunch one step to the safe side of `finding`; updates the finding. None if that fails."""
-        direction = 1 if finding.knob == "fit_target" else -1
-        value = int(finding.value or 0) + direction * finding.step
-        if (direction > 0 and value > finding.limit) or (direction < 0 and value < finding.limit):
-            return None
-        self.backend.stop()
-        finding.trials.append(Trial(int(finding.value or 0), "oom", f"the probe ran out of memory: {(run.error or '')[:160]}"))
-        new = replace(settings, fit_target=[value]) if finding.knob == "fit_target" else replace(settings, ctx_size=value)
-        out = self._launch(new)
-        ok = out.ok
-        finding.trials.append(Trial(value, "ok" if ok else "oom" if out.memory_failure else "failed",
-                                    "relaunch after the probe ran out of memory" if ok else f"relaunch: {out.reason}",
-                                    round(out.seconds, 3)))
-        if not ok:
-            finding.converged = False
-            finding.message += f" The probe ran out of memory at {finding.value} and {value} did not launch: {out.reason}"
-            return None
-        finding.message += (f" The probe ran out of memory at {finding.flag} {finding.value} ({(run.error or '')[:120]}), "
-                            f"so the row uses {value} {finding.unit}.")
-        finding.value = value
-        return new, out
 
     def _probe(self, c: Configuration, settings: Settings, out: LaunchOutcome, plan: dict[str, Any] | None,
                suite: Suite) -> Any:
@@ -548,139 +414,3 @@ class Sweep:
         finally:
             self._current = None
 
-    # ---- the knob search ----------------------------------------------------------------
-
-    def _search(self, c: Configuration, settings: Settings, failed: LaunchOutcome) -> tuple[KnobFinding, LaunchOutcome, Settings]:
-        """Search the knob that fixes `failed`; returns the finding, the outcome with the answer
-        (a running server when found) and the settings used."""
-        knob = choose_knob(settings, failed)
-        step = self.definition.fit_step_mib if knob == "fit_target" else CTX_STEP
-        origin: int
-        if knob == "fit_target":
-            origin = start = int(settings.fit_target[0]) if settings.fit_target else 1024
-            # fit changes nothing while the target is at most the free memory left after its
-            # projection ("no changes needed"), so every such value fails like the start: skip them.
-            if failed.fit_headroom_mib is not None and failed.fit_headroom_mib > start:
-                start += ((failed.fit_headroom_mib - start) // step) * step
-            limit = fit_target_limit([int(dv.get("free_mib") or 0) for dv in failed.devices if "cpu" not in str(dv.get("name", "")).lower()])
-            limit = start + ((limit - start) // step) * step
-        else:
-            n_ctx = None
-            with contextlib.suppress(Exception):
-                n_ctx = int((failed.memory or {}).get("target", {}).get("params", {}).get("n_ctx"))
-            origin = start = ctx_start(settings.ctx_size, n_ctx)
-            limit = MIN_CTX
-        direction = 1 if knob == "fit_target" else -1
-
-        def with_knob(v: int) -> Settings:
-            return replace(settings, fit_target=[v]) if knob == "fit_target" else replace(settings, ctx_size=v)
-
-        def judge(o: LaunchOutcome) -> tuple[str, str]:
-            if o.cancelled:
-                return "cancelled", ""
-            if o.ok:
-                return "ok", "loaded and decoded"
-            if knob == "fit_target" and o.fit_gave_up:
-                return "overshoot", "fit cannot keep that much free"
-            if o.memory_failure:
-                return "oom", ("out of memory at the first decode" if o.at_first_decode else "out of memory at load")
-            if o.failure is not None and o.failure.kind in (FailureKind.CRASH, FailureKind.KILLED):
-                # Only the knob changed since a genuine allocation failure: a crash or a kill while
-                # loading or at the first decode is the same shortage surfacing elsewhere (an
-                # unchecked allocation, the OOM killer).
-                return "oom", f"{o.failure.message} Counted as out of memory: only {knob.replace('_', '-')} changed."
-            return "failed", (o.failure.message if o.failure else "the launch failed")
-
-        def trial(v: int) -> Trial:
-            o = self._launch(with_knob(v))
-            outcome, detail = judge(o)
-            self.backend.stop()
-            return Trial(v, outcome, detail, round(o.seconds, 3))  # type: ignore[arg-type]
-
-        def on_trial(t: Trial) -> None:
-            self._emit("search_trial", row=c, trial=t, message=f"{knob.replace('_', '-')} {t.value}: {t.outcome}")
-
-        first_jump = 1 if knob == "fit_target" else max(1, abs(start - limit) // step // 2)
-        finding = search_knob(knob, trial, start=start, step=step, limit=limit, cause=failed.reason, cancel=self._cancel,
-                              on_trial=on_trial, first_jump=first_jump)
-        finding.origin = origin
-        self._emit("search_done", row=c, message=finding.message)
-        if not finding.converged or finding.value is None:
-            return finding, failed, settings
-        # Measure with the answer. Right at the bound a launch can pass once and fail the next time
-        # (allocation order, threads); then step to the safe side, a few times at most.
-        value = finding.value
-        for _ in range(RELAUNCH_TRIES):
-            final = with_knob(value)
-            out = self._launch(final)
-            if out.ok or out.cancelled:
-                if value != finding.value:
-                    finding.message += (f" {finding.flag} {finding.value} failed when launched again, so the row "
-                                        f"uses {value} {finding.unit}, the first value that loaded again.")
-                    finding.value = value
-                return finding, out, final
-            outcome, detail = judge(out)
-            t = Trial(value, outcome, f"relaunch: {detail}", round(out.seconds, 3))  # type: ignore[arg-type]
-            finding.trials.append(t)
-            on_trial(t)
-            nxt = value + direction * step
-            if outcome != "oom" or (direction > 0 and nxt > limit) or (direction < 0 and nxt < limit):
-                break
-            self.backend.stop()
-            value = nxt
-        finding.converged = False
-        finding.message += f" But launching again with {finding.flag} {value} failed: {out.reason}"
-        return finding, out, final
-
-
-def choose_knob(settings: Settings, failed: LaunchOutcome) -> str:
-    """fit-target when fit can act on the failing memory (a GPU/RPC device, fit on, and something
-    left for fit to change); otherwise the context size."""
-    fit_on = settings.fit is not False
-    fit_free = settings.ctx_size is None or settings.n_gpu_layers in (None, "auto")
-    if failed.memory_on_device and fit_on and fit_free:
-        return "fit_target"
-    return "ctx_size"
-
-
-def _memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:
-    m = out.memory
-    if not m:
-        return None
-    devices = {dev: round(sum(float(v) for v in comps.values()), 1) for dev, comps in (m.get("devices") or {}).items()}
-    total = round(sum(devices.values()), 1)
-    n_ctx = None
-    with contextlib.suppress(Exception):
-        n_ctx = int(m["target"]["params"]["n_ctx"])
-    return {"total_mib": total, "devices": devices, "totals": m.get("totals"), "n_ctx": n_ctx,
-            "device_free_mib": {d.get("name"): d.get("free_mib") for d in out.devices} or None}
-
-
-def _ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
-    if not mem or not mem.get("n_ctx") or not settings.ctx_size:
-        return None
-    if mem["n_ctx"] < settings.ctx_size:
-        return f"the server runs with a context of {mem['n_ctx']} tokens, not the {settings.ctx_size} asked for"
-    return None
-
-
-def _row_from_run(c: Configuration, run: Any, settings: Settings, mem: dict[str, Any] | None, plan: dict[str, Any] | None,
-                  warnings: list[str], finding: KnobFinding | None, launch: int, log_path: str | None) -> RowResult:
-    s = run.summary or {}
-    ws = list(warnings) + [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
-    if finding is not None and finding.converged:
-        ws.insert(0, f"{finding.flag} set to {finding.value} {finding.unit} after a memory allocation failure "
-                     f"({finding.message})")
-    passes = [{"tg_tps": p.get("tg_tps"), "pp_tps": p.get("pp_tps"), "acceptance": p.get("acceptance")}
-              for p in s.get("passes") or [] if p.get("complete", True)]
-    row = RowResult(
-        c.key, "ok" if run.status == "ok" else "failed",
-        reason=run.error if run.status != "ok" else None,
-        failure_kind=None if run.status == "ok" else "probe_failed",
-        settings=settings_json(settings.redacted()), n_predict=c.n_predict,
-        tg_tps=s.get("tg_tps_median"), pp_tps=s.get("pp_tps_median"), acceptance=s.get("acceptance"),
-        tg_summary=s.get("tg_tps"), pp_summary=s.get("pp_tps"), passes=passes,
-        mean_accept_len=s.get("mean_accept_len"), memory=mem, plan=plan, warnings=ws,
-        finding=finding.to_json() if finding else None, run_id=run.run_id, launch=launch, log_path=log_path,
-    )
-    return row

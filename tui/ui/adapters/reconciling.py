@@ -1,4 +1,4 @@
-"""Predicted (the core plan) vs reported (the server's memory report) rows, via `tui.core.reconcile`.
+"""Predicted (the core plan) vs reported (the server's memory report) rows, via `tui.core.planning.reconcile`.
 
 A CPU-only report (everything on `Host`, as in the demo's CPU server) is held against a CPU plan of
 the same settings; a GPU report against the plan for the devices on screen.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tui.core.gpu.types import GpuSnapshot
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
 from tui.ui.view import ReconcileRow
 
@@ -30,7 +30,7 @@ class _Reported:
 def rows(settings: Settings | None, memory: dict[str, Any] | None, snapshot: GpuSnapshot | None,
          options: AppOptions) -> tuple[ReconcileRow, ...]:
     """Never raises: no rows when there is nothing (or nothing reliable) to compare."""
-    from tui.core.reconcile import reconcile
+    from tui.core.planning.reconcile import reconcile
     from tui.ui.adapters.planning import core_plan
 
     devices = (memory or {}).get("devices") or {}

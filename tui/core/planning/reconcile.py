@@ -1,7 +1,7 @@
 """Predicted vs reported memory, per device and component, as data (shown to the user and stored).
 
 After every launch the supervisor's memory report (tui.core.server.memreport) is compared with the plan
-(tui.core.planner); the differences are kept as plain numbers so the planner's error is always
+(tui.core.planning.plan); the differences are kept as plain numbers so the planner's error is always
 visible. The calibration launches that feed it live in tests/helpers/launch.py.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.core.server.memreport import MemoryReport
 from tui.core.planning.result import COMPONENT_KEYS, Plan
+from tui.core.server.memreport import MemoryReport
 
 #: Tolerances of the goals: absolute MiB or relative, whichever is larger.
 EXACT_COMPONENTS: tuple[str, ...] = ("weights", "kv", "draft_kv", "recurrent")
