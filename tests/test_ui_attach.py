@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.llama import llama_server
 from tui.core.hwprofiles import PROFILES
 from tui.core.paths import config_dir
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 
@@ -98,3 +98,33 @@ async def test_frozen_server_never_freezes_the_screen(server_bin: Path, tiny_mod
             except ProcessLookupError:
                 pass
         assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
+def test_attached_run_is_labelled_from_the_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """The form says nothing about MTP (spec-type none); the server runs draft-mtp with n-max 3: the stored
+    run says what the server runs, not what the form shows."""
+    import threading
+
+    from tui.core.server.events import ServerState
+    from tui.ui.backend import Backend
+    from tui.ui.view import ProbeState
+
+    extra = ["--spec-type", "draft-mtp", "--spec-draft-n-max", "3"]
+    with llama_server(server_bin, tiny_models["tiny-mtp"], extra, tmp_path) as srv:
+        backend = Backend(AppOptions(attach_url=srv.url, probe_suite=str(suite_file()), probe_repeat=1,
+                                     probe_n_predict=16))
+        try:
+            backend.on_server_change(lambda: None)
+            assert backend.handle is not None and backend.handle.wait_ready(30) == ServerState.READY
+            assert Settings().mtp_enabled is False  # the form: spec-type "none (default)"
+            state, run_id, error = backend.run_probes(str(suite_file()), Settings(), ProbeState(), lambda _s: None,
+                                                      threading.Event())
+            assert error is None and run_id is not None
+            row = backend.store().require(run_id)
+            assert row.mtp is True
+            assert row.label is not None and row.label.startswith("MTP n3"), row.label
+            assert row.settings is not None and row.settings["spec_type"] == ["draft-mtp"]
+            assert row.settings["spec_draft_n_max"] == 3
+            assert state.summaries[-1].config == row.label and state.summaries[-1].acceptance == pytest.approx(1.0)
+        finally:
+            backend.close()

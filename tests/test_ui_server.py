@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import Input
 
 from tui.core.hwprofiles import PROFILES
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 
@@ -110,3 +110,22 @@ async def test_failure_is_explained(server_bin: Path, tmp_path: Path) -> None:
         await pilot.press("o")  # the raw log, one key away
         await pilot.pause()
         assert app.screen.__class__.__name__ == "LogScreen"
+
+
+def test_each_launch_writes_one_history_entry(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """The supervisor is the one writer of launch history: a TUI launch, then a restart, leave two entries."""
+    from tui.core.profiles import history_dir, load_history_entry
+    from tui.ui.backend import Backend
+
+    options = _options(server_bin, tiny_models["tiny-mtp"], tmp_path)
+    backend = Backend(options)
+    try:
+        assert backend.server_action("launch", options.settings) is None
+        assert backend.status().state == "ready"
+        entries = sorted(history_dir().glob("*.toml"))
+        assert len(entries) == 1, entries
+        assert load_history_entry(entries[0]).settings.spec_draft_n_max == 3
+        assert backend.server_action("restart", options.settings) is None
+        assert len(list(history_dir().glob("*.toml"))) == 2
+    finally:
+        backend.close()

@@ -13,7 +13,8 @@ from typing import Any
 
 from tui.core.gpu.types import GpuSnapshot, ServerView
 from tui.core.options.settings import Settings
-from tui.ui.adapters import planning, probing, profiles, reconciling, runs, server_view
+from tui.core.server.handle import ServerHandle
+from tui.ui.adapters import planning, probing, reconciling, runs, server_view
 from tui.ui.options import AppOptions
 from tui.ui.view import CompareRow, PlanView, ProbeState, ReconcileRow, RunRow, ServerStatus
 from tui.ui.widgets.settings_form import FieldProblem
@@ -147,7 +148,7 @@ class Backend:
             sup = self._ensure_supervisor()
             args = settings_to_argv(settings)
             self.running_settings = settings
-            profiles.record_launch(settings)
+            # History: the supervisor records every launch it makes (the one writer).
             if action == "restart":
                 sup.restart(args)
             else:
@@ -168,20 +169,25 @@ class Backend:
         finally:
             self._notify()
 
+    @property
+    def handle(self) -> ServerHandle | None:
+        """The server the App talks to: the one it watches, or the one it runs."""
+        return self._attachment or self._supervisor
+
     def status(self) -> ServerStatus:
-        handle = self._attachment or self._supervisor
+        handle = self.handle
         return server_view.status_of(handle, attached=bool(self.options.attach_url), reconcile=self._reconcile)
 
     def full_log(self) -> tuple[list[str], str | None]:
-        handle = self._attachment or self._supervisor
+        handle = self.handle
         if handle is None:
             return [], None
-        path = getattr(handle, "log_path", None) or getattr(handle, "log_file", None)
+        path = handle.log_path
         return handle.tail(), str(path) if path else None
 
     @property
     def base_url(self) -> str | None:
-        handle = self._attachment or self._supervisor
+        handle = self.handle
         return handle.base_url if handle is not None else None
 
     @property
@@ -202,11 +208,12 @@ class Backend:
         self, suite: str, settings: Settings, previous: ProbeState,
         progress: Callable[[ProbeState], None], cancel: threading.Event,
     ) -> tuple[ProbeState, Any, str | None]:
+        handle = self.handle
         url = self.base_url
-        if url is None:
+        if handle is None or url is None:
             return previous, None, "no server to probe"
         return probing.run(
-            url=url, api_key=self.api_key, suite=suite, settings=settings, previous=previous,
+            url=url, api_key=self.api_key, running=handle.running_settings, suite=suite, settings=settings, previous=previous,
             progress=progress, cancel=cancel, store=self.store(), hardware=self.options.hardware,
             plan=self.latest_plan, memory=self._memory_snapshot(),
             repeat=self.options.probe_repeat, n_predict=self.options.probe_n_predict,
@@ -232,7 +239,7 @@ class Backend:
             return None, str(exc)
 
     def _memory_snapshot(self) -> dict[str, Any] | None:
-        handle = self._attachment or self._supervisor
+        handle = self.handle
         return handle.memory_snapshot() if handle is not None else None
 
     def store(self) -> Any:

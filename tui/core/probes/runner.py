@@ -108,6 +108,11 @@ class RunContext:
     #: Called before the first and after the last request: GPU contamination, host spill.
     environment_check: Callable[[], list[ProbeWarning]] | None = None
     extra_warnings: list[ProbeWarning] = field(default_factory=list)
+    #: Asks the server's handle what it runs with (a RunningSettings); with `label_of`, the stored
+    #: label and MTP flag are set from it after the warm-up (an attached server's n-max shows then).
+    running: Callable[[], Any] | None = None
+    label_of: Callable[[Any], str] | None = None
+    settings_of: Callable[[Any], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +231,7 @@ class ProbeRunner:
             self._env_check()
             if self.config.warmup:
                 await self._warmup()
+            await self._label_from_server()
             await self._passes()
             self._env_check()
         except _Cancelled:
@@ -322,6 +328,32 @@ class ProbeRunner:
                 fields["mtp"] = bool(found["speculative"])
             if not self.context.model and found.get("model_path"):
                 fields["model"] = found["model_path"]
+            self.sink.update_run(self.run_id, **fields)
+
+    async def _label_from_server(self) -> None:
+        """Label the run from what the server runs with, never from a form it did not see."""
+        ctx = self.context
+        if ctx.running is None:
+            return
+        try:
+            rs = await self._cancellable(asyncio.to_thread(ctx.running))
+        except _Cancelled:
+            raise
+        except Exception:  # the label keeps what was known at the start
+            return
+        if rs is None:
+            return
+        self._server["running"] = rs.to_json()
+        fields: dict[str, Any] = {"server": self._server}
+        if rs.mtp is not None:
+            fields["mtp"] = bool(rs.mtp)
+        if ctx.label_of is not None:
+            ctx.label = ctx.label_of(rs)
+            fields["label"] = ctx.label
+        if ctx.settings_of is not None:
+            ctx.settings = ctx.settings_of(rs)
+            fields["settings"] = ctx.settings
+        if self.sink is not None and self.run_id is not None:
             self.sink.update_run(self.run_id, **fields)
 
     async def _warmup(self) -> None:

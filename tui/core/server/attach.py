@@ -28,6 +28,7 @@ from tui.core.server.events import (
     default_memreport,
 )
 from tui.core.server.failures import Failure, FailureKind
+from tui.core.server.handle import RunningSettings
 from tui.core.server.readiness import Readiness
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,18 @@ class Attachment(HandleCore):
     @property
     def base_url(self) -> str:
         return self.url
+
+    @property
+    def log_path(self) -> Path | None:
+        return self.log_file
+
+    def running_settings(self) -> RunningSettings | None:
+        """What the server says it runs with (asks it now; None when it does not answer)."""
+        with Readiness(self.url, self.api_key, self.model) as probe:
+            return probe.running_settings()
+
+    def release(self) -> None:
+        self.detach()
 
     def client(self) -> LlamaClient:
         """A new async client for this server (the caller closes it)."""

@@ -12,9 +12,10 @@ from typing import Any
 
 import httpx
 
-from tui.core.server.client import find_model, sync_client
+from tui.core.server.client import find_model, parse_prometheus, sync_client
 from tui.core.server.events import ServerState
 from tui.core.server.failures import Failure, FailureKind, router_unknown_model
+from tui.core.server.handle import RunningSettings
 
 
 class Readiness:
@@ -72,6 +73,31 @@ class Readiness:
             _, data = self.models()
             return router_unknown_model(str(self.model), [str(m.get("id", "?")) for m in data], log_path)
         return None  # 200 success, or 400 "model is already running"
+
+    def running_settings(self) -> RunningSettings | None:
+        """What the server says it runs with (/props, /slots, /metrics); None when it does not answer."""
+        params = {"model": self.model} if self.model else None
+        try:
+            r = self.http.get("/props", params=params)
+            props = r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        if not isinstance(props, dict):
+            return None
+        slots: list[dict[str, Any]] | None = None
+        try:
+            r = self.http.get("/slots", params=params)
+            data = r.json() if r.status_code == 200 else None
+            slots = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else None
+        except (httpx.HTTPError, ValueError):
+            slots = None  # --no-slots: speculation stays unknown
+        per_pos: dict[int, float] | None = None
+        try:
+            r = self.http.get("/metrics", params=params)
+            per_pos = parse_prometheus(r.text).accepted_per_position if r.status_code == 200 else None
+        except httpx.HTTPError:
+            per_pos = None  # no --metrics: n-max stays unknown
+        return RunningSettings.from_server(props, slots, per_pos)
 
     # ---- one look, for a server mtp-tune only watches ------------------------------------
 

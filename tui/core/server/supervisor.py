@@ -45,6 +45,7 @@ from tui.core.server.events import (
     default_memreport,
 )
 from tui.core.server.failures import Failure, FailureKind, classify, ready_timeout, router_model_failure
+from tui.core.server.handle import RunningSettings
 from tui.core.server.history import new_log_path, record_history
 from tui.core.server.launch import Launch, spawn_failure
 from tui.core.server.process import SpawnError, child_env, free_port, pump_output, register, spawn, unregister
@@ -170,6 +171,11 @@ class Supervisor(HandleCore):
         given = opt_value(self._args, "--api-key")
         return given.split(",")[0] if given else None
 
+    def running_settings(self) -> RunningSettings | None:
+        """The settings of the current launch, read from the argv it ran (None before any launch)."""
+        launch = self._launch
+        return RunningSettings.from_argv(launch.argv[1:]) if launch is not None else None
+
     # ---- control -------------------------------------------------------------------------
 
     def build_argv(self, args: Sequence[str] | None = None) -> tuple[list[str], str, int | None]:
@@ -224,6 +230,9 @@ class Supervisor(HandleCore):
             self._set_state(launch, ServerState.STOPPING)
         self._terminate(launch, proc, grace)
         return launch.exit_code
+
+    def release(self) -> None:
+        self.close()
 
     def close(self) -> None:
         """Stop the server and forget this supervisor (no more cleanup on exit needed)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from tui.core.paths import config_dir
 from tui.core.options.settings import Settings
+from tui.core.server.handle import DEFAULT_N_MAX, RunningSettings
 from tui.ui.view import PlanView, ProbePoint, ProbeState, ProbeSummary
 
 MAX_SERIES = 4
@@ -27,9 +28,16 @@ def suite_names() -> tuple[str, ...]:
     return (*BUILTIN, *user)
 
 
-def config_label(settings: Settings) -> str:
-    """A short name for the configuration a series measures (what users change between runs)."""
-    parts = [f"MTP n{settings.spec_draft_n_max or 3}" if settings.mtp_enabled else "no MTP"]
+def config_label(settings: Settings, running: RunningSettings | None = None) -> str:
+    """A short name for the configuration a series measures (what users change between runs).
+
+    With the running settings of a server mtp-tune only watches, MTP and its n-max come from what
+    the server says (unknowns shown as `?`), never from the form."""
+    if running is not None and running.source == "server":
+        settings = running.apply(settings)
+        parts = [running.label()]
+    else:
+        parts = [f"MTP n{settings.spec_draft_n_max or DEFAULT_N_MAX}" if settings.mtp_enabled else "no MTP"]
     if settings.ubatch_size:
         parts.append(f"ub{settings.ubatch_size}")
     if settings.mtp_enabled and settings.cache_type_k_draft:
@@ -128,13 +136,21 @@ class _Progress:
 def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previous: ProbeState,
         progress: Callable[[ProbeState], None], cancel: threading.Event, store: Any, hardware: Any,
         plan: PlanView | None, memory: dict[str, Any] | None, repeat: int = 3,
-        n_predict: int = 512) -> tuple[ProbeState, Any, str | None]:
-    """Run `suite` against `url` (blocking; a worker thread). Returns (final state, run id, error)."""
+        n_predict: int = 512,
+        running: Callable[[], RunningSettings | None] | None = None) -> tuple[ProbeState, Any, str | None]:
+    """Run `suite` against `url` (blocking; a worker thread). Returns (final state, run id, error).
+
+    `running` asks the server's handle what it runs with; the run is labelled and stored from that
+    (a launched server: the argv it ran; an attached one: what it says), the form only fills gaps."""
     from tui.core.probes.runner import RunConfig, RunContext, run_probe_sync
     from tui.core.probes.suites import SuiteError
     from tui.core.profiles import settings_to_dict
 
-    config = config_label(settings)
+    rs = running() if running is not None else None
+    if rs is not None:
+        settings = rs.apply(settings)
+    config = config_label(settings, rs)
+    form = settings
     try:
         tracker = _Progress(previous, config, suite, progress)
     except SuiteError as exc:
@@ -143,9 +159,14 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
     if hardware is not None:
         hw = {"simulated": True, "profile": hardware.key, "description": hardware.description,
               "devices": [{"name": d.name, "total_mib": d.total_mib} for d in hardware.devices]}
+    attached = rs is not None and rs.source == "server"
     context = RunContext(
         url=url, label=config, model=settings.model, settings=settings_to_dict(settings),
         configured_parallel=settings.parallel, hardware=hw, memory=memory,
+        # An attached server tells its n-max only after a speculative request: relabel after the warm-up.
+        running=running if attached else None,
+        label_of=(lambda r: config_label(form, r)) if attached else None,
+        settings_of=(lambda r: settings_to_dict(r.apply(form))) if attached else None,
     )
     try:
         result = run_probe_sync(
@@ -154,6 +175,12 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
         )
     except Exception as exc:  # noqa: BLE001 - the runner's own errors are in result; this is the unexpected
         return dataclasses.replace(tracker.state, running=False), None, f"the probe run stopped: {exc}"
+    if context.label and context.label != config:  # the server told more than at the start
+        tracker.raw.pop(config, None)
+        points = tuple(dataclasses.replace(p, config=context.label) if p.config == config else p
+                       for p in tracker.state.points)
+        tracker.state = dataclasses.replace(tracker.state, points=points)
+        config = context.label
     final_summary = _summary(config, result.summary, result.run_id)
     tracker.raw[config] = result.summary
     summaries = (*tracker.base_summaries, final_summary)
