@@ -1,0 +1,295 @@
+"""Searches as actions: the largest context that fits, and the smallest `--fit-target` that survives.
+
+Both answer a question a user otherwise settles by hand, one launch at a time:
+
+* `largest_ctx`: plan first (a binary search over the context with the memory planner, instant),
+  then confirm with a real launch that survives a first decode; if it does not, step down with the
+  sweep's knob search (`sweep.search.search_knob`: gallop, then bisect to one 256-cell block).
+* `smallest_fit_target`: the smallest `--fit-target` (MiB `--fit` keeps free per device) that
+  survives a first decode, to one 64 MiB step: what a laptop user does by hand. From a failing value
+  the sweep's own recovery searches upward (`sweep.recovery.Recovery`); from a working value the
+  knob search climbs from the floor (0) to it, so the answer is the smallest working value either way.
+
+Each returns a `SearchResult`: the input settings with the answer applied (what a UI offers as the
+new setting) and the evidence (every trial with its outcome). Progress goes to `on_event`; setting
+`cancel` stops between launches and aborts a launch in progress within 0.2 s.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tui.core.options.settings import Settings
+from tui.core.planning.devices import DeviceSpec
+from tui.core.planning.errors import PlanError
+from tui.core.planning.gguf_meta import GGUFMeta
+from tui.core.server.failures import FailureKind
+from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
+from tui.core.sweep.recovery import Recovery, choose_knob
+from tui.core.sweep.search import CTX_STEP, MIN_CTX, KnobFinding, Knob, Trial, search_knob
+from tui.core.tuning.progress import EventFn, Progress, new_cancel
+
+FIT_STEP_MIB = 64
+DEFAULT_FIT_TARGET_MIB = 1024
+
+
+@dataclass
+class SearchResult:
+    """What a search found: `settings` is the input with `value` applied (None when nothing works)."""
+
+    knob: Knob
+    value: int | None
+    settings: Settings | None
+    message: str
+    trials: list[Trial] = field(default_factory=list)  # every launch, in order, with its outcome
+    finding: KnobFinding | None = None  # the knob search's own record, when one ran
+    planned: int | None = None  # largest_ctx: the planner's answer before any launch
+    plan_trials: list[tuple[int, str]] = field(default_factory=list)  # (ctx, risk) the planner was asked
+    cancelled: bool = False
+
+    @property
+    def found(self) -> bool:
+        return self.value is not None and self.settings is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"knob": self.knob, "value": self.value, "message": self.message, "cancelled": self.cancelled,
+                "planned": self.planned, "plan_trials": [list(t) for t in self.plan_trials],
+                "trials": [t.to_json() for t in self.trials], "finding": self.finding.to_json() if self.finding else None}
+
+
+def judge(knob: Knob, o: LaunchOutcome) -> tuple[str, str]:
+    """A launch's outcome as a search trial: ok | oom | overshoot | failed | cancelled, and why."""
+    if o.cancelled:
+        return "cancelled", ""
+    if o.ok:
+        return "ok", "loaded and decoded"
+    if knob == "fit_target" and o.fit_gave_up:
+        return "overshoot", "fit cannot keep that much free"
+    if o.memory_failure:
+        return "oom", ("out of memory at the first decode" if o.at_first_decode else "out of memory at load")
+    if o.failure is not None and o.failure.kind in (FailureKind.CRASH, FailureKind.KILLED):
+        # Only the knob changed since a genuine allocation failure: a crash or a kill while loading
+        # or at the first decode is the same shortage surfacing elsewhere (unchecked allocation, OOM killer).
+        return "oom", f"{o.failure.message} Counted as out of memory: only {knob.replace('_', '-')} changed."
+    return "failed", (o.failure.message if o.failure else "the launch failed")
+
+
+class _Launcher:
+    """Launches with one knob changed, records every trial and reports it."""
+
+    def __init__(self, knob: Knob, settings: Settings, backend: Backend, cancel: threading.Event, prog: Progress) -> None:
+        self.knob, self.settings, self.backend, self.cancel, self.prog = knob, settings, backend, cancel, prog
+        self.trials: list[Trial] = []
+
+    def with_value(self, v: int) -> Settings:
+        return replace(self.settings, fit_target=[v]) if self.knob == "fit_target" else replace(self.settings, ctx_size=v)
+
+    def launch(self, s: Settings) -> LaunchOutcome:
+        self.prog.emit("launching", f"launching with {_flag(self.knob)} {_value(self.knob, s)}")
+        return self.backend.launch(s, self.cancel)
+
+    def record(self, t: Trial) -> None:
+        self.trials.append(t)
+        self.prog.step()
+        self.prog.emit("trial", f"{_flag(self.knob)} {t.value}: {t.outcome}" + (f" ({t.detail})" if t.detail else ""), trial=t)
+
+    def trial(self, v: int) -> Trial:
+        o = self.launch(self.with_value(v))
+        outcome, detail = judge(self.knob, o)
+        self.backend.stop()
+        t = Trial(v, outcome, detail, round(o.seconds, 3))  # type: ignore[arg-type]
+        self.record(t)
+        return t
+
+    def outcome(self, v: int) -> tuple[Trial, LaunchOutcome]:
+        """One launch at `v`, kept running (stopped by the caller); for the recovery's start."""
+        o = self.launch(self.with_value(v))
+        outcome, detail = judge(self.knob, o)
+        t = Trial(v, outcome, detail, round(o.seconds, 3))  # type: ignore[arg-type]
+        self.record(t)
+        return t, o
+
+
+def _flag(knob: Knob) -> str:
+    return "--fit-target" if knob == "fit_target" else "--ctx-size"
+
+
+def _value(knob: Knob, s: Settings) -> Any:
+    return (s.fit_target[0] if s.fit_target else DEFAULT_FIT_TARGET_MIB) if knob == "fit_target" else s.ctx_size
+
+
+def _backend(backend: Backend | None, server_bin: str | Path | None) -> tuple[Backend, bool]:
+    if backend is not None:
+        return backend, False
+    if server_bin is None:
+        raise ValueError("no llama-server binary given: pass server_bin or a backend (`mtp-tune doctor` finds one).")
+    return SupervisorBackend(server_bin), True
+
+
+# --------------------------------------------------------------------------- largest context
+
+
+def plan_largest_ctx(meta: GGUFMeta, settings: Settings, devices: list[DeviceSpec], *,
+                     host_total_mib: float | None = None, host_free_mib: float | None = None,
+                     upper: int | None = None) -> tuple[int | None, list[tuple[int, str]]]:
+    """The largest context (whole 256-cell blocks) the planner does not predict to OOM, and the
+    (ctx, risk) pairs it looked at: a binary search, since memory grows with the context."""
+    from tui.core.planning.plan import plan
+
+    hi_blocks = max(1, int(upper or meta.hparams.n_ctx_train or 4096) // CTX_STEP)
+    seen: list[tuple[int, str]] = []
+
+    def fits(blocks: int) -> bool:
+        ctx = blocks * CTX_STEP
+        risk = plan(meta, replace(settings, ctx_size=ctx), devices, host_total_mib, host_free_mib).worst_risk
+        seen.append((ctx, risk))
+        return risk != "oom"
+
+    if fits(hi_blocks):
+        return hi_blocks * CTX_STEP, seen
+    lo = MIN_CTX // CTX_STEP
+    if not fits(lo):
+        return None, seen
+    hi = hi_blocks  # fits(lo) and not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo * CTX_STEP, seen
+
+
+def largest_ctx(settings: Settings, devices: list[DeviceSpec], *, meta: GGUFMeta | None = None,
+                host_total_mib: float | None = None, host_free_mib: float | None = None, upper: int | None = None,
+                backend: Backend | None = None, server_bin: str | Path | None = None,
+                on_event: EventFn | None = None, cancel: threading.Event | None = None) -> SearchResult:
+    """The largest `--ctx-size` that loads and survives a first decode: planned, then confirmed.
+
+    `devices`/`host_*`: what the planner plans against (`planning.devices.planner_devices` and
+    `host_memory`); `upper`: the largest context to consider (default: the model's training context).
+    """
+    cancel = new_cancel(cancel)
+    prog = Progress(0, on_event)
+    if meta is None:
+        from tui.core.planning.gguf_reader import read_gguf
+
+        if not settings.model:
+            return SearchResult("ctx_size", None, None, "the largest context needs a local model file (-m) to plan with.")
+        meta = read_gguf(settings.model)
+    try:
+        planned, seen = plan_largest_ctx(meta, settings, devices, host_total_mib=host_total_mib,
+                                         host_free_mib=host_free_mib, upper=upper)
+    except PlanError as e:
+        return SearchResult("ctx_size", None, None, str(e))
+    prog.emit("plan", f"the planner fits a context of {planned} tokens ({len(seen)} plans)" if planned
+              else "the planner predicts an OOM even at the smallest context")
+    if planned is None:
+        return SearchResult("ctx_size", None, None, f"the planner predicts an OOM even at --ctx-size {MIN_CTX}; "
+                            "lower the micro-batch, quantize the KV cache or offload less.", plan_trials=seen)
+    be, own = _backend(backend, server_bin)
+    run = _Launcher("ctx_size", settings, be, cancel, prog)
+    try:
+        first = run.trial(planned)
+        if first.outcome == "ok":
+            msg = f"largest --ctx-size: {planned} tokens (planned, and a launch survived a first decode)."
+            return _done(run, planned, msg, None, planned, seen, prog)
+        if first.outcome != "oom":
+            return _done(run, None, f"--ctx-size {planned}: {first.detail or first.outcome}; the context does not "
+                         "explain this failure, so the search stopped.", None, planned, seen, prog)
+        finding = search_knob("ctx_size", run.trial, start=planned, step=CTX_STEP, limit=MIN_CTX, cause=first.detail,
+                              cancel=cancel, max_trials=30)
+        value = finding.value if finding.converged else None
+        msg = (f"largest --ctx-size: {value} tokens (the planner said {planned}, which ran out of memory; "
+               f"{finding.message})" if value is not None else finding.message)
+        return _done(run, value, msg, finding, planned, seen, prog)
+    finally:
+        be.stop()
+        if own:
+            be.close()
+
+
+def _done(run: _Launcher, value: int | None, message: str, finding: KnobFinding | None, planned: int | None,
+          seen: list[tuple[int, str]], prog: Progress) -> SearchResult:
+    cancelled = run.cancel.is_set()
+    if cancelled:
+        value, message = None, "search cancelled."
+    res = SearchResult(run.knob, value, run.with_value(value) if value is not None else None, message, list(run.trials),
+                       finding, planned, seen, cancelled)
+    prog.emit("cancelled" if cancelled else "finished", message)
+    return res
+
+
+# --------------------------------------------------------------------------- smallest fit-target
+
+
+def smallest_fit_target(settings: Settings, *, backend: Backend | None = None, server_bin: str | Path | None = None,
+                        step: int = FIT_STEP_MIB, floor: int = 0, on_event: EventFn | None = None,
+                        cancel: threading.Event | None = None) -> SearchResult:
+    """The smallest `--fit-target` (one value for every device) that survives a first decode."""
+    cancel = new_cancel(cancel)
+    prog = Progress(0, on_event)
+    be, own = _backend(backend, server_bin)
+    run = _Launcher("fit_target", settings, be, cancel, prog)
+    current = int(settings.fit_target[0]) if settings.fit_target else DEFAULT_FIT_TARGET_MIB
+    try:
+        first, out = run.outcome(current)
+        if first.outcome == "cancelled":
+            return _done(run, None, "", None, None, [], prog)
+        if first.outcome == "ok":
+            be.stop()
+            if current <= floor:
+                return _done(run, current, f"smallest --fit-target: {current} MiB (the floor, and it works).", None,
+                             None, [], prog)
+            value, how = _search_down(run, current, floor, step)
+            return _done(run, value, f"smallest --fit-target: {value} MiB ({how}).", None, None, [], prog)
+        if first.outcome != "oom":
+            return _done(run, None, f"--fit-target {current}: {first.detail or first.outcome}; fit-target does not "
+                         "explain this failure.", None, None, [], prog)
+        if choose_knob(settings, out) != "fit_target":
+            return _done(run, None, "the allocation failed where --fit cannot help (host memory, --fit off, or both "
+                         "the context and -ngl fixed); search the context instead.", None, None, [], prog)
+        be.stop()
+        rec = Recovery(be, run.launch, lambda kind, **kw: _recovery_event(run, kw), cancel, step)
+        finding, final_out, final = rec.search(None, settings, out)  # type: ignore[arg-type]
+        be.stop()
+        value = finding.value if finding.converged else None
+        return _done(run, value, f"smallest --fit-target: {value} MiB ({finding.message})" if value is not None
+                     else finding.message, finding, None, [], prog)
+    finally:
+        be.stop()
+        if own:
+            be.close()
+
+
+def _search_down(run: _Launcher, current: int, floor: int, step: int) -> tuple[int, str]:
+    """From a working `current`, the smallest working value down to `floor`: the knob search run
+    with the outcomes mirrored (a working value is what it steps past, the first failure is the
+    bound), so it gallops down from the current value instead of climbing from the floor."""
+    mirrored = {"ok": "oom", "oom": "ok"}
+
+    def trial(v: int) -> Trial:
+        t = run.trial(v)  # recorded with its real outcome
+        return Trial(v, mirrored.get(t.outcome, t.outcome), t.detail, t.seconds)  # type: ignore[arg-type]
+
+    f = search_knob("fit_target", trial, start=current, step=step, limit=floor, cancel=run.cancel)
+    works = [t.value for t in run.trials if t.outcome == "ok"]
+    if f.converged and f.value is not None:
+        return f.value + step, f"{f.value} MiB fails; {len(run.trials)} launches"
+    low = min(works) if works else current
+    reached = current - ((current - floor) // step) * step
+    if low == reached:
+        return low, f"it works down to {reached} MiB, the lowest value tried; {len(run.trials)} launches"
+    last = run.trials[-1] if run.trials else None
+    why = f"--fit-target {last.value}: {last.detail or last.outcome}" if last else "no launch"
+    return low, f"the search stopped ({why}); {low} MiB is the smallest value that worked"
+
+
+def _recovery_event(run: _Launcher, kw: dict[str, Any]) -> None:
+    """The sweep recovery's `search_trial` events as this search's trials."""
+    t = kw.get("trial")
+    if isinstance(t, Trial):
+        run.record(t)
