@@ -49,7 +49,7 @@ def test_the_plan_is_the_largest_context_the_planner_fits(long_ctx_model: Path) 
 
 def test_largest_ctx_confirms_the_plan_with_a_launch(server_bin: Path, long_ctx_model: Path) -> None:
     events: list[TuneEvent] = []
-    r = largest_ctx(base(long_ctx_model, spec_type=["draft-mtp"]), [], upper=16384, server_bin=server_bin,
+    r = largest_ctx(base(long_ctx_model, spec_type=["draft-mtp"]), upper=16384, server_bin=server_bin,  # this machine
                     on_event=events.append)
     assert r.found and r.value == r.planned == 16384, r.message
     assert [(t.value, t.outcome) for t in r.trials] == [(16384, "ok")]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -87,7 +87,7 @@ def run_ab(
         from tui.core.store import open_store
 
         store = open_store()
-    ab_id = time.strftime("%H%M%S")
+    ab_id = uuid.uuid4().hex[:6]  # ties the passes of one A/B together in the store
     order = interleaved(passes)
     prog = Progress(len(order), on_event)
     samples: list[PassSample] = []

@@ -163,15 +163,28 @@ def plan_largest_ctx(meta: GGUFMeta, settings: Settings, devices: list[DeviceSpe
     return lo * CTX_STEP, seen
 
 
-def largest_ctx(settings: Settings, devices: list[DeviceSpec], *, meta: GGUFMeta | None = None,
+def this_machine(settings: Settings, profile: str | None = None) -> tuple[list[DeviceSpec], float | None, float | None]:
+    """(devices, host total, host free) to plan against now: a simulated profile's GPUs or the ones
+    NVML sees, the `--rpc` devices, and this machine's host memory (the one device list)."""
+    from tui.core.planning.devices import current_snapshot, host_memory, planner_devices
+
+    snap = current_snapshot(profile)
+    total, free = host_memory(snap)
+    return planner_devices(snap, settings.rpc), total, free
+
+
+def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, meta: GGUFMeta | None = None,
                 host_total_mib: float | None = None, host_free_mib: float | None = None, upper: int | None = None,
                 backend: Backend | None = None, server_bin: str | Path | None = None,
                 on_event: EventFn | None = None, cancel: threading.Event | None = None) -> SearchResult:
     """The largest `--ctx-size` that loads and survives a first decode: planned, then confirmed.
 
     `devices`/`host_*`: what the planner plans against (`planning.devices.planner_devices` and
-    `host_memory`); `upper`: the largest context to consider (default: the model's training context).
+    `host_memory`; None: `this_machine`); `upper`: the largest context to consider (default: the
+    model's training context).
     """
+    if devices is None:
+        devices, host_total_mib, host_free_mib = this_machine(settings)
     cancel = new_cancel(cancel)
     prog = Progress(0, on_event)
     if meta is None:
