@@ -123,6 +123,10 @@ def test_config_server_args() -> None:
     assert a[a.index("--spec-draft-n-max") + 1] == "3" and a[a.index("-ctkd") + 1] == "f16"
     off = Config("tiny", mtp_n=0, draft_kv="q4_0").server_args("m.gguf")
     assert "--spec-type" not in off and "-ctkd" not in off
+    fit = Config("shape").server_args("m.gguf", fit=True)  # fit only adjusts what is left unset
+    assert "-c" not in fit and "-ngl" not in fit and fit[fit.index("--fit") + 1] == "on"
+    fp = Config("shape", ctx=100000).fit_print_args("m.gguf")  # llama-fit-params takes no server-only flags
+    assert fp[fp.index("-c") + 1] == "100000" and not {"-np", "--fit", "--spec-type", "-ctkd"} & set(fp)
 
 
 def test_budget_clock() -> None:
@@ -209,3 +213,27 @@ def test_real_launch_path_on_the_cpu_server(server_bin: Path, tiny_models: dict[
 
     bufs = adapter.buffers(launch.log_text)
     assert bufs["devices"]["Host"]["kv"] > 0 and bufs["devices"]["Host"]["draft_kv"] > 0
+
+
+def test_short_budget_skips_cleanly_and_a_second_call_continues(tmp_path: Path) -> None:
+    """A call without time for a launch records the skips; the next call (same --work) runs the rest."""
+    env = dict(os.environ, PYTHON=sys.executable)
+    work = tmp_path / "work"
+
+    def call(budget: int, out: Path) -> dict:
+        p = subprocess.run([str(SCRIPT), "run", "--dry-run", "--models", "tiny", "--budget", str(budget),
+                            "--out", str(out), "--work", str(work)], capture_output=True, text=True, timeout=240,
+                           env=env, cwd=ROOT)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        return json.loads((out / "gpu-check.json").read_text())
+
+    first = call(30, tmp_path / "out1")  # 10 s after the 20 s reserve: no 15 s launch fits
+    assert first["matrix"] == [] and first["smi_compare"]  # the records still ran
+    assert first["skipped"][0]["step"] == f"matrix {Config('tiny').id}"
+    assert first["skipped"][0]["reason"].startswith("needs ~15 s, ")
+    assert len(first["skipped"]) == len([c for c in generate() if c.model == "tiny"])
+    second = call(540, tmp_path / "out2")
+    assert [r["config"]["id"] for r in second["matrix"]] == [c.id for c in generate(("tiny",))]
+    assert second["skipped"] == [] and len(second["calls"]) == 2
+    third = call(540, tmp_path / "out3")  # nothing left: no launch is repeated
+    assert len(third["matrix"]) == len(second["matrix"])

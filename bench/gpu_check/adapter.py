@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.provision import BUILD_FLAGS, BUILD_TARGETS, RPC_SERVER_NAME, SDIST_NAME, SDIST_VERSION, SERVER_NAME
-from tui.core.server.failures import classify
+from tui.core.server.classify import classify
 from tui.core.server.memreport import parse_log
 
 try:  # the fixture is moving from tui/core to tests/helpers

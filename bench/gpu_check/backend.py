@@ -93,6 +93,11 @@ class RealBackend:
     def product(self, args: list[str], timeout: float, label: str = "") -> tuple[int, str, str]:
         return run_product(args, self.env, timeout)
 
+    def newest_log(self) -> str:
+        """The latest launch log mtp-tune wrote (when a command died before printing its JSON)."""
+        logs = sorted((self.work / "mtp-tune" / "data" / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime)
+        return str(logs[-1]) if logs else ""
+
     def read_log(self, path: str) -> str:
         p = Path(path)
         return p.read_text(errors="replace") if p.is_file() else ""
@@ -268,10 +273,13 @@ class DryBackend:
 
     def product(self, args: list[str], timeout: float, label: str = "") -> tuple[int, str, str]:
         if args[0] == "plan":
-            total = nvsmi.parse_csv(self.smi())[0]
-            gpus = f"{int(total['memory.total'])}MiB"
+            row = nvsmi.parse_csv(self.smi())[0]  # the held card plans as a card of its free memory
+            gpus = f"{int(row['memory.free'] if self.laptop else row['memory.total'])}MiB"
             return run_product([*args, "--gpus", gpus], self.env, timeout)
         return 0, (self.data / f"{label or args[0]}.json").read_text(), ""
+
+    def newest_log(self) -> str:
+        return ""
 
     def read_log(self, path: str) -> str:
         return (self.data / Path(path).name).read_text()

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sdist", type=Path, default=None, help=f"the llama.cpp sdist (default: .whl/{build.sdist_name()})")
     p.add_argument("--budget", type=float, default=540.0, help="seconds this call may use (default 540 of a 600 s call)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--models", default="tiny,tiny-moe,shape", help="comma list of tiny, tiny-moe, shape")
-    p.add_argument("--long-tokens", type=int, default=30000, help="tokens of the long prompt (capped below ctx)")
+    p.add_argument("--models", default="shape,tiny,tiny-moe", help="comma list of shape, tiny, tiny-moe (launch order)")
+    p.add_argument("--long-tokens", type=int, default=16384, help="tokens of the long prompt (capped below ctx)")
+    p.add_argument("--fresh", action="store_true", help="forget the state of an earlier call in --work")
     return p.parse_args(argv)
 
 
@@ -52,15 +54,27 @@ class Check:
         self.work.mkdir(parents=True, exist_ok=True)
         self.bin_dir = self.work / "cuda-build" / "bin"
         self.backend = DryBackend(self.work) if args.dry_run else RealBackend(self.work, self.bin_dir)
-        prev = self.out / "gpu-check.json"
-        self.res: dict[str, Any] = json.loads(prev.read_text()) if prev.is_file() and args.mode == "run" else {}
-        self.res.update({"dry_run": bool(args.dry_run), "mode": args.mode, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-        self.res["skipped"] = self.clock.skipped
+        # $OUT is emptied before each device call; the work folder stays on a warm machine, so the
+        # state kept there lets a second call continue (done configs are not launched again)
+        self.state = self.work / "state.json"
+        self.res: dict[str, Any] = json.loads(self.state.read_text()) if self.state.is_file() and not args.fresh else {}
+        calls = self.res.setdefault("calls", [])
+        calls.append({"mode": args.mode, "budget_s": args.budget, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        self.res.update({"dry_run": bool(args.dry_run), "mode": args.mode})
+        self.res["skipped"] = self.clock.skipped  # this call's skips: a later call may still run them
         self.models: dict[str, str] = {}
 
     def save(self) -> None:
         self.res["elapsed_s"] = round(self.clock.elapsed, 1)
         assemble.write(self.res, self.out)
+        self.state.write_text(json.dumps(self.res, default=str))
+
+    def pack_logs(self) -> None:
+        """The server logs as one archive in `out` (the device returns at most 8 files)."""
+        logs = self.work / "logs"
+        if logs.is_dir() and any(logs.iterdir()):
+            with tarfile.open(self.out / "server-logs.tar.gz", "w:gz") as tf:
+                tf.add(logs, arcname="logs")
 
     def log(self, msg: str) -> None:
         print(f"[gpu-check {self.clock.elapsed:6.1f} s] {msg}", flush=True)
@@ -75,6 +89,9 @@ class Check:
 
     # -- steps ------------------------------------------------------------------------------
     def build(self) -> None:
+        if (self.res.get("build") or {}).get("ok") and (self.bin_dir / "llama-server").is_file():
+            self.log("build: done by an earlier call")
+            return
         rows = nvsmi.parse_csv(self.backend.smi())
         arch = nvsmi.compute_cap(rows) or "native"
         sdist = self.args.sdist or ROOT / ".whl" / build.sdist_name()
@@ -117,7 +134,7 @@ class Check:
     def measure(self, cfg: Config) -> dict[str, Any]:
         sargs = cfg.server_args(self.models[cfg.model])
         plan = self.product_json(["plan", *sargs, "--json"], 60)
-        rc, fit_out = self.backend.fit_print(sargs, self.clock.timeout(60))
+        rc, fit_out = self.backend.fit_print(cfg.fit_print_args(self.models[cfg.model]), self.clock.timeout(60))
         fit = assemble.parse_fit_print(fit_out) if rc == 0 else None
         long_tokens = min(self.args.long_tokens, cfg.ctx - 512)
         launch = self.backend.launch(cfg, sargs, self.clock.timeout(ESTIMATE_S[cfg.model] * 3), long_tokens)
@@ -149,12 +166,16 @@ class Check:
 
     def laptop(self) -> None:
         """All but 6 GiB held by a helper: gpus shows it, the sweep searches --fit-target, a probe OOMs."""
+        if (self.res.get("laptop") or {}).get("done"):
+            return
         if "shape" not in self.models or self.clock.skip("laptop emulation", ESTIMATE_S["sweep"]):
             return
-        base = Config("shape", priority=0)
-        fit_args = [a for a in base.server_args(self.models["shape"]) if a not in ("--fit", "off")]
-        lap: dict[str, Any] = {"leave_mib": LAPTOP_MIB}
-        self.res["laptop"] = lap
+        shape = self.models["shape"]
+        threads = ["-t", str(self.args.jobs), "-tb", str(self.args.jobs)]  # fit moves experts to the CPU
+        fit_args = [*Config("shape").server_args(shape, fit=True), *threads]
+        sweep_args = [a for i, a in enumerate(fit_args) if a != "-ub" and (i == 0 or fit_args[i - 1] != "-ub")]
+        lap: dict[str, Any] = self.res.setdefault("laptop", {})
+        lap["leave_mib"] = LAPTOP_MIB
         with self.backend.hold(LAPTOP_MIB) as holder:
             lap["holder"] = holder
             if holder.get("error"):
@@ -167,11 +188,11 @@ class Check:
             procs = [p for d in (gpus or {}).get("devices", []) for p in d.get("processes", [])]
             lap["foreign_seen"] = any(not p.get("ours") and (p.get("used_memory_mib") or 0) >= 0.9 * (holder.get("held_mib") or 1)
                                       for p in procs)
-            lap["plan"] = self.product_json(["plan", *fit_args, "--fit", "on", "--json"], 60)
+            lap["plan"] = self.product_json(["plan", *fit_args, "--json"], 60)
             if not self.clock.skip("laptop sweep", ESTIMATE_S["sweep"]):
                 self.log("sweep: fit-target search on the 6 GiB card")
                 minutes = max(1.0, (self.clock.left - ESTIMATE_S["probe"]) / 60)
-                sweep = self.product_json(["sweep", *fit_args, "--fit", "on", "--fit-target", "0", "--axis", "ub=512",
+                sweep = self.product_json(["sweep", *sweep_args, "--fit-target", "0", "--axis", "ub=512", "--suite", self.suite(),
                                            "--try-anyway", "--repeat", "1", "--n-predict", "16", "--budget", f"{minutes:.1f}",
                                            "--ready-timeout", "120", "--json"], minutes * 60 + 30, "sweep-laptop")
                 lap["sweep"] = sweep
@@ -179,14 +200,16 @@ class Check:
                 lap["sweep_finding"] = finds[0] if finds else None
             self.save()
             if not self.clock.skip("laptop probe", ESTIMATE_S["probe"]):
-                lap["probe_laptop"] = self.probe([*fit_args, "-ub", "2048", "--fit", "on", "--fit-target", "0"], "probe-laptop")
+                big_ub = Config("shape", ub=2048).server_args(shape, fit=True)
+                lap["probe_laptop"] = self.probe([*big_ub, *threads, "--fit-target", "0"], "probe-laptop")
+                lap["done"] = True
         self.save()
 
     def probe(self, sargs: list[str], label: str) -> dict[str, Any]:
         self.log(f"{label}: probe {' '.join(sargs[2:])}")
-        pj = self.product_json(["probe", *sargs, "--repeat", "1", "--n-predict", "16", "--no-warmup",
+        pj = self.product_json(["probe", *sargs, "--suite", self.suite(), "--repeat", "1", "--n-predict", "16", "--no-warmup",
                                 "--ready-timeout", "120", "--json"], 180, label) or {}
-        log_path = ((pj.get("server") or {}).get("log_path")) or ""
+        log_path = ((pj.get("server") or {}).get("log_path")) or self.backend.newest_log()
         text = self.backend.read_log(log_path) if log_path else ""
         self._keep_log(label, text)
         rec = {"status": pj.get("status"), "error": pj.get("error"), "log_path": log_path, "args": sargs,
@@ -197,10 +220,18 @@ class Check:
             rec["at_first_decode"] = ready
         return rec
 
+    def suite(self) -> str:
+        """A one-prompt probe suite: the searches need a first decode, not statistics."""
+        path = self.work / "one-prompt.jsonl"
+        path.write_text(json.dumps({"name": "one", "prompt": "Write one sentence about GPUs."}) + "\n")
+        return str(path)
+
     def squeeze(self) -> None:
         """Leave the card just the load's growth plus half the first decode's: the decode must OOM."""
         rows = [r for r in self.res.get("matrix", []) if r.get("ready") and (r["nvml_delta"].get("after_decode") or 0)
                 - (r["nvml_delta"].get("after_load") or 0) > 16]
+        if "probe_squeeze" in (self.res.get("laptop") or {}):
+            return
         if not rows or self.clock.skip("first-decode squeeze", ESTIMATE_S["probe"]):
             return
         r = max(rows, key=lambda r: (r["config"]["model"] == "shape", r["nvml_delta"]["after_decode"] - r["nvml_delta"]["after_load"]))
@@ -236,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode in ("run", "all") and (args.mode == "run" or check.res["build"].get("ok") or args.dry_run):
             check.run()
     finally:
+        check.res["calls"][-1]["elapsed_s"] = round(check.clock.elapsed, 1)
         check.save()
+        check.pack_logs()
         print("\n".join(assemble.summary_lines(check.res)), flush=True)
         print(f"results: {check.out / 'gpu-check.json'} and gpu-check.md", flush=True)
     return 0 if not check.res.get("error") else 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-MODELS: tuple[str, ...] = ("tiny", "tiny-moe", "shape")
+MODELS: tuple[str, ...] = ("shape", "tiny", "tiny-moe")  # the real dimensions first
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,25 @@ class Config:
         mtp = f"mtp{self.mtp_n}-d{self.draft_kv}" if self.mtp_n else "nomtp"
         return f"{self.model}-c{self.ctx}-ub{self.ub}-{self.kv}-fa{self.fa}-{mtp}"
 
-    def server_args(self, model_path: str) -> list[str]:
-        """llama-server flags: everything on the GPU, fit off, so the buffers are the config's own."""
-        args = ["-m", model_path, "-c", str(self.ctx), "-b", str(max(2048, self.ub)), "-ub", str(self.ub),
-                "-ctk", self.kv, "-ctv", self.kv, "-fa", self.fa, "-ngl", "999", "-np", "1", "--fit", "off"]
+    def server_args(self, model_path: str, fit: bool = False) -> list[str]:
+        """llama-server flags: everything on the GPU with fit off, so the buffers are the config's own.
+
+        `fit=True` leaves -c and -ngl unset and turns fit on: fit only adjusts what the user did not
+        set (common/fit.cpp:464), which the 6 GiB laptop runs need.
+        """
+        args = ["-m", model_path, "-b", str(max(2048, self.ub)), "-ub", str(self.ub),
+                "-ctk", self.kv, "-ctv", self.kv, "-fa", self.fa, "-np", "1"]
+        args += ["--fit", "on"] if fit else ["-c", str(self.ctx), "-ngl", "999", "--fit", "off"]
         if self.mtp_n:
             args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(self.mtp_n),
                      "-ctkd", self.draft_kv, "-ctvd", self.draft_kv]
         return args
+
+    def fit_print_args(self, model_path: str) -> list[str]:
+        """The same config for `llama-fit-params --fit-print on`: it takes only the common options
+        (no -np, --fit, --spec-*, -ctkd: server-only in common/arg.cpp), so its estimate has no draft."""
+        return ["-m", model_path, "-c", str(self.ctx), "-b", str(max(2048, self.ub)), "-ub", str(self.ub),
+                "-ctk", self.kv, "-ctv", self.kv, "-fa", self.fa, "-ngl", "999"]
 
     def to_json(self) -> dict[str, Any]:
         return dict(asdict(self), id=self.id)
