@@ -1,0 +1,376 @@
+"""Exact mode: llama.cpp's own accounting behind every number of a plan.
+
+`exact_plan()` runs the user's llama-server (the provisioned CPU build, or their own CUDA/ROCm build,
+whose numbers are exact for their GPUs) through the product's Supervisor with the settings' argv,
+`--fit on` (fit's own semantics; with the user's `--fit off`, -c and -ngl are pinned so fit changes
+nothing), `--log-jsonl -lv 5`, and stops it as soon as fit has decided: llama.cpp has then measured
+the settings with `no_alloc` (target and MTP context) and nothing is loaded for real. When fit
+changed something, a second dry run measures its choice pinned (-c, -ngl, -ts, -ot). The
+measurements fill the estimate's Plan shape (tui.core.planning.measured), so callers show either.
+
+Cached on disk (cache_dir()/exact/) by the model header's hash, the argv that reaches the server
+(minus options that do not change memory), the devices, and the binary (path, size, mtime). Bad
+input never raises: the result is "unavailable" with one sentence why (the estimate stays). Runs
+on the caller's thread and blocks (a UI runs it in a worker); `cancel` (a threading.Event) stops it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tui.core.options.argv import settings_to_argv
+from tui.core.options.reader import without
+from tui.core.options.settings import Settings
+from tui.core.paths import cache_dir
+from tui.core.planning.breakdown import DryRunLog
+from tui.core.planning.devices import HOST, DeviceSpec
+from tui.core.planning.errors import PlanError
+from tui.core.planning.fitchoice import FitChoice, choice_from_trace
+from tui.core.planning.gguf_meta import GGUFError, GGUFMeta
+from tui.core.planning.gguf_reader import read_gguf
+from tui.core.planning.measured import DeviceSource, apply_measurements
+from tui.core.planning.plan import plan
+from tui.core.planning.result import FitOutcome, Plan
+from tui.core.planning.sparse import header_hash, needs_sparse, sparse_copy
+from tui.core.planning.standin import StandInError, StandIns, caveats, fit_targets
+from tui.core.server.supervisor import Supervisor
+
+CACHE_VERSION = 1
+DEFAULT_TIMEOUT_S = 60.0
+#: options that never change what llama.cpp allocates (left out of the cache key)
+_NO_MEMORY = ("--threads", "--threads-batch", "--host", "--port", "--api-key", "--metrics", "--alias")
+
+
+@dataclass
+class ExactResult:
+    """The outcome of exact mode: a Plan (the estimate's shape) or one sentence why not."""
+
+    status: str  # "exact" | "unavailable" | "cancelled"
+    reason: str = ""
+    plan: Plan | None = None
+    fit: FitChoice | None = None
+    sources: dict[str, DeviceSource] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+    runs: int = 0
+
+    @property
+    def available(self) -> bool:
+        return self.status == "exact" and self.plan is not None
+
+    def label(self, key: str) -> str:
+        """"exact (llama.cpp)" or "estimate" for one device of the plan."""
+        s = self.sources.get(key)
+        return s.label if (s is not None and self.available) else "estimate"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "reason": self.reason, "seconds": round(self.seconds, 3), "cached": self.cached,
+            "runs": self.runs, "fit": self.fit.to_dict() if self.fit else None,
+            "sources": {k: s.to_dict() for k, s in self.sources.items()}, "warnings": list(self.warnings),
+            "plan": self.plan.to_dict() if self.plan else None,
+        }
+
+
+def unavailable(reason: str, seconds: float = 0.0) -> ExactResult:
+    return ExactResult("unavailable", reason, seconds=seconds)
+
+
+# ---- argv --------------------------------------------------------------------------------------
+
+
+def dry_run_args(settings: Settings, model: str | Path, *, pin: FitChoice | None = None, rpc: Sequence[str] = (),
+                 fit_targets: Sequence[int] = (), n_ctx_train: int = 0) -> list[str]:
+    """llama-server's arguments for a dry run of `settings` (no binary, no host/port)."""
+    s = replace(settings, model=str(model), hf_repo=None, fit=True, port=None, api_key=None, metrics=False)
+    if settings.fit is False:  # --fit off loads as given: pin what fit could change
+        s = replace(s, ctx_size=settings.ctx_size or (n_ctx_train or None),
+                    n_gpu_layers=settings.n_gpu_layers if settings.n_gpu_layers not in (None, "auto", "-1") else "all")
+    extra = list(s.extra_args)
+    if pin is not None:
+        s = replace(s, ctx_size=pin.n_ctx or s.ctx_size)
+        if pin.n_gpu_layers is not None:
+            s = replace(s, n_gpu_layers=str(pin.n_gpu_layers))
+        if pin.tensor_split:
+            s = replace(s, tensor_split=list(pin.tensor_split))
+        if pin.overrides:
+            extra += ["-ot", ",".join(pin.overrides)]
+    if rpc:
+        s = replace(s, rpc=list(rpc))
+    if fit_targets:
+        s = replace(s, fit_target=list(fit_targets))
+    argv = without(settings_to_argv(replace(s, extra_args=extra)), *_NO_MEMORY)
+    return [*argv, "--log-jsonl", "-lv", "5", "--no-warmup", "-t", "1"]
+
+
+# ---- one dry run -------------------------------------------------------------------------------
+
+
+def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, cancel: threading.Event | None,
+            env: Mapping[str, str] | None = None, log_dir: Path | None = None) -> tuple[DryRunLog, str]:
+    """Start the server via the Supervisor, feed its log to a DryRunLog, stop it once fit has decided.
+    Returns the log and "" or "cancelled" / "timeout" / "exited"."""
+    log = DryRunLog()
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def on_line(line: str) -> None:
+        with lock:
+            if done.is_set():
+                return
+            log.feed(line)
+            if log.done:
+                done.set()
+
+    sup = Supervisor(server_bin, list(args), env=env, ready_timeout=timeout_s, stop_grace=0.5,
+                     log_dir=log_dir or (cache_dir() / "exact" / "logs"), record_history=False, memreport_factory=None)
+    sup.on_log_line(on_line)
+    sup.add_state_listener(lambda ev: done.set() if ev.state.final else None)
+    outcome = ""
+    try:
+        sup.start()
+        deadline = time.monotonic() + timeout_s
+        while not done.wait(0.02):
+            if cancel is not None and cancel.is_set():
+                outcome = "cancelled"
+                break
+            if time.monotonic() > deadline:
+                outcome = "timeout"
+                break
+        if not outcome and not log.done:
+            outcome = "exited"
+    finally:
+        sup.close()
+        done.set()
+    return log, outcome
+
+
+def _why_unavailable(log: DryRunLog, outcome: str, timeout_s: float) -> str | None:
+    if outcome == "timeout":
+        return f"llama-server's dry run did not finish within {timeout_s:g} s."
+    if log.errors:
+        first = log.errors[0]
+        if "--log-jsonl" in first or "invalid argument" in first or "unknown argument" in first:
+            return f"this llama-server is too old to print its memory breakdown ({first}); exact mode needs b11434 or newer."
+        return f"llama-server could not measure this model: {first}."
+    target, _ = log.step1()
+    if target is None:
+        if not log.fit.started:
+            return "this llama-server printed no --fit measurement (too old, or it failed before loading the model)."
+        return "llama-server's dry run ended before it printed its memory breakdown (fit_memory_breakdown)."
+    return None
+
+
+# ---- the cache ---------------------------------------------------------------------------------
+
+
+def _binary_id(path: Path) -> list[Any]:
+    st = path.stat()
+    return [str(path.resolve()), st.st_size, int(st.st_mtime)]
+
+
+def cache_key(digest: str, args: Sequence[str], devices: Sequence[DeviceSpec], server_bin: Path, stand_in: bool) -> str:
+    # the model path is not part of the key (the header hash is): drop -m and its value
+    rest = without(list(args), "-m", "--model")
+    payload = json.dumps([CACHE_VERSION, digest, rest, [[d.key, d.total_mib, d.free_mib, d.remote] for d in devices],
+                          _binary_id(server_bin), stand_in], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _cache_path(key: str) -> Path:
+    return cache_dir() / "exact" / f"{key}.json"
+
+
+def _save(key: str, res: ExactResult) -> None:
+    if res.plan is None:
+        return
+    data = {"components": {d.key: d.components for d in res.plan.devices}, "fit": res.fit.to_dict() if res.fit else None,
+            "sources": {k: s.to_dict() for k, s in res.sources.items()}, "warnings": res.warnings,
+            "seconds": res.seconds, "runs": res.runs}
+    path = _cache_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written is only slower
+
+
+def _load(key: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(_cache_path(key).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("components"), dict) else None
+
+
+# ---- the entry point ---------------------------------------------------------------------------
+
+
+def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bin: str | Path | None = None, *,
+               meta: GGUFMeta | None = None, stand_in: bool = False, rpc_bin: str | Path | None = None,
+               host_total_mib: float | None = None, host_free_mib: float | None = None,
+               timeout_s: float = DEFAULT_TIMEOUT_S, cancel: threading.Event | None = None, use_cache: bool = True,
+               env: Mapping[str, str] | None = None, sparse: bool | None = None) -> ExactResult:
+    """The exact plan of `settings` on `devices` (the planner's device list), from llama.cpp itself.
+
+    `stand_in=True`: the non-remote devices are simulated; each is played by a loopback
+    ggml-rpc-server (`rpc_bin`, default: next to the server) with the fit target that makes fit see
+    its free memory. `sparse`: measure a header-only sparse copy (default: for files over 1 GiB)."""
+    t0 = time.monotonic()
+    if server_bin is None:
+        from tui.core import provision
+        server_bin = provision.cached_server()
+        if server_bin is None:
+            return unavailable("no llama-server found (run `mtp-tune doctor`); exact mode needs one.")
+    server_bin = Path(server_bin)
+    if not server_bin.is_file():
+        return unavailable(f"llama-server {server_bin} does not exist.")
+    if not settings.model:
+        return unavailable("exact mode needs a local model file (-m); a -hf model is only planned by estimate.")
+    try:
+        meta = meta or read_gguf(settings.model)
+        digest = header_hash(meta)
+    except (GGUFError, OSError) as e:
+        return unavailable(str(e).split("\n")[0])
+    devices = list(devices)
+    local = [d for d in devices if not d.remote] if stand_in else []
+    remote_eps = [d.key[5:-1] for d in devices if d.remote and d.key.startswith("RPC0[")]
+    warnings: list[str] = []
+    margins = list(settings.fit_target) or [1024]
+    try:
+        fit_targets(local, margins[len(remote_eps):] or margins)
+    except StandInError as e:
+        return unavailable(str(e))
+    model_path = Path(settings.model)
+    if sparse if sparse is not None else needs_sparse(meta):
+        try:
+            model_path = sparse_copy(meta, cache_dir() / "exact", digest)
+        except OSError as e:
+            return unavailable(f"could not write the header-only copy of the model ({e}).")
+    key_args = dry_run_args(settings, "MODEL", rpc=remote_eps, fit_targets=[], n_ctx_train=meta.hparams.n_ctx_train)
+    key = cache_key(digest, key_args, devices, server_bin, stand_in)
+    if use_cache and (hit := _load(key)) is not None:
+        res = _from_cache(hit, meta, settings, devices, host_total_mib, host_free_mib)
+        if res is not None:
+            res.seconds = time.monotonic() - t0
+            return res
+    if cancel is not None and cancel.is_set():
+        return ExactResult("cancelled", "cancelled before the dry run started")
+    rpc_path = Path(rpc_bin) if rpc_bin else server_bin.parent / "ggml-rpc-server"
+    if local and not rpc_path.is_file():
+        return unavailable(f"simulated devices need ggml-rpc-server stand-ins, and {rpc_path} does not exist.")
+    try:
+        if local:
+            with StandIns(rpc_path, local, margins[len(remote_eps):] or margins) as si:
+                warnings += caveats(local)
+                keymap = dict(zip(si.keys, [d.key for d in local]))
+                res = _measure(settings, meta, model_path, devices, server_bin, remote_eps + si.endpoints.split(","),
+                               _all_targets(margins, len(remote_eps)) + si.targets, keymap, host_total_mib,
+                               host_free_mib, timeout_s, cancel, env, local)
+        else:
+            res = _measure(settings, meta, model_path, devices, server_bin, remote_eps, [], {}, host_total_mib,
+                           host_free_mib, timeout_s, cancel, env, [])
+    except (RuntimeError, OSError) as e:  # a stand-in that would not start, a binary that would not run
+        return unavailable(f"the dry run could not start: {e}", time.monotonic() - t0)
+    res.warnings = warnings + res.warnings
+    res.seconds = time.monotonic() - t0
+    if res.available and use_cache:
+        _save(key, res)
+    return res
+
+
+def _all_targets(margins: list[int], n: int) -> list[int]:
+    return [margins[i] if i < len(margins) else margins[-1] for i in range(n)]
+
+
+def _run_retrying(server_bin: Path, args: list[str], deadline: float, cancel: threading.Event | None,
+                  env: Mapping[str, str] | None) -> tuple[DryRunLog, str]:
+    """One dry run, run once more when an RPC server refused it: a ggml-rpc-server serves one client
+    at a time (listen backlog 1) and may still be finishing the previous, stopped run."""
+    for attempt in range(3):
+        log, outcome = run_dry(server_bin, args, timeout_s=max(1.0, deadline - time.monotonic()), cancel=cancel, env=env)
+        if not (log.errors and log.errors[0].startswith("Failed to connect")) or time.monotonic() > deadline:
+            break
+        if (cancel or threading.Event()).wait(0.25 * (attempt + 1)):  # back off; a cancel ends it at once
+            break
+    return log, outcome
+
+
+def _measure(settings: Settings, meta: GGUFMeta, model_path: Path, devices: list[DeviceSpec], server_bin: Path,
+             rpc: list[str], targets: list[int], keymap: dict[str, str], host_total: float | None,
+             host_free: float | None, timeout_s: float, cancel: threading.Event | None,
+             env: Mapping[str, str] | None, local: list[DeviceSpec]) -> ExactResult:
+    hp = meta.hparams
+    deadline = time.monotonic() + timeout_s
+    args = dry_run_args(settings, model_path, rpc=rpc, fit_targets=targets, n_ctx_train=hp.n_ctx_train)
+    log, outcome = _run_retrying(server_bin, args, deadline, cancel, env)
+    runs = 1
+    if outcome == "cancelled":
+        return ExactResult("cancelled", "cancelled", runs=runs)
+    why = _why_unavailable(log, outcome, timeout_s)
+    if why:
+        return ExactResult("unavailable", why, runs=runs)
+    n_offload = len(log.step1()[0].devices())  # type: ignore[union-attr]
+    run_keys = [f"RPC0[{ep}]" for ep in rpc] + [d.key for d in devices if not d.remote and not local]
+    choice = choice_from_trace(log, settings, hp, n_offload, run_keys)
+    # stand-ins all report the same memory, so llama.cpp's default split would be even: give it the
+    # simulated devices' split (llama.cpp splits by free memory) unless fit or the user chose one
+    uneven = len(local) > 1 and len({d.free_mib for d in local}) > 1 and not settings.tensor_split
+    if choice.changed or (uneven and not choice.tensor_split):
+        pin = choice if choice.changed else replace(choice, tensor_split=[d.free_mib for d in devices])
+        args = dry_run_args(settings, model_path, pin=pin, rpc=rpc, fit_targets=targets, n_ctx_train=hp.n_ctx_train)
+        log, outcome = _run_retrying(server_bin, args, deadline, cancel, env)
+        runs += 1
+        if outcome == "cancelled":
+            return ExactResult("cancelled", "cancelled", runs=runs)
+        why = _why_unavailable(log, outcome, timeout_s)
+        if why:
+            return ExactResult("unavailable", "measuring what --fit chose: " + why, runs=runs)
+        if not choice.changed:
+            choice = replace(choice, tensor_split=list(pin.tensor_split))
+    target, draft = log.step1()
+    try:
+        est = plan(meta, choice.apply(settings), devices, host_total, host_free, apply_fit=False)
+    except PlanError as e:
+        return ExactResult("unavailable", f"the plan shape for fit's choice could not be built: {e}", runs=runs)
+    est.fit = FitOutcome(settings.fit is not False, choice.action, choice.message, n_ctx=choice.n_ctx,
+                         n_gpu_layers=choice.n_gpu_layers)
+    mtp = est.resolved.mtp
+    sources = apply_measurements(est, target, draft, keymap, mtp)  # type: ignore[arg-type]
+    warnings = []
+    if mtp and draft is None:
+        warnings.append("llama.cpp did not measure the MTP context; draft KV and draft compute are estimates.")
+    return ExactResult("exact", "", est, choice, sources, warnings, runs=runs)
+
+
+def _from_cache(data: dict[str, Any], meta: GGUFMeta, settings: Settings, devices: list[DeviceSpec],
+                host_total: float | None, host_free: float | None) -> ExactResult | None:
+    try:
+        choice = FitChoice.from_dict(data["fit"])
+        est = plan(meta, choice.apply(settings), devices, host_total, host_free, apply_fit=False)
+        est.fit = FitOutcome(settings.fit is not False, choice.action, choice.message, n_ctx=choice.n_ctx,
+                             n_gpu_layers=choice.n_gpu_layers)
+        for d in est.devices:
+            comps = data["components"].get(d.key)
+            if comps:
+                d.components.update({k: float(v) for k, v in comps.items() if k in d.components})
+        sources = {k: DeviceSource(k, v["source"] != "estimate", v.get("why", ""), list(v.get("by_formula", [])))
+                   for k, v in data.get("sources", {}).items()}
+    except (KeyError, TypeError, ValueError, PlanError):
+        return None
+    return ExactResult("exact", "", est, choice, sources, list(data.get("warnings", [])), cached=True,
+                       runs=int(data.get("runs", 0)))
+
+
+__all__ = ["ExactResult", "FitChoice", "DeviceSource", "exact_plan", "dry_run_args", "run_dry", "HOST"]
