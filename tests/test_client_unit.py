@@ -21,8 +21,8 @@ from tui.core.server.client import (
     ServerLoading,
     ServerUnreachable,
     Unauthorized,
-    parse_prometheus,
 )
+from tui.core.server.metrics import parse_prometheus
 
 DATA = Path(__file__).parent / "data" / "server_http"
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.server.failures import (
-    Failure,
-    FailureKind,
-    classify,
-    ready_timeout,
-    router_model_failure,
-    router_unknown_model,
-    strip_prefix,
-)
+from tui.core.server.classify import classify, router_model_failure
+from tui.core.server.failures import Failure, FailureKind, ready_timeout, router_unknown_model, strip_prefix
 
 DATA = Path(__file__).parent / "data" / "server_errors"
 
@@ -225,7 +218,8 @@ def test_failure_is_plain_data() -> None:
 def test_rpc_buffer_allocation_failure_is_oom_not_missing_mtp() -> None:
     """A draft context whose RPC compute buffer cannot be allocated ends with 'failed to create MTP
     context'; the allocation error before it is the real cause."""
-    from tui.core.server.failures import FailureKind, classify
+    from tui.core.server.classify import classify
+    from tui.core.server.failures import FailureKind
 
     lines = [
         "llama_context: n_ctx = 262144",

@@ -17,6 +17,7 @@ from tui.core import provision
 from tui.core.gpu import Nvml, or_none, read_host_memory
 from tui.core.gpu.collect import other_process_warnings
 from tui.core.server_info import ServerProbeError, probe
+from tui.core.options.redact import redact_env
 
 #: Options whose absence changes what mtp-tune can do with a build.
 KEY_OPTIONS = ("--spec-type", "-ctkd", "-ctvd", "--fit-target", "--load-mode", "--spec-draft-n-max")
@@ -127,9 +128,7 @@ def collect(server_bin: str | None = None, configured: str | None = None) -> Doc
                 f"{path} exists and llama-server applies it before the command line ({', '.join(keys) or 'no keys'}): "
                 "results may differ from the settings shown."
             )
-    report.llama_env = {k: ("***" if "KEY" in k else v) for k, v in sorted(os.environ.items()) if k.startswith("LLAMA_ARG_")}
-    if os.environ.get("LLAMA_API_KEY"):
-        report.llama_env["LLAMA_API_KEY"] = "***"
+    report.llama_env = redact_env({k: v for k, v in sorted(os.environ.items()) if k.startswith("LLAMA_ARG_") or (k == "LLAMA_API_KEY" and v)}, mask="***")
     if report.llama_env:
         report.warnings.append(
             f"LLAMA_ARG_* variables are set ({', '.join(report.llama_env)}); llama-server treats each as an option."

@@ -6,11 +6,12 @@ exist in the user's build, instead of assuming the newest llama.cpp.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tui.core.server.process import child_env
 
 #: `version: 4567 (abc123f)` (older builds) or `version: 0.6.0-dev (build 11434, commit abc123f)`.
 VERSION_RE = re.compile(r"version:\s*(\d+)\s*\(([0-9a-zA-Z_.-]+)\)")
@@ -58,7 +59,7 @@ class ServerInfo:
 
 
 def _run(path: Path, arg: str, timeout: float) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    env = child_env()
     try:
         proc = subprocess.run([str(path), arg], capture_output=True, text=True, timeout=timeout, env=env)
     except FileNotFoundError:

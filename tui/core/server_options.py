@@ -12,6 +12,8 @@ import os
 import re
 import subprocess
 
+from tui.core.server.process import child_env
+
 _SPELLING = re.compile(r"-{1,2}[A-Za-z0-9][^\s,]*")
 
 
@@ -74,7 +76,7 @@ def parse_help_entries(text: str) -> list[tuple[str, ...]]:
 
 def server_help(server: str | os.PathLike[str], timeout: float = 15.0) -> str:
     """Run `server --help` (no LLAMA_ARG_* in its environment) and return what it printed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    env = child_env()
     done = subprocess.run([os.fspath(server), "--help"], capture_output=True, text=True, timeout=timeout,
                           env=env, stdin=subprocess.DEVNULL, check=False)
     return done.stdout + done.stderr

@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from tui.core.server.client import ClientError, ClientTimeout, CompletionResult, Metrics, ServerGone, ServerHTTPError
+from tui.core.server.client import ClientError, ClientTimeout, CompletionResult, ServerGone, ServerHTTPError
+from tui.core.server.metrics import Metrics
 from tui.core.probes import hygiene
 from tui.core.probes.hygiene import ProbeWarning
 from tui.core.probes.records import METRIC_COUNTERS, RequestRecord, summarize_run

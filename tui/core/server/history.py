@@ -12,7 +12,9 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
+from tui.core.options.redact import redact_argv
 from tui.core.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,20 @@ def new_log_path(log_dir: Path | None, launch_id: int) -> Path | None:
     except OSError:
         pass
     return path
+
+
+def open_launch_log(path: Path | None, launch_id: int, argv: Sequence[str]) -> BinaryIO | None:
+    """Open a launch's log for appending, with a header naming the (redacted) argv; None if it cannot."""
+    if path is None:
+        return None
+    try:
+        logf = open(path, "ab", buffering=0)
+        header = f"# mtp-tune launch {launch_id} at {_dt.datetime.now().isoformat(timespec='seconds')}\n"
+        header += "# argv: " + " ".join(redact_argv(argv)) + "\n"
+        logf.write(header.encode())
+        return logf
+    except OSError:
+        return None
 
 
 def record_history(args: Sequence[str], binary: Path, pid: int | None, log_path: Path | None) -> Path | None:

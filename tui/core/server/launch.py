@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tui.core.options.reader import occurrences, value, without
 from tui.core.server.failures import Failure, FailureKind
+
+#: Lines kept from the start of each launch for classification (argument and load errors come first).
+HEAD_LINES = 400
+VERBOSITY_OPTIONS = ("-lv", "-v")  # any spelling of either (the reader knows them all)
+# b11434 (server.cpp): /health answers 200, then "model loaded", then the SIGTERM handler, then
+# "listening on", then start_loop(). A SIGTERM before start_loop() runs is lost (terminate() is undone
+# by start_loop's `running = true`), so READY waits (bounded) for the loop's first trace line: a stop()
+# right after READY is then a clean shutdown, not a hang until SIGKILL.
+_LISTENING = re.compile(r"llama_server: listening on ")
+_SERVING = re.compile(r"update_slots: all slots are idle")
+_ROUTER_SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\d+)")
+_ROUTER_EXIT = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
+
+
+def launch_argv(binary: str | Path, args: Sequence[str], host: str, fixed_port: int | None) -> tuple[list[str], str, int | None]:
+    """The argv a launch runs (log flags added, `--host`/`--port` taken out) and its host and port.
+
+    `--host`/`--port` in `args` override `host`/`fixed_port`; a bad port is a ValueError naming it."""
+    given = [str(a) for a in args]
+    host = value(given, "--host") or host
+    port_s = value(given, "--port")
+    rest = without(given, "--host", "--port")
+    try:
+        port = int(port_s) if port_s else fixed_port
+    except ValueError:
+        raise ValueError(f"--port {port_s}: not a port number; give 1-65535 or leave it out "
+                         "so mtp-tune picks a free port.") from None
+    argv = [str(binary), *rest]
+    if not any(occurrences(rest, f) for f in VERBOSITY_OPTIONS):
+        argv += ["-lv", "4"]
+    if not occurrences(rest, "--log-colors"):
+        argv += ["--log-colors", "off"]
+    return argv, host, port
 
 
 @dataclass
@@ -45,6 +81,35 @@ class Launch:
     @property
     def seconds_to_ready(self) -> float | None:
         return None if self.ready_at is None else self.ready_at - self.started_at
+
+    def note_line(self, text: str) -> int | None:
+        """Count and keep a log line; returns the exit status when it says the router model's child died."""
+        self.n_lines += 1
+        if len(self.head) < HEAD_LINES:
+            self.head.append(text)
+        if _LISTENING.search(text):
+            self.wake.set()
+        elif _SERVING.search(text) and not self.loaded_line.is_set():
+            self.loaded_line.set()
+            self.wake.set()
+        if not self.router_model:
+            return None
+        m = _ROUTER_SPAWN.search(text)
+        if m:
+            self.router_ports[m.group(1)] = m.group(2)
+        m = _ROUTER_EXIT.search(text)
+        if m:
+            self.router_exits[m.group(1)] = (int(m.group(2)), self.n_lines)
+            if m.group(1) == self.router_model and int(m.group(2)) != 0:
+                return int(m.group(2))
+        return None
+
+    def router_child_lines(self, lines: list[str]) -> list[str]:
+        """The lines of the router model's own child (prefixed `[port] `), or all of them."""
+        port = self.router_ports.get(self.router_model or "")
+        if port is None:
+            return lines
+        return [ln for ln in lines if ln.startswith(f"[{port}] ")] or lines
 
 
 def spawn_failure(binary: Path, e: BaseException, log_path: Path | None) -> Failure:

@@ -7,15 +7,23 @@ code or a router model status means.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tui.core.server.client import find_model, parse_prometheus, sync_client
+from tui.core.server.classify import router_model_failure
+from tui.core.server.client import find_model, sync_client
 from tui.core.server.events import ServerState
 from tui.core.server.failures import Failure, FailureKind, router_unknown_model
 from tui.core.server.handle import RunningSettings
+from tui.core.server.launch import Launch
+from tui.core.server.metrics import parse_prometheus
+
+log = logging.getLogger(__name__)
 
 
 class Readiness:
@@ -138,3 +146,70 @@ class Readiness:
             FailureKind.ROUTER_MODEL_NOT_FOUND,
             f"The router at {self.base_url} has no model '{self.model}' (available: {names}).",
             self.model, "Pick one of the router's models.")
+
+
+def watch_launch(
+    launch: Launch,
+    api_key: str | None,
+    ready_timeout: float,
+    poll_interval: float,
+    *,
+    set_state: Callable[[ServerState], object],
+    fail: Callable[[Failure], None],
+    timed_out: Callable[[], Failure],
+    child_lines: Callable[[], list[str]],
+) -> None:
+    """Follow one launch until it is ready, fails or ends (the supervisor's watcher thread).
+
+    /health 503 = loading, 200 = ready; in router mode 200 means the router listens, then the model
+    is asked to load and its /models status (or its child's exit line) decides. Polls back off from
+    10 ms to `poll_interval`; the reader's `launch.wake` cuts a wait short. Bounded by `ready_timeout`.
+    """
+    deadline = launch.started_at + ready_timeout
+    interval = 0.01
+    try:
+        with Readiness(launch.url, api_key, launch.router_model) as probe:
+            router_loading_since: int | None = None
+            seen_loading = False
+            while not launch.exited.is_set() and not launch.stop_requested:
+                if time.monotonic() > deadline:
+                    fail(timed_out())
+                    return
+                if router_loading_since is None:
+                    code = probe.health()
+                    if code == 503:
+                        set_state(ServerState.LOADING)
+                    elif code == 200:
+                        if not launch.router_model:
+                            # Let the reader catch up with the load lines, so the memory report is
+                            # complete and its main loop runs when READY is announced (bounded; see launch.py).
+                            launch.loaded_line.wait(2.0)
+                            set_state(ServerState.READY)
+                            return
+                        failure = probe.trigger_load(launch.log_path)
+                        if failure is not None:
+                            fail(failure)
+                            return
+                        router_loading_since = launch.n_lines
+                        set_state(ServerState.LOADING)
+                else:
+                    status = probe.model_status()
+                    value = (status or {}).get("value")
+                    if value == "loaded":
+                        set_state(ServerState.READY)
+                        return
+                    if value == "loading":
+                        seen_loading = True
+                    ex = launch.router_exits.get(launch.router_model or "")
+                    child_failed = ex is not None and ex[0] != 0 and ex[1] > router_loading_since
+                    if child_failed or (status and status.get("failed") and seen_loading and value != "loading"):
+                        code = ex[0] if ex else status.get("exit_code") if status else None
+                        fail(router_model_failure(str(launch.router_model), code, child_lines(), launch.log_path))
+                        return
+                if launch.wake.wait(interval):
+                    launch.wake.clear()
+                interval = min(poll_interval, interval * 2)
+    except Exception as e:  # pragma: no cover - a bug here must not leave the launch hanging
+        log.exception("readiness watcher failed")
+        fail(Failure(FailureKind.UNKNOWN, f"mtp-tune's readiness check failed ({e!r}), so it stopped llama-server.",
+                     None, "Report this mtp-tune bug with the log.", raw_log_path=launch.log_path))

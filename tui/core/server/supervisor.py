@@ -18,11 +18,9 @@ long-lived spawner thread) and registered for stop-on-exit.
 
 from __future__ import annotations
 
-import datetime as _dt
 import itertools
 import logging
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -31,9 +29,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tui.core.options.reader import occurrences, without
 from tui.core.options.reader import value as opt_value
 from tui.core.options.redact import redact_argv
+from tui.core.server.classify import classify, router_model_failure
 from tui.core.server.events import (
     DEFAULT_TAIL_LINES,
     EventHub,
@@ -44,24 +42,18 @@ from tui.core.server.events import (
     StateEvent,
     default_memreport,
 )
-from tui.core.server.failures import Failure, FailureKind, classify, ready_timeout, router_model_failure
+from tui.core.server.failures import Failure, FailureKind, ready_timeout
 from tui.core.server.handle import RunningSettings
-from tui.core.server.history import new_log_path, record_history
-from tui.core.server.launch import Launch, spawn_failure
+from tui.core.server.history import new_log_path, open_launch_log, record_history
+from tui.core.server.launch import Launch, launch_argv, spawn_failure
 from tui.core.server.process import SpawnError, child_env, free_port, pump_output, register, spawn, unregister
-from tui.core.server.readiness import Readiness
+from tui.core.server.readiness import watch_launch
 
 log = logging.getLogger(__name__)
 
 DEFAULT_READY_TIMEOUT = 180.0
 DEFAULT_STOP_GRACE = 5.0
-#: Lines kept from the start of each launch for classification (argument and load errors come first).
-HEAD_LINES = 400
 
-VERBOSITY_OPTIONS = ("-lv", "-v")  # any spelling of either (the reader knows them all)
-_LOADED = re.compile(r"llama_server: (?:model loaded|listening on )")
-_ROUTER_SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\d+)")
-_ROUTER_EXIT = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
 
 
 class SupervisorError(RuntimeError):
@@ -180,21 +172,10 @@ class Supervisor(HandleCore):
 
     def build_argv(self, args: Sequence[str] | None = None) -> tuple[list[str], str, int | None]:
         """The argv a launch would run (host, port and log flags added) and its host and port."""
-        given = list(self._args if args is None else args)
-        host = opt_value(given, "--host") or self._host
-        port_s = opt_value(given, "--port")
-        rest = without(given, "--host", "--port")
         try:
-            port = int(port_s) if port_s else self._fixed_port
-        except ValueError:
-            raise SupervisorError(f"--port {port_s}: not a port number; give 1-65535 or leave it out "
-                                  "so mtp-tune picks a free port.") from None
-        argv = [str(self.binary), *rest]
-        if not any(occurrences(rest, f) for f in VERBOSITY_OPTIONS):
-            argv += ["-lv", "4"]
-        if not occurrences(rest, "--log-colors"):
-            argv += ["--log-colors", "off"]
-        return argv, host, port
+            return launch_argv(self.binary, self._args if args is None else args, self._host, self._fixed_port)
+        except ValueError as e:
+            raise SupervisorError(str(e)) from None
 
     def start(self, args: Sequence[str] | None = None) -> Launch:
         """Start the server (returns once the process exists; use wait_ready() to wait for it)."""
@@ -270,15 +251,7 @@ class Supervisor(HandleCore):
         if port_retries:
             detail = f"the free port picked before was taken meanwhile; retrying on port {port}: {detail}"
         self.events.emit_state(StateEvent(ServerState.STARTING, previous, launch_id, launch.started_at, detail=detail))
-        logf = None
-        if launch.log_path is not None:
-            try:
-                logf = open(launch.log_path, "ab", buffering=0)
-                header = f"# mtp-tune launch {launch_id} at {_dt.datetime.now().isoformat(timespec='seconds')}\n"
-                header += "# argv: " + " ".join(redact_argv(argv)) + "\n"
-                logf.write(header.encode())
-            except OSError:
-                logf = None
+        logf = open_launch_log(launch.log_path, launch_id, argv)
         env = child_env(self._env, self._keep_llama_env)
         try:
             proc = spawn(argv, env=env, cwd=self._cwd)
@@ -330,23 +303,11 @@ class Supervisor(HandleCore):
         now = time.monotonic()
         with self._lock:
             current = launch is self._launch
-            launch.n_lines += 1
-            if len(launch.head) < HEAD_LINES:
-                launch.head.append(text)
+            child_died = launch.note_line(text)
         if current:
             self._feed_line(text)
-        if _LOADED.search(text):
-            launch.loaded_line.set()
-            launch.wake.set()
-        if launch.router_model:
-            m = _ROUTER_SPAWN.search(text)
-            if m:
-                launch.router_ports[m.group(1)] = m.group(2)
-            m = _ROUTER_EXIT.search(text)
-            if m:
-                launch.router_exits[m.group(1)] = (int(m.group(2)), launch.n_lines)
-                if m.group(1) == launch.router_model and int(m.group(2)) != 0:
-                    self._router_child_died(launch, int(m.group(2)))
+        if child_died is not None:
+            self._router_child_died(launch, child_died)
         if current:
             self.events.emit_log(LogLine(launch.id, text, now))
 
@@ -398,66 +359,17 @@ class Supervisor(HandleCore):
     # ---- internals: readiness ------------------------------------------------------------
 
     def _watch(self, launch: Launch, proc: subprocess.Popen[bytes]) -> None:
-        deadline = launch.started_at + self.ready_timeout
-        interval = 0.01
-        try:
-            with Readiness(launch.url, self.api_key, launch.router_model) as probe:
-                router_loading_since: float | None = None
-                seen_loading = False
-                while not launch.exited.is_set() and not launch.stop_requested:
-                    if time.monotonic() > deadline:
-                        self._fail_and_kill(launch, proc, ready_timeout(
-                            self.ready_timeout, self._state.value, launch.log_path,
-                            (self.tail(1) or [None])[-1]))
-                        return
-                    if router_loading_since is None:
-                        code = probe.health()
-                        if code == 503:
-                            self._set_state(launch, ServerState.LOADING)
-                        elif code == 200:
-                            if not launch.router_model:
-                                # Let the reader catch up with the load lines, so the memory report is
-                                # complete when READY is announced (bounded; the log line may be absent).
-                                launch.loaded_line.wait(1.0)
-                                self._set_state(launch, ServerState.READY)
-                                return
-                            failure = probe.trigger_load(launch.log_path)
-                            if failure is not None:
-                                self._fail_and_kill(launch, proc, failure)
-                                return
-                            router_loading_since = launch.n_lines
-                            self._set_state(launch, ServerState.LOADING)
-                    else:
-                        status = probe.model_status()
-                        value = (status or {}).get("value")
-                        if value == "loaded":
-                            self._set_state(launch, ServerState.READY)
-                            return
-                        if value == "loading":
-                            seen_loading = True
-                        ex = launch.router_exits.get(launch.router_model)
-                        child_failed = ex is not None and ex[0] != 0 and ex[1] > router_loading_since
-                        if child_failed or (status and status.get("failed") and seen_loading and value != "loading"):
-                            code = ex[0] if ex else status.get("exit_code") if status else None
-                            self._fail_and_kill(launch, proc, router_model_failure(
-                                launch.router_model, code, self._router_child_lines(launch), launch.log_path))
-                            return
-                    if launch.wake.wait(interval):
-                        launch.wake.clear()
-                    interval = min(self.poll_interval, interval * 2)
-        except Exception as e:  # pragma: no cover - a bug here must not leave the launch hanging
-            log.exception("readiness watcher failed")
-            self._fail_and_kill(launch, proc, Failure(
-                FailureKind.UNKNOWN, f"mtp-tune's readiness check failed ({e!r}), so it stopped llama-server.",
-                None, "Report this mtp-tune bug with the log.", raw_log_path=launch.log_path))
+        watch_launch(
+            launch, self.api_key, self.ready_timeout, self.poll_interval,
+            set_state=lambda st: self._set_state(launch, st),
+            fail=lambda failure: self._fail_and_kill(launch, proc, failure),
+            timed_out=lambda: ready_timeout(self.ready_timeout, self._state.value, launch.log_path,
+                                            (self.tail(1) or [None])[-1]),
+            child_lines=lambda: self._router_child_lines(launch),
+        )
 
     def _router_child_lines(self, launch: Launch) -> list[str]:
-        port = launch.router_ports.get(launch.router_model or "")
-        lines = self._launch_lines(launch)
-        if port is None:
-            return lines
-        prefix = f"[{port}] "
-        return [ln for ln in lines if ln.startswith(prefix)] or lines
+        return launch.router_child_lines(self._launch_lines(launch))
 
     def _fail_and_kill(self, launch: Launch, proc: subprocess.Popen[bytes], failure: Failure) -> None:
         with self._lock:
