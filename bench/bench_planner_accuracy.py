@@ -26,7 +26,8 @@ from tui.core.options.argv import settings_from_argv  # noqa: E402
 from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
 from tui.core.planning.devices import DeviceSpec  # noqa: E402
 from tui.core.planning.plan import plan  # noqa: E402
-from tests.helpers.launch import RpcServers, probe_launch  # noqa: E402
+from tests.helpers.launch import probe_launch  # noqa: E402
+from tui.core.planning.standin import RpcServers  # noqa: E402
 from tui.core.planning.reconcile import EXACT_COMPONENTS, reconcile  # noqa: E402
 from tests.helpers.shapemodel import write_shape_model  # noqa: E402
 from tui.core.tinymodel import PRESETS, write_tiny_model  # noqa: E402

@@ -18,7 +18,8 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.server.memreport import device_of
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.plan import plan
-from tests.helpers.launch import RpcServers, probe_launch
+from tests.helpers.launch import probe_launch
+from tui.core.planning.standin import RpcServers
 from tui.core.planning.reconcile import reconcile
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

@@ -2,7 +2,7 @@
 
 `probe_launch()` starts llama-server through the product's Supervisor (own process group,
 parent-death signal), waits until it is ready or ends, stops it and hands back the log and the
-memory report. `RpcServers` runs loopback ggml-rpc-server processes through the same spawner.
+memory report. Loopback ggml-rpc-servers: `tui.core.planning.standin.RpcServers`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.core.server.memreport import MemoryReport
-from tui.core.server.process import Child, child_env, free_port
+from tui.core.server.process import child_env
 from tui.core.server.events import ServerState
 from tui.core.server.supervisor import Supervisor
 
@@ -52,39 +52,3 @@ def probe_launch(server: str | Path, argv: list[str], timeout_s: float = 120.0, 
     finally:
         sup.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
-
-
-class RpcServers:
-    """Loopback `ggml-rpc-server` processes (one per device) for multi-device tests and benchmarks.
-
-    Use as a context manager; `endpoints` is the `--rpc` value. Ports are picked free at start.
-    """
-
-    def __init__(self, rpc_bin: str | Path, count: int = 2, threads: int = 1, timeout_s: float = 20.0) -> None:
-        self.rpc_bin = str(rpc_bin)
-        self.count = count
-        self.threads = threads
-        self.timeout_s = timeout_s
-        self.children: list[Child] = []
-        self.ports: list[int] = []
-
-    @property
-    def endpoints(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
-
-    def __enter__(self) -> "RpcServers":
-        try:
-            for _ in range(self.count):
-                port = free_port()
-                self.children.append(Child([self.rpc_bin, "-H", "127.0.0.1", "-p", str(port), "-t", str(self.threads)]))
-                self.ports.append(port)
-            for port, child in zip(self.ports, self.children):
-                child.wait_listening("127.0.0.1", port, self.timeout_s)
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for child in self.children:
-            child.stop(grace=10.0)

@@ -17,16 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tui.core.server.client import LlamaClient
-from tui.core.server.events import (
-    DEFAULT_TAIL_LINES,
-    EventHub,
-    HandleCore,
-    LineParser,
-    LogLine,
-    ServerState,
-    StateEvent,
-    default_memreport,
-)
+from tui.core.server.events import DEFAULT_TAIL_LINES, EventHub, HandleCore, LineParser, LogLine, ServerState
+from tui.core.server.events import StateEvent, default_memreport
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.server.handle import RunningSettings
 from tui.core.server.readiness import Readiness

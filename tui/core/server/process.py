@@ -152,23 +152,33 @@ def exited_nowait(pid: int) -> bool:
     return res is not None
 
 
-def kill_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> int | None:
-    """SIGTERM the child's process group, wait `grace` s, then SIGKILL it; returns the exit code."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-        if proc.poll() is not None:
-            break
+def kill_group(proc: subprocess.Popen[bytes], grace: float = 5.0,
+               ended: Callable[[float], bool] | None = None) -> bool:
+    """SIGTERM the child's process group, wait `grace` s, then SIGKILL it; True once it has ended.
+
+    `ended(timeout)` waits for the end; by default `proc.wait`, but a child whose output a reader
+    thread pumps (and reaps) passes that reader's event instead."""
+    def reaped(timeout: float) -> bool:
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    wait = ended or reaped
+    for sig, timeout in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        if wait(0):
+            return True
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            break
+            pass
         except PermissionError:  # pragma: no cover - group gone and pid reused elsewhere
             proc.send_signal(sig)
-        try:
-            proc.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    return proc.poll()
+        if wait(timeout):
+            return True
+    log.warning("child pid %s did not go away after SIGKILL", proc.pid)
+    return False
 
 
 # ---- the live registry and cleanup on exit ----------------------------------------------------
@@ -265,9 +275,9 @@ class Child:
                     pass
 
     def stop(self, grace: float = 5.0) -> int | None:
-        rc = kill_group(self.proc, grace)
+        kill_group(self.proc, grace)
         unregister(self)
-        return rc
+        return self.proc.poll()
 
     def _terminate_now(self, grace: float) -> None:
         kill_group(self.proc, grace)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
-import signal
 import subprocess
 import threading
 import time
@@ -46,7 +44,16 @@ from tui.core.server.failures import Failure, FailureKind, ready_timeout
 from tui.core.server.handle import RunningSettings
 from tui.core.server.history import new_log_path, open_launch_log, record_history
 from tui.core.server.launch import Launch, launch_argv, spawn_failure
-from tui.core.server.process import SpawnError, child_env, free_port, pump_output, register, spawn, unregister
+from tui.core.server.process import (
+    SpawnError,
+    child_env,
+    free_port,
+    kill_group,
+    pump_output,
+    register,
+    spawn,
+    unregister,
+)
 from tui.core.server.readiness import watch_launch
 
 log = logging.getLogger(__name__)
@@ -379,19 +386,8 @@ class Supervisor(HandleCore):
         self._terminate(launch, proc, self.stop_grace)
 
     def _terminate(self, launch: Launch, proc: subprocess.Popen[bytes], grace: float) -> None:
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-            if launch.exited.is_set():
-                return
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-            except PermissionError:  # pragma: no cover - group gone and pid reused elsewhere
-                proc.send_signal(sig)
-            if launch.exited.wait(wait):
-                return
-        # The reader should have reaped it by now; if not, do not hang the caller.
-        log.warning("llama-server pid %s did not go away after SIGKILL", proc.pid)
+        # The reader thread reaps the process: its exit event says when it is gone (never hangs the caller).
+        kill_group(proc, grace, ended=launch.exited.wait)
 
     def _terminate_now(self, grace: float) -> None:
         with self._lock:
