@@ -5,15 +5,16 @@ from __future__ import annotations
 from hypothesis import given, settings as hsettings
 
 from tests.test_settings_strategies import settings_strategy
-from tui.core.argv import (
+from tui.core.options.argv import (
     command_line,
     parse_command_line,
-    redact_argv,
     settings_from_argv,
     settings_to_argv,
     split_command,
 )
-from tui.core.settings import REDACTED, Settings
+from tui.core.options.redact import redact_argv
+from tui.core.options.redact import REDACTED
+from tui.core.options.settings import Settings
 
 
 @hsettings(max_examples=150, deadline=None)
@@ -106,7 +107,10 @@ def test_negative_and_env_flags() -> None:
 
 def test_bad_input_is_reported_not_raised() -> None:
     r = settings_from_argv(["-c", "lots", "--ctx-size"])
-    assert r.settings.ctx_size == "lots"  # kept so validation can name it
+    # a field never holds a stray string: the value is refused, named, and the field left unset
+    assert r.settings.ctx_size is None
+    assert any(p.field == "ctx_size" and p.severity == "error" and "ctx-size: 'lots' is not a whole number" in p.message
+               for p in r.problems)
     assert any(p.severity == "error" and "needs a value" in p.message for p in r.problems)
     r = parse_command_line('llama-server -m "unclosed')
     assert not r.ok and "quotes" in r.problems[0].message
@@ -123,9 +127,10 @@ def test_split_command_continuations_and_comments() -> None:
 
 
 def test_an_option_taken_as_a_value_is_pointed_out() -> None:
-    from tui.core.argv import settings_from_argv
-    from tui.core.validate import validate
+    from tui.core.options.argv import settings_from_argv
+    from tui.core.options.validate import check_argv
 
     imp = settings_from_argv(["-m", "x.gguf", "-c", "-np", "1"])
     assert any("-c takes '-np' as its value" in p.message for p in imp.problems)
-    assert any(p.field == "ctx_size" and p.severity == "error" for p in validate(imp.settings))
+    _settings, found = check_argv(["-m", "x.gguf", "-c", "-np", "1"])
+    assert any(p.field == "ctx_size" and p.severity == "error" for p in found)

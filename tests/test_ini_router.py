@@ -20,7 +20,7 @@ import pytest
 from tui.cli import main
 from tui.core.preset_ini import read_preset
 from tui.core.profiles import save_profile
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.core.server.process import child_env
 
 pytestmark = pytest.mark.server

@@ -22,7 +22,7 @@ from tui.core.preset_ini import (
     settings_to_ini,
     write_section,
 )
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 
 DATA = Path(__file__).parent / "data" / "ini"
 

@@ -14,7 +14,8 @@ from tests.test_settings_strategies import settings_strategy
 from tui.cli import main
 from tui.core import profiles
 from tui.core.profiles import ProfileError
-from tui.core.settings import REDACTED, Settings
+from tui.core.options.redact import REDACTED
+from tui.core.options.settings import Settings
 
 
 @hsettings(max_examples=150, deadline=None)

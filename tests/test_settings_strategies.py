@@ -11,8 +11,9 @@ from dataclasses import replace
 from hypothesis import given, settings as hsettings, strategies as st
 
 from tui.core.options import find_option
-from tui.core.settings import CACHE_TYPES, FLASH_ATTN, LOAD_MODES, SPEC_TYPES, SPLIT_MODES, Settings
-from tui.core.validate import errors, validate
+from tui.core.options import CACHE_TYPES, FLASH_ATTN, LOAD_MODES, SPEC_TYPES, SPLIT_MODES
+from tui.core.options.settings import Settings
+from tui.core.options.validate import errors, validate
 
 _PATH_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+ "
 #: Extra arguments in canonical spelling (as the importers write them back).
@@ -47,7 +48,7 @@ def settings_strategy(draw: st.DrawFn, *, ini: bool = False) -> Settings:
                                                st.sampled_from(["", ":Q4_K_M", ":UD-Q4_K_XL"]))))
     batch = draw(_opt(st.integers(1, 8192)))
     ubatch = draw(_opt(st.integers(1, batch if batch is not None else 2048)))
-    n_max = draw(_opt(st.integers(0, 16)))
+    n_max = draw(_opt(st.integers(0, min(16, (batch if batch is not None else 2048) - 1))))  # a draft fits one batch
     n_min = draw(_opt(st.integers(0, n_max if n_max is not None else 3)))
     fa = draw(_opt(st.sampled_from(FLASH_ATTN)))
     unquant = ["f32", "f16", "bf16"]

@@ -16,8 +16,8 @@ from tui.core.options import (
     option_for_ini_key,
 )
 from tui.core.server_options import parse_help, parse_help_entries
-from tui.core.settings import Settings, effective_spec_types
-from tui.core.validate import Problem, validate
+from tui.core.options.settings import Settings, effective_spec_types
+from tui.core.options.validate import Problem, validate
 
 HELP = (Path(__file__).parent / "data" / "llama-server-help.txt").read_text()
 

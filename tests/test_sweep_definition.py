@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.core.sweep.definition import (
     Objective,
     SweepDefinitionError,

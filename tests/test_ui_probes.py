@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Input, Select
 
 from tui.core.hwprofiles import PROFILES
 from tui.core.paths import config_dir
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 from tui.ui.screens.runs import RunsScreen

@@ -1,10 +1,18 @@
-"""Helpers shared by the subcommands: error printing and JSON output."""
+"""Helpers shared by the subcommands: error printing, JSON output and the llama-server flag check."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tui.core.options.settings import Settings
+
+
+class ServerArgsError(ValueError):
+    """llama-server flags that the one validator refuses; the message lists each problem by field."""
 
 
 def fail(message: str, code: int = 2) -> int:
@@ -37,3 +45,22 @@ def pass_unknown_to_server(p: Any) -> None:
         return ns, []
 
     p.parse_known_args = parse_known_args
+
+
+def check_server_args(server_args: Sequence[str], *, base: Settings | None = None, warn: bool = True) -> Settings:
+    """The llama-server flags of any command as Settings, through the form's validator (`check_argv`).
+
+    Raises `ServerArgsError` naming every refused value, before a plan is computed or a server
+    starts (`mtp-tune plan -c abc` and `probe -c abc` stop here, exit 2). Warnings go to stderr.
+    A missing model is left to the caller, which knows its own usage line.
+    """
+    from tui.core.options.validate import check_argv, errors
+
+    settings, problems = check_argv(list(server_args), base=base, require_model=False)
+    bad = errors(problems)
+    if bad:
+        raise ServerArgsError("the llama-server flags cannot be used:\n  " + "\n  ".join(p.message for p in bad))
+    if warn:
+        for p in problems:
+            print(f"mtp-tune: warning: {p.message}", file=sys.stderr)
+    return settings

@@ -38,14 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _parse_settings(args: list[str]) -> Any:
-    """llama-server flags -> Settings through the one argv reader; errors as one ValueError."""
-    from tui.core.options.argv import settings_from_argv
+    """llama-server flags -> Settings through the one validator (`check_server_args`); ValueError on a refusal."""
+    from tui.cli._common import check_server_args
 
-    imp = settings_from_argv(args)
-    errors = [p for p in getattr(imp, "problems", []) if getattr(p, "severity", "") == "error"]
-    if errors:
-        raise ValueError("; ".join(getattr(p, "message", str(p)) for p in errors))
-    return imp.settings
+    return check_server_args(args)
 
 
 def _devices(spec: str | None, rpc: list[str], rpc_mib: float | None) -> tuple[list[Any], Any, str]:
@@ -74,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _parse_settings(server_args)
     except ValueError as exc:
-        return fail(f"the llama-server flags could not be read: {exc}")
+        return fail(str(exc))
     if not settings.model:
         return fail("plan needs the model file: mtp-tune plan -m FILE.gguf [llama-server flags] [--gpus SPEC] [--json]")
     try:

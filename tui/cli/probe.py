@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from tui.cli._common import fail, print_json, pass_unknown_to_server
+from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server, print_json
 from tui.core.probes.runner import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
@@ -80,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.url and not _has_model(server_args):
         return fail("probe needs a server: `mtp-tune probe --url http://127.0.0.1:8080` for a running one, or "
                     "`mtp-tune probe -m FILE.gguf [llama-server flags]` to launch one.")
+    if not args.url:
+        try:
+            check_server_args(server_args)  # refuse bad values before a server is launched
+        except ServerArgsError as exc:
+            return fail(str(exc))
     try:
         suite = get_suite(args.suite)
         config = RunConfig(repeat=args.repeat, n_predict=args.n_predict, seed=args.seed,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tui.cli._common import fail, print_json
-from tui.core.argv import command_line, parse_command_line, settings_to_argv
+from tui.core.options.argv import command_line, parse_command_line, settings_to_argv
 from tui.core.preset_ini import (
     DEFAULT_MODELS_MAX,
     IniProblem,
@@ -33,8 +33,8 @@ from tui.core.profiles import (
 from tui.core.provision import ProvisionError, find_server
 from tui.core.preset_ini import atomic_write_bytes
 from tui.core.server_options import accepted_options
-from tui.core.settings import Settings
-from tui.core.validate import Problem, validate
+from tui.core.options.settings import Settings
+from tui.core.options.validate import Problem, validate
 
 COMMAND = "profile"
 HELP = "import, export, check, list and show settings profiles (TOML, --models-preset INI, argv)"

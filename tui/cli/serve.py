@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from tui.cli._common import fail, pass_unknown_to_server
+from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server
 from tui.core.server.failures import Failure
 from tui.core.provision import ProvisionError, ensure_server
 from tui.core.server.events import LogLine, ServerState, StateEvent
@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
     ):
         return fail("serve needs a model: `mtp-tune serve -m FILE.gguf [llama-server flags]` "
                     "(or --models-preset FILE.ini --router-model NAME for router mode).")
+    try:
+        check_server_args(server_args)  # the form's validator: refuse bad values before launching
+    except ServerArgsError as e:
+        return fail(str(e))
     try:
         server = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
                                                                           file=sys.stderr, flush=True))

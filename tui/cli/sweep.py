@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tui.cli._common import fail, print_json, pass_unknown_to_server
+from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server, print_json
 
 COMMAND = "sweep"
 HELP = "run a grid of configurations (--axis NAME=V1,V2) and report the best (-m FILE [llama-server flags])"
@@ -124,7 +124,6 @@ def sweep_json(table: Any, outcome: Any = None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.core.options.argv import settings_from_argv
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
     from tui.core.sweep.definition import SweepDefinitionError, build_definition
@@ -139,17 +138,17 @@ def run(args: argparse.Namespace) -> int:
         return fail("sweep needs a model file: `mtp-tune sweep -m FILE.gguf [llama-server flags] --axis NAME=V1,V2`.")
     if not args.axis:
         return fail("sweep needs at least one --axis, e.g. --axis mtp=on,off --axis ub=256,512.")
-    imp = settings_from_argv(with_defaults(server_args), base=Settings(metrics=False))
-    errors = [p for p in imp.problems if p.severity == "error"]
-    if errors:
-        return fail("the llama-server flags cannot be used: " + " ".join(p.message for p in errors))
     try:
-        definition = build_definition(imp.settings, args.axis, suite=args.suite, repeat=args.repeat,
+        base_settings = check_server_args(with_defaults(server_args), base=Settings(metrics=False))
+    except ServerArgsError as exc:
+        return fail(str(exc))
+    try:
+        definition = build_definition(base_settings, args.axis, suite=args.suite, repeat=args.repeat,
                                       n_predict=args.n_predict, objective=args.objective, budget_min=args.budget,
                                       try_anyway=args.try_anyway, fit_step_mib=args.fit_step)
     except SweepDefinitionError as e:
         return fail(str(e))
-    model = imp.settings.model
+    model = base_settings.model
     if model and not Path(model).expanduser().is_file():
         return fail(f"the model file {model} does not exist (or is not a file); check the path given to -m.")
     from tui.core.provision import ProvisionError, ensure_server

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from tui.core.argv import format_value, parse_value
+from tui.core.options.values import BadValue, format_value, parse_value
 from tui.core.options import (
     FALSEY,
     FIELDS,
@@ -60,8 +60,8 @@ from tui.core.options import (
     find_removed,
     option_for_ini_key,
 )
-from tui.core.settings import Settings
-from tui.core.validate import Problem, validate
+from tui.core.options.settings import Settings
+from tui.core.options.validate import Problem, validate
 
 Severity = Literal["error", "warning"]
 DEFAULT_SECTION = "default"
@@ -510,15 +510,20 @@ def _check_router(pf: PresetFile, models_max: int) -> None:
 
 
 def _check_model_values(pf: PresetFile, sec: IniSection, eff: dict[ServerOption, IniEntry]) -> None:
-    settings, _, _ = settings_from_options(eff)
+    settings, _, notes = settings_from_options(eff)
     line_of: dict[str, IniEntry] = {}
+    removed_fields: set[str] = set()
     for opt, e in eff.items():
         spec = field_for_option(opt)
         line_of[spec.field if spec else "extra_args"] = e
+        if (r := _removed_of(opt)) is not None and r.field:
+            removed_fields.add(r.field)
+    # values that are not of their field's type were refused while reading (the field is left unset)
+    bad_values = [n for n in notes if n.severity == "error" and n.field in line_of and n.field not in removed_fields]
     sec_line = sec.line if sec.line is not None else min((e.line for e in sec.entries if e.key != "version"), default=None)
     if not any(o.env in ("LLAMA_ARG_MODEL", "LLAMA_ARG_HF_REPO") for o in eff):
         pf.problems.append(IniProblem(sec_line, sec.name, None, "warning", f"model '{sec.model_name}' has no model or hf-repo key; the router starts it without a model unless a cached or --models-dir model has this name."))
-    for p in validate(settings, target="ini", require_model=False):
+    for p in bad_values + validate(settings, target="ini", require_model=False):
         if p.field in ("host", "api_key", "extra_args"):
             continue  # host/api-key are router business; extra keys were checked per key above
         e = line_of.get(p.field)
@@ -596,7 +601,10 @@ def settings_from_options(
             # the option is the positive form (e.g. mmproj-auto); no_mmproj is its negation
             setattr(s, spec.field, value in FALSEY)
         else:
-            setattr(s, spec.field, parse_value(spec, value))
+            try:
+                setattr(s, spec.field, parse_value(spec, value))
+            except BadValue as exc:
+                notes.append(Problem(spec.field, "error", f"{exc} ({e.key} = {value!r}, line {e.line}; not imported)"))
     return s, preset_only, notes
 
 
@@ -619,7 +627,11 @@ def _translate_removed(s: Settings, e: IniEntry, removed: RemovedOption, notes: 
     if value is None:
         return
     spec = next(f for f in FIELDS if f.field == removed.field)
-    setattr(s, removed.field, parse_value(spec, value))
+    try:
+        setattr(s, removed.field, parse_value(spec, value))
+    except BadValue as exc:
+        notes.append(Problem(removed.field, "error", f"{exc} ({e.key} = {value!r}, line {e.line}; not imported)"))
+        return
     notes.append(Problem(removed.field, "warning", f"{e.key} = {e.value} (line {e.line}) was removed from llama-server; imported as {spec.label} = {value}."))
 
 

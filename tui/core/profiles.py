@@ -23,7 +23,8 @@ import tomli_w
 
 from tui.core.paths import config_dir
 from tui.core.preset_ini import atomic_write_bytes
-from tui.core.settings import REDACTED, Settings
+from tui.core.options.redact import REDACTED
+from tui.core.options.settings import Settings
 
 FORMAT = 1
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

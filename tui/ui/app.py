@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from tui.core.gpu.types import GpuSnapshot
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui import themes as theme_loader
 from tui.ui.backend import Backend
 from tui.ui.messages import (

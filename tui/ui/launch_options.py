@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.hwprofiles import parse_gpus_spec
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.adapters import profiles
 from tui.ui.options import AppOptions
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tui.core.hwprofiles import HwProfile
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.view import CompareRow, PlanView, ProbeState, RunRow, ServerStatus
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.core.options.table import ServerOption, find_option, normalize_spelling
+from tui.core.options.lookup import find_option
+from tui.core.options.spec import ServerOption, normalize_spelling
 
 __all__ = ["Occurrence", "scan", "occurrences", "values", "value", "present", "without", "option_named"]
 

@@ -1,118 +1,31 @@
-"""Every llama-server (b11434) option mtp-tune knows: spellings, env names, value or flag, and removals.
+"""Every llama-server (b11434) option: spellings, env names, value or flag, repeatable or last-wins.
 
-Why a table: the argv importer, the preset parser and validation must agree with the real server on
+Why a table: the argv reader, the preset parser and validation must agree with the real server on
 which spellings exist. `SERVER_OPTIONS` was dumped from b11434's own option registry
 (`common_params_parser_init(LLAMA_EXAMPLE_SERVER)` plus the preset-only keys), so it is exact for that
 build; an installed server can be checked against its `--help` with `server_options.parse_help`.
+Value types, defaults and ranges are attached from `rules.RULES` (hand-written, one place).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cache
+from tui.core.options.rules import RULES
+from tui.core.options.spec import ServerOption
 
-__all__ = [
-    "FALSEY",
-    "FIELDS",
-    "FIELD_BY_NAME",
-    "FieldSpec",
-    "REMOVED",
-    "REMOVED_ENV",
-    "REPEATABLE",
-    "RemovedOption",
-    "SERVER_OPTIONS",
-    "ServerOption",
-    "TABLE_BUILD",
-    "TRUTHY",
-    "all_ini_keys",
-    "all_spellings",
-    "describe_removed",
-    "field_for_option",
-    "find_option",
-    "find_removed",
-    "is_falsey",
-    "is_truthy",
-    "normalize_spelling",
-    "option_for_ini_key",
-]
+__all__ = ["REPEATABLE", "SERVER_OPTIONS", "TABLE_BUILD"]
 
 #: The llama.cpp build the table was taken from.
 TABLE_BUILD = "b11434"
 
-TRUTHY: frozenset[str] = frozenset({"on", "enabled", "true", "1"})
-FALSEY: frozenset[str] = frozenset({"off", "disabled", "false", "0"})
+#: Options whose handler appends to a list in b11434 (arg.cpp), so repeating them accumulates;
+#: for every other option llama-server warns "only last value will be used" and the last one wins.
+REPEATABLE: frozenset[str] = frozenset({
+    "--reverse-prompt", "--logit-bias", "--rpc", "--override-tensor", "--cpu-moe", "--n-cpu-moe",
+    "--n-cpu-ffn", "--override-kv", "--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled",
+    "--alias", "--tags", "--api-key", "--api-key-file", "--spec-draft-override-tensor", "--spec-draft-cpu-moe",
+    "--spec-draft-n-cpu-moe", "--spec-synth-rates", "--spec-type",
+})
 
-
-def is_truthy(value: str) -> bool:
-    """llama-server's `is_truthy` (case-sensitive, arg.cpp:1337)."""
-    return value in TRUTHY
-
-
-def is_falsey(value: str) -> bool:
-    """llama-server's `is_falsey` (case-sensitive)."""
-    return value in FALSEY
-
-
-@dataclass(frozen=True)
-class ServerOption:
-    """One option as registered in llama-server.
-
-    `kind` is the C++ handler type: `void` (flag), `bool` (flag with negative spellings), `int`,
-    `string`, `strstr` (two values). `preset_only` keys exist only in `--models-preset` files.
-    """
-
-    args: tuple[str, ...]
-    neg: tuple[str, ...] = ()
-    hint: str | None = None
-    env: str | None = None
-    kind: str = "string"
-    preset_only: bool = False
-
-    @property
-    def repeatable(self) -> bool:
-        """True when every occurrence counts (the handler appends); otherwise the last one wins."""
-        return self.canonical in REPEATABLE
-
-    @property
-    def takes_value(self) -> bool:
-        return self.hint is not None
-
-    @property
-    def canonical(self) -> str:
-        """The first long (`--`) spelling; the name mtp-tune writes."""
-        return next((a for a in self.args if a.startswith("--")), self.args[-1])
-
-    @property
-    def canonical_neg(self) -> str | None:
-        return next((a for a in self.neg if a.startswith("--")), self.neg[-1] if self.neg else None)
-
-    @property
-    def spellings(self) -> tuple[str, ...]:
-        return self.args + self.neg
-
-    @property
-    def env_names(self) -> tuple[str, ...]:
-        """Env names, including the `LLAMA_ARG_NO_*` twin of options with a negative form."""
-        if not self.env:
-            return ()
-        if self.neg:
-            return (self.env, self.env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_"))
-        return (self.env,)
-
-    @property
-    def ini_key(self) -> str:
-        """The key mtp-tune writes into a preset section."""
-        return self.canonical.lstrip("-")
-
-    @property
-    def ini_keys(self) -> tuple[str, ...]:
-        """Every key the preset parser maps to this option (preset.cpp:251-262)."""
-        return tuple(s.lstrip("-") for s in self.spellings) + self.env_names
-
-    def is_negative(self, spelling: str) -> bool:
-        """True when `spelling` (with or without dashes) is one of the negative forms."""
-        bare = spelling.lstrip("-")
-        return any(n.lstrip("-") == bare for n in self.neg)
 
 
 def _o(
@@ -123,12 +36,13 @@ def _o(
     kind: str,
     preset_only: bool = False,
 ) -> ServerOption:
-    return ServerOption(args, neg, hint, env, kind, preset_only)
+    canonical = next((a for a in args if a.startswith("--")), args[-1])
+    return ServerOption(args, neg, hint, env, kind, preset_only, canonical in REPEATABLE, RULES.get(canonical))
 
 
 # fmt: off
 #: Every option llama-server b11434 registers, in registration order (generated; do not hand-edit
-#: spellings). Removed options that still exist only to throw are included: see `REMOVED`.
+#: spellings). Removed options that still exist only to throw are included: see `removed.REMOVED`.
 SERVER_OPTIONS: tuple[ServerOption, ...] = (
     _o(('-h', '--help', '--usage'), (), None, None, 'void'),
     _o(('--version',), (), None, None, 'void'),
@@ -457,207 +371,3 @@ SERVER_OPTIONS: tuple[ServerOption, ...] = (
     _o(('dedup-cache-models',), (), '0|1', '__PRESET_DEDUP_CACHE_MODELS', 'string', preset_only=True),
 )
 # fmt: on
-
-#: Options whose handler appends to a list in b11434 (arg.cpp), so repeating them accumulates;
-#: for every other option llama-server warns "only last value will be used" and the last one wins.
-REPEATABLE: frozenset[str] = frozenset({
-    "--reverse-prompt", "--logit-bias", "--rpc", "--override-tensor", "--cpu-moe", "--n-cpu-moe",
-    "--n-cpu-ffn", "--override-kv", "--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled",
-    "--alias", "--tags", "--api-key", "--api-key-file", "--spec-draft-override-tensor", "--spec-draft-cpu-moe",
-    "--spec-draft-n-cpu-moe", "--spec-synth-rates", "--spec-type",
-})
-
-
-@dataclass(frozen=True)
-class RemovedOption:
-    """An option older guides use that b11434 rejects, and what to write instead.
-
-    `registered` ones still exist in the server only to throw "the argument has been removed" (so
-    they appear in `--help` and a preset key for them is accepted at load but kills the child);
-    the others are plain "invalid argument" / "option not recognized". When `field` is set the
-    importer translates the option: to `value` for flags, to the given value otherwise.
-    """
-
-    spellings: tuple[str, ...]
-    replacement: str
-    takes_value: bool = False
-    field: str | None = None
-    value: str | None = None
-    registered: bool = False
-
-    @property
-    def ini_keys(self) -> tuple[str, ...]:
-        return tuple(s.lstrip("-") for s in self.spellings)
-
-
-REMOVED: tuple[RemovedOption, ...] = (
-    RemovedOption(("--no-mmap",), "--load-mode none", field="load_mode", value="none"),
-    RemovedOption(("--mmap",), "--load-mode mmap", field="load_mode", value="mmap"),
-    RemovedOption(("--mlock",), "--load-mode mlock", field="load_mode", value="mlock"),
-    RemovedOption(
-        ("--draft", "--draft-n", "--draft-max"), "--spec-draft-n-max N (or --spec-ngram-mod-n-max N)",
-        takes_value=True, field="spec_draft_n_max", registered=True,
-    ),
-    RemovedOption(
-        ("--draft-min", "--draft-n-min"), "--spec-draft-n-min N (or --spec-ngram-mod-n-min N)",
-        takes_value=True, field="spec_draft_n_min", registered=True,
-    ),
-    RemovedOption(
-        ("--spec-ngram-size-n",), "--spec-ngram-mod-n-match or --spec-ngram-{simple,map-k,map-k4v}-size-n",
-        takes_value=True, registered=True,
-    ),
-    RemovedOption(
-        ("--spec-ngram-size-m",), "--spec-ngram-{simple,map-k,map-k4v}-size-m", takes_value=True, registered=True,
-    ),
-    RemovedOption(
-        ("--spec-ngram-min-hits",), "--spec-ngram-{simple,map-k,map-k4v}-min-hits", takes_value=True,
-        registered=True,
-    ),
-)
-
-#: Env names of removed options that the server still reads only to fail.
-REMOVED_ENV: dict[str, RemovedOption] = {"LLAMA_ARG_DRAFT_MAX": REMOVED[3], "LLAMA_ARG_DRAFT_MIN": REMOVED[4]}
-
-
-@cache
-def _by_spelling() -> dict[str, ServerOption]:
-    return {s: opt for opt in SERVER_OPTIONS if not opt.preset_only for s in opt.spellings}
-
-
-@cache
-def _by_ini_key() -> dict[str, ServerOption]:
-    out: dict[str, ServerOption] = {}
-    for opt in SERVER_OPTIONS:
-        for key in opt.ini_keys:
-            out[key] = opt
-    return out
-
-
-@cache
-def _removed_by_spelling() -> dict[str, RemovedOption]:
-    return {s: r for r in REMOVED for s in r.spellings}
-
-
-def normalize_spelling(arg: str) -> str:
-    """What the server matches: `--long_name` has its underscores turned into dashes (arg.cpp:832)."""
-    return arg.replace("_", "-") if arg.startswith("--") else arg
-
-
-def find_option(spelling: str) -> ServerOption | None:
-    """The CLI option for a spelling like `-c`, `--ctx-size` or `--ctx_size`; None if unknown."""
-    return _by_spelling().get(normalize_spelling(spelling))
-
-
-def find_removed(spelling: str) -> RemovedOption | None:
-    """The removal record for a CLI spelling (with dashes) or preset key (without)."""
-    s = normalize_spelling(spelling)
-    if not s.startswith("-"):
-        s = f"--{s}"
-    return _removed_by_spelling().get(s)
-
-
-def option_for_ini_key(key: str) -> ServerOption | None:
-    """The option a preset key maps to, matched literally as the preset parser does."""
-    return _by_ini_key().get(key)
-
-
-def all_ini_keys() -> frozenset[str]:
-    """Every key a b11434 preset section may hold (plus `version`)."""
-    return frozenset(_by_ini_key()) | {"version"}
-
-
-def all_spellings() -> frozenset[str]:
-    """Every CLI spelling b11434 registers (including removed ones that only throw)."""
-    return frozenset(_by_spelling())
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """How one `Settings` field maps to a llama-server option.
-
-    `kind`: `str`, `int`, `float`, `choice`, `ngl` (auto/all/N), `onoff` (bool written on/off),
-    `spec` (spec-type list), `list_int`, `list_float`, `list_str` (comma lists), `flag` (True emits
-    the flag), `negflag` (True emits the option's negative form). `ini=False` fields are not written
-    to preset sections: the router forces host/port and strips api-key (server-models.cpp:479-531).
-    """
-
-    field: str
-    spelling: str
-    kind: str
-    ini: bool = True
-
-    @property
-    def option(self) -> ServerOption:
-        opt = find_option(self.spelling)
-        assert opt is not None, self.spelling
-        return opt
-
-    @property
-    def flag(self) -> str:
-        """The spelling mtp-tune emits for this field."""
-        if self.kind == "negflag":
-            neg = self.option.canonical_neg
-            assert neg is not None
-            return neg
-        return self.option.canonical
-
-    @property
-    def label(self) -> str:
-        """The name used in messages (the long option name without dashes)."""
-        return self.flag.lstrip("-")
-
-
-#: Settings fields in the order they are emitted.
-FIELDS: tuple[FieldSpec, ...] = (
-    FieldSpec("model", "--model", "str"),
-    FieldSpec("hf_repo", "--hf-repo", "str"),
-    FieldSpec("ctx_size", "--ctx-size", "int"),
-    FieldSpec("batch_size", "--batch-size", "int"),
-    FieldSpec("ubatch_size", "--ubatch-size", "int"),
-    FieldSpec("parallel", "--parallel", "int"),
-    FieldSpec("threads", "--threads", "int"),
-    FieldSpec("threads_batch", "--threads-batch", "int"),
-    FieldSpec("spec_type", "--spec-type", "spec"),
-    FieldSpec("spec_draft_n_max", "--spec-draft-n-max", "int"),
-    FieldSpec("spec_draft_n_min", "--spec-draft-n-min", "int"),
-    FieldSpec("spec_draft_p_min", "--spec-draft-p-min", "float"),
-    FieldSpec("cache_type_k", "--cache-type-k", "choice"),
-    FieldSpec("cache_type_v", "--cache-type-v", "choice"),
-    FieldSpec("cache_type_k_draft", "--spec-draft-type-k", "choice"),
-    FieldSpec("cache_type_v_draft", "--spec-draft-type-v", "choice"),
-    FieldSpec("flash_attn", "--flash-attn", "choice"),
-    FieldSpec("fit", "--fit", "onoff"),
-    FieldSpec("fit_target", "--fit-target", "list_int"),
-    FieldSpec("fit_ctx", "--fit-ctx", "int"),
-    FieldSpec("n_gpu_layers", "--gpu-layers", "ngl"),
-    FieldSpec("split_mode", "--split-mode", "choice"),
-    FieldSpec("tensor_split", "--tensor-split", "list_float"),
-    FieldSpec("main_gpu", "--main-gpu", "int"),
-    FieldSpec("cpu_moe", "--cpu-moe", "flag"),
-    FieldSpec("n_cpu_moe", "--n-cpu-moe", "int"),
-    FieldSpec("load_mode", "--load-mode", "choice"),
-    FieldSpec("no_mmproj", "--mmproj-auto", "negflag"),
-    FieldSpec("cache_ram", "--cache-ram", "int"),
-    FieldSpec("rpc", "--rpc", "list_str"),
-    FieldSpec("host", "--host", "str", ini=False),
-    FieldSpec("port", "--port", "int", ini=False),
-    FieldSpec("api_key", "--api-key", "str", ini=False),
-    FieldSpec("metrics", "--metrics", "flag"),
-)
-
-FIELD_BY_NAME: dict[str, FieldSpec] = {f.field: f for f in FIELDS}
-
-
-@cache
-def _field_by_option() -> dict[ServerOption, FieldSpec]:
-    return {f.option: f for f in FIELDS}
-
-
-def field_for_option(opt: ServerOption) -> FieldSpec | None:
-    """The Settings field an option fills, or None when it belongs in `extra_args`."""
-    return _field_by_option().get(opt)
-
-
-def describe_removed(spelling: str, removed: RemovedOption) -> str:
-    """One sentence: what was removed and what to use instead."""
-    return f"{spelling} was removed from llama-server ({TABLE_BUILD} rejects it); use {removed.replacement} instead"

@@ -24,7 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from tui.core.options.values import parse_value
+from tui.core.options.values import BadValue, parse_value
 from tui.core.options.argv import settings_to_argv
 from tui.core.options import FIELD_BY_NAME, FALSEY, TRUTHY, FieldSpec, field_for_option, find_option
 from tui.core.options.settings import Settings, effective_spec_types
@@ -155,7 +155,10 @@ def parse_axis(text: str) -> Axis:
             else:
                 raise SweepDefinitionError(f"--axis {name}: {t!r} is not on or off.")
         else:
-            vals.append(parse_value(spec, t))
+            try:
+                vals.append(parse_value(spec, t))
+            except BadValue as exc:
+                raise SweepDefinitionError(f"--axis {name}: {exc}") from None
     return Axis(bare, spec.field, tuple(vals), texts)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 
 
 def save_profile(name: str, settings: Settings) -> tuple[str, bool]:
@@ -44,7 +44,7 @@ def load_profile(name: str) -> tuple[Settings | None, str]:
 def last_launched() -> Settings | None:
     """The settings of the newest launch in the history (API key dropped: history never keeps it)."""
     from tui.core.profiles import list_history
-    from tui.core.settings import REDACTED
+    from tui.core.options.redact import REDACTED
 
     try:
         entries = list_history(limit=1)
@@ -84,7 +84,7 @@ def write_ini_section(path: str, section: str, settings: Settings) -> tuple[str,
 
 def import_command(text: str, base: Settings) -> tuple[Settings | None, str, bool]:
     """A pasted command line -> Settings; the message lists warnings, or the errors that stop it."""
-    from tui.core.argv import parse_command_line
+    from tui.core.options.argv import parse_command_line
 
     if not text.strip():
         return None, "paste a llama-server command line first", False

@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static, TabbedContent, TabPane, TextArea
 
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.adapters import profiles
 from tui.ui.widgets.inputs import TextBox, TextInput
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tui.core.argv import command_line, format_float, parse_value, split_command
-from tui.core.options import FIELD_BY_NAME
-from tui.core.settings import CACHE_TYPES, FLASH_ATTN, LOAD_MODES, SPEC_TYPES, SPLIT_MODES
+from tui.core.options import CACHE_TYPES, FIELD_BY_NAME, FLASH_ATTN, LOAD_MODES, SPEC_TYPES, SPLIT_MODES, default
+from tui.core.options.argv import command_line, split_command
+from tui.core.options.values import BadValue, format_float, parse_value
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,12 @@ def _f(name: str, default: str = "", choices: tuple[str, ...] = (), help: str = 
     return FormField(name, label, kind, default, choices, help)
 
 
+def _d(name: str) -> str:
+    """llama-server's default for a field, from the option table, as placeholder text."""
+    v = default(FIELD_BY_NAME[name].spelling)
+    return format_float(v) if isinstance(v, float) and name != "spec_draft_p_min" else str(v)
+
+
 #: Groups in the order shown; every Settings field appears exactly once.
 GROUPS: tuple[tuple[str, tuple[FormField, ...]], ...] = (
     ("Model", (
@@ -40,36 +46,36 @@ GROUPS: tuple[tuple[str, tuple[FormField, ...]], ...] = (
     )),
     ("Speculative", (
         _f("spec_type", "none", SPEC_TYPES, help="comma list; draft-mtp = MTP"),
-        _f("spec_draft_n_max", "3"),
-        _f("spec_draft_n_min", "0"),
-        _f("spec_draft_p_min", "0.0"),
+        _f("spec_draft_n_max", _d("spec_draft_n_max")),
+        _f("spec_draft_n_min", _d("spec_draft_n_min")),
+        _f("spec_draft_p_min", _d("spec_draft_p_min")),
     )),
     ("KV cache", (
-        _f("cache_type_k", "f16", CACHE_TYPES),
-        _f("cache_type_v", "f16", CACHE_TYPES),
-        _f("cache_type_k_draft", "f16", CACHE_TYPES, help="draft KV; does not follow -ctk"),
-        _f("cache_type_v_draft", "f16", CACHE_TYPES),
-        _f("flash_attn", "auto", FLASH_ATTN),
-        _f("cache_ram", "8192", help="MiB of prompt cache in RAM"),
+        _f("cache_type_k", _d("cache_type_k"), CACHE_TYPES),
+        _f("cache_type_v", _d("cache_type_v"), CACHE_TYPES),
+        _f("cache_type_k_draft", _d("cache_type_k_draft"), CACHE_TYPES, help="draft KV; does not follow -ctk"),
+        _f("cache_type_v_draft", _d("cache_type_v_draft"), CACHE_TYPES),
+        _f("flash_attn", _d("flash_attn"), FLASH_ATTN),
+        _f("cache_ram", _d("cache_ram"), help="MiB of prompt cache in RAM"),
     )),
     ("Batching", (
-        _f("batch_size", "2048"),
-        _f("ubatch_size", "512"),
+        _f("batch_size", _d("batch_size")),
+        _f("ubatch_size", _d("ubatch_size")),
         _f("parallel", "auto (4)", help="1 for honest MTP measurements"),
         _f("threads", "auto"),
         _f("threads_batch", "= threads"),
     )),
     ("Fit and placement", (
         _f("fit", "on", ("on", "off")),
-        _f("fit_target", "1024", help="MiB kept free, one or one per device"),
-        _f("fit_ctx", "4096"),
-        _f("n_gpu_layers", "auto", help="auto, all or N"),
-        _f("split_mode", "layer", SPLIT_MODES),
+        _f("fit_target", _d("fit_target"), help="MiB kept free, one or one per device"),
+        _f("fit_ctx", _d("fit_ctx")),
+        _f("n_gpu_layers", _d("n_gpu_layers"), help="auto, all or N"),
+        _f("split_mode", _d("split_mode"), SPLIT_MODES),
         _f("tensor_split", "", help="e.g. 1,1"),
-        _f("main_gpu", "0"),
+        _f("main_gpu", _d("main_gpu")),
         _f("cpu_moe", ""),
         _f("n_cpu_moe", ""),
-        _f("load_mode", "auto", LOAD_MODES),
+        _f("load_mode", _d("load_mode"), LOAD_MODES),
         _f("no_mmproj", ""),
         _f("rpc", "", help="host:port,..."),
     )),
@@ -107,8 +113,8 @@ def _num_text(v: Any) -> str:
 def parse_text(field: FormField, text: str) -> tuple[Any, str | None]:
     """Text from an input -> (value, None), or (value, reason) when the text cannot be a value.
 
-    Number text that does not parse is kept as text (`argv.parse_value`), so the core's validation
-    names the field and the reason; empty text means "not given" (the server's default).
+    Text that is not of the field's type gives (None, the core's field-named reason from
+    `options.values.parse_value`); empty text means "not given" (the server's default).
     """
     s = text.strip()
     kind = field.kind
@@ -128,4 +134,7 @@ def parse_text(field: FormField, text: str) -> tuple[Any, str | None]:
     spec = FIELD_BY_NAME[field.name]
     if kind == "spec":
         return [p.strip() for p in s.split(",") if p.strip()], None
-    return parse_value(spec, s), None
+    try:
+        return parse_value(spec, s), None
+    except BadValue as exc:
+        return None, str(exc)

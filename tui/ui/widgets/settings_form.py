@@ -22,7 +22,7 @@ from textual.suggester import SuggestFromList
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static, Switch
 
-from tui.core.settings import Settings
+from tui.core.options.settings import Settings
 from tui.ui.widgets.inputs import TextInput
 from tui.ui.widgets.settings_fields import ALL_FIELDS, BOOL_KINDS, GROUPS, FormField, parse_text, to_text
 

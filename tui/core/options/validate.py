@@ -9,85 +9,27 @@ not as intended.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Literal
 
-from tui.core.options import (
-    FALSEY,
-    FIELD_BY_NAME,
-    TABLE_BUILD,
-    TRUTHY,
-    describe_removed,
-    find_option,
-    find_removed,
-    normalize_spelling,
-)
-from tui.core.settings import (
-    CACHE_TYPES,
-    FLASH_ATTN,
-    LOAD_MODES,
-    SPEC_TYPES,
-    SPLIT_MODES,
-    Settings,
-)
+from tui.core.options.argv import settings_from_argv, settings_to_argv
+from tui.core.options.fields import FIELD_BY_NAME, FIELDS, field_for_option
+from tui.core.options.lookup import default, find_option
+from tui.core.options.reader import Occurrence, scan
+from tui.core.options.problems import Problem, Severity, errors, label
+from tui.core.options.removed import describe_removed, find_removed
+from tui.core.options.rules import CACHE_TYPES, FLASH_ATTN, LOAD_MODES, SPEC_TYPES, SPLIT_MODES
+from tui.core.options.settings import Settings
+from tui.core.options.spec import FALSEY, TRUTHY, normalize_spelling
+from tui.core.options.table import TABLE_BUILD
+from tui.core.options.values import as_float, as_int, not_int, not_number, range_problem
 
-Severity = Literal["error", "warning"]
+__all__ = ["Problem", "Severity", "check_argv", "errors", "label", "validate"]
 
-#: Server defaults used by cross-field rules when a field is unset (common.h, b11434).
-DEFAULT_BATCH = 2048
-DEFAULT_UBATCH = 512
-DEFAULT_N_MAX = 3
-DEFAULT_N_MIN = 0
 #: KV types that need no flash attention for V (llama-context.cpp:3843-3852).
 UNQUANTIZED_KV: frozenset[str] = frozenset({"f32", "f16", "bf16"})
 FA_VALUES: frozenset[str] = frozenset(FLASH_ATTN) | TRUTHY | FALSEY | {"-1"}
 FA_OFF: frozenset[str] = FALSEY
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding: `field` is the Settings field (or `extra_args`), so a form can mark it."""
-
-    field: str
-    severity: Severity
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.message}"
-
-
-def label(field: str) -> str:
-    """The option name users know for a Settings field (`ctx_size` -> `ctx-size`)."""
-    spec = FIELD_BY_NAME.get(field)
-    return spec.label if spec else field.replace("_", "-")
-
-
-def _int_value(value: object) -> int | None | str:
-    """An int, None, or the text that is not a whole number."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    try:
-        return int(text)
-    except ValueError:
-        return str(value)
-
-
-def _float_value(value: object) -> float | None | str:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        return str(value)
 
 
 def _is_loopback(host: str) -> bool:
@@ -100,40 +42,23 @@ def _is_loopback(host: str) -> bool:
         return False  # a name: may resolve to anything
 
 
-# (field, minimum, what the minimum means) for whole-number fields.
-_INT_RULES: tuple[tuple[str, int, str], ...] = (
-    ("ctx_size", 0, "0 means the model's training context"),
-    ("batch_size", 1, "the logical batch must hold at least one token"),
-    ("ubatch_size", 1, "the micro-batch must hold at least one token"),
-    ("parallel", -1, "-1 means auto"),
-    ("threads", -1, "-1 means all cores"),
-    ("threads_batch", -1, "-1 means the same as threads"),
-    ("spec_draft_n_max", 0, "it is a number of draft tokens"),
-    ("spec_draft_n_min", 0, "it is a number of draft tokens"),
-    ("fit_ctx", 0, "it is a number of tokens"),
-    ("main_gpu", 0, "it is a device index"),
-    ("n_cpu_moe", 0, "it is a number of layers"),
-    ("cache_ram", -1, "-1 means no limit, 0 turns the cache off"),
-    ("port", 0, "0 lets the system pick a port"),
-)
-
-
 def _check_numbers(s: Settings, out: list[Problem]) -> dict[str, int | None]:
-    """Whole-number fields; returns the parsed values of the valid ones."""
+    """Whole-number fields against their type and the table's range; returns the valid values."""
     parsed: dict[str, int | None] = {}
-    for field, minimum, why in _INT_RULES:
-        v = _int_value(getattr(s, field))
-        if isinstance(v, str):
-            out.append(Problem(field, "error", f"{label(field)}: {v!r} is not a whole number; enter digits only."))
+    for spec in FIELDS:
+        if spec.kind != "int":
             continue
-        if v is not None and v < minimum:
-            out.append(Problem(field, "error", f"{label(field)}: {v} is below {minimum} ({why})."))
+        field = spec.field
+        v = as_int(getattr(s, field))
+        if isinstance(v, str):
+            out.append(Problem(field, "error", not_int(field, v)))
+            continue
+        if v is not None and (msg := range_problem(spec.label, spec.option.rule, v)):
+            out.append(Problem(field, "error", msg))
             continue
         parsed[field] = v
     if parsed.get("parallel") == 0:
         out.append(Problem("parallel", "error", "parallel: 0 is rejected by llama-server; use -1 (auto) or 1 or more."))
-    if (p := parsed.get("port")) is not None and p > 65535:
-        out.append(Problem("port", "error", f"port: {p} is above 65535."))
     for field in ("threads", "threads_batch"):
         if parsed.get(field) == 0:
             out.append(Problem(field, "error", f"{label(field)}: 0 threads cannot run; use -1 or 1 or more."))
@@ -141,23 +66,23 @@ def _check_numbers(s: Settings, out: list[Problem]) -> dict[str, int | None]:
 
 
 def _check_floats(s: Settings, out: list[Problem]) -> None:
-    v = _float_value(s.spec_draft_p_min)
+    p_min = FIELD_BY_NAME["spec_draft_p_min"]
+    v = as_float(s.spec_draft_p_min)
     if isinstance(v, str):
-        out.append(Problem("spec_draft_p_min", "error", f"spec-draft-p-min: {v!r} is not a number; use e.g. 0.75."))
-    elif v is not None and not 0.0 <= v <= 1.0:
-        out.append(Problem("spec_draft_p_min", "error", f"spec-draft-p-min: {v} is a probability and must be between 0 and 1."))
-    for i, x in enumerate(s.tensor_split):
-        fv = _float_value(x)
-        if isinstance(fv, str):
-            out.append(Problem("tensor_split", "error", f"tensor-split: entry {i + 1} ({fv!r}) is not a number; use proportions like 3,1."))
-        elif fv is not None and fv < 0:
-            out.append(Problem("tensor_split", "error", f"tensor-split: entry {i + 1} ({fv:g}) is negative; proportions must be 0 or more."))
-    for i, x in enumerate(s.fit_target):
-        iv = _int_value(x)
-        if isinstance(iv, str):
-            out.append(Problem("fit_target", "error", f"fit-target: entry {i + 1} ({iv!r}) is not a whole number of MiB."))
-        elif iv is not None and iv < 0:
-            out.append(Problem("fit_target", "error", f"fit-target: entry {i + 1} ({iv}) is negative; it is the MiB to keep free per device."))
+        out.append(Problem("spec_draft_p_min", "error", not_number("spec_draft_p_min", v)))
+    elif v is not None and (msg := range_problem(p_min.label, p_min.option.rule, v)):
+        out.append(Problem("spec_draft_p_min", "error", msg))
+    lists = (
+        ("tensor_split", as_float, "a number; use proportions like 3,1", "proportions must be 0 or more"),
+        ("fit_target", as_int, "a whole number of MiB", "it is the MiB to keep free per device"),
+    )
+    for field, conv, what, why in lists:
+        for i, x in enumerate(getattr(s, field)):
+            v = conv(x)
+            if isinstance(v, str):
+                out.append(Problem(field, "error", f"{label(field)}: entry {i + 1} ({v!r}) is not {what}."))
+            elif v is not None and v < 0:
+                out.append(Problem(field, "error", f"{label(field)}: entry {i + 1} ({v:g}) is negative; {why}."))
 
 
 def _check_choices(s: Settings, out: list[Problem]) -> None:
@@ -179,7 +104,7 @@ def _check_choices(s: Settings, out: list[Problem]) -> None:
             out.append(Problem("fit", "error", f"fit: {s.fit!r} is not on or off."))
     ngl = s.n_gpu_layers
     if ngl is not None and str(ngl) not in ("auto", "all"):
-        if isinstance(_int_value(ngl), str):
+        if isinstance(as_int(ngl), str):
             out.append(Problem("n_gpu_layers", "error", f"gpu-layers: {ngl!r} is not auto, all or a whole number of layers."))
         elif int(str(ngl)) < -2:
             out.append(Problem("n_gpu_layers", "warning", f"gpu-layers: {ngl} is negative, which llama-server treats as all layers; write all."))
@@ -197,17 +122,23 @@ def _check_spec(s: Settings, n: dict[str, int | None], out: list[Problem]) -> No
         out.append(Problem("spec_type", "warning", f"spec-type: {', '.join(dupes)} listed more than once."))
     n_max = n.get("spec_draft_n_max")
     n_min = n.get("spec_draft_n_min")
-    eff_max = DEFAULT_N_MAX if n_max is None else n_max
-    eff_min = DEFAULT_N_MIN if n_min is None else n_min
-    if "spec_draft_n_max" in n and "spec_draft_n_min" in n and eff_min > eff_max:
+    eff_max = default("--spec-draft-n-max") if n_max is None else n_max
+    eff_min = default("--spec-draft-n-min") if n_min is None else n_min
+    if "spec_draft_n_max" in n and "spec_draft_n_min" in n and eff_min > eff_max:  # type: ignore[operator]
         out.append(Problem("spec_draft_n_min", "error", f"spec-draft-n-min ({eff_min}) is greater than spec-draft-n-max ({eff_max}); lower n-min or raise n-max."))
+    if n_max is not None and "batch_size" in n:
+        # a draft and the token it follows are verified in one batch: the server caps the outputs per
+        # sequence at n_batch (speculative.cpp:2669), so a longer draft is never checked, only allocated.
+        b = default("--batch-size") if n["batch_size"] is None else n["batch_size"]
+        if n_max > b - 1:  # type: ignore[operator]
+            out.append(Problem("spec_draft_n_max", "error", f"spec-draft-n-max: {n_max} is above {b - 1}; it must be between 0 and {b - 1} (0..batch-size - 1: a draft and the token before it are verified in one batch of batch-size {b})."))  # type: ignore[operator]
 
 
 def _check_batches(n: dict[str, int | None], out: list[Problem]) -> None:
     if "batch_size" not in n or n.get("ubatch_size") is None:
         return  # not a number (already reported), or ubatch left to the server (it follows batch)
-    b = DEFAULT_BATCH if n["batch_size"] is None else n["batch_size"]
-    ub = DEFAULT_UBATCH if n["ubatch_size"] is None else n["ubatch_size"]
+    b = default("--batch-size") if n["batch_size"] is None else n["batch_size"]
+    ub = n["ubatch_size"]
     if ub > b:
         out.append(Problem("ubatch_size", "error", f"ubatch-size ({ub}) is larger than batch-size ({b}); llama-server would cut the micro-batch to {b}. Lower ubatch-size or raise batch-size."))
 
@@ -233,7 +164,7 @@ def _check_devices(s: Settings, n: dict[str, int | None], device_count: int | No
     if ft > 1 and ft > device_count:
         out.append(Problem("fit_target", "error", f"fit-target has {ft} values but only {device_count} device(s) are present; give one value, or one per device."))
     elif 1 < ft < device_count:
-        out.append(Problem("fit_target", "warning", f"fit-target has {ft} values for {device_count} devices; the others keep the default 1024 MiB margin."))
+        out.append(Problem("fit_target", "warning", f"fit-target has {ft} values for {device_count} devices; the others keep the default {default('--fit-target')} MiB margin."))
     mg = n.get("main_gpu")
     if mg is not None and device_count > 0 and mg >= device_count:
         out.append(Problem("main_gpu", "error", f"main-gpu {mg} does not exist; devices are numbered 0 to {device_count - 1}."))
@@ -276,8 +207,6 @@ def _check_host(s: Settings, out: list[Problem]) -> None:
 
 def _check_flags(s: Settings, accepted: frozenset[str] | None, out: list[Problem]) -> None:
     """Removed or unknown options among the emitted flags and the extra arguments."""
-    from tui.core.argv import settings_to_argv  # late: argv imports this module
-
     emitted = settings_to_argv(s, include_extra=False)
     fields_flags = [a for a in emitted if a.startswith("-") and find_option(a) is not None]
     extra_flags = [a for a in s.extra_args if isinstance(a, str) and a.startswith("-") and len(a) > 1 and not _is_number(a)]
@@ -301,6 +230,22 @@ def _check_flags(s: Settings, accepted: frozenset[str] | None, out: list[Problem
             out.append(Problem("extra_args", "warning", f"extra arguments repeat {flag}, which a form field already sets; the later value (the extra one) wins."))
 
 
+def _check_extra_values(s: Settings, out: list[Problem]) -> None:
+    """Numbers given in the extra arguments against the table's type and range (`--spec-ngram-mod-n-min`)."""
+    for t in scan([str(a) for a in s.extra_args]):
+        if not isinstance(t, Occurrence) or t.value is None or t.option.rule is None:
+            continue
+        r, name = t.option.rule, t.option.canonical.lstrip("-")
+        if r.type not in ("int", "float"):
+            continue
+        v = as_int(t.value) if r.type == "int" else as_float(t.value)
+        if isinstance(v, str):
+            what = "a whole number" if r.type == "int" else "a number"
+            out.append(Problem("extra_args", "error", f"{name}: {v!r} is not {what}."))
+        elif v is not None and (msg := range_problem(name, r, v)):
+            out.append(Problem("extra_args", "error", msg))
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -310,8 +255,6 @@ def _is_number(text: str) -> bool:
 
 
 def _field_of(flag: str) -> str:
-    from tui.core.options import field_for_option
-
     opt = find_option(flag)
     spec = field_for_option(opt) if opt else None
     return spec.field if spec else "extra_args"
@@ -344,6 +287,7 @@ def validate(
         _check_model(settings, out)
     _check_host(settings, out)
     _check_flags(settings, accepted, out)
+    _check_extra_values(settings, out)
     if settings.split_mode == "tensor" and settings.fit is not False:
         out.append(Problem("split_mode", "warning", "split-mode tensor is experimental and --fit cannot plan it; set fit to off and size the context yourself."))
     if settings.cpu_moe and settings.n_cpu_moe is not None:
@@ -351,6 +295,28 @@ def validate(
     return sorted(out, key=lambda p: p.severity != "error")
 
 
-def errors(problems: list[Problem]) -> list[Problem]:
-    """Only the problems that stop a launch or an export."""
-    return [p for p in problems if p.severity == "error"]
+def check_argv(
+    args: Sequence[str],
+    *,
+    base: Settings | None = None,
+    env: dict[str, str] | None = None,
+    accepted: frozenset[str] | None = None,
+    device_count: int | None = None,
+    require_model: bool = True,
+) -> tuple[Settings, list[Problem]]:
+    """The one check every command runs on llama-server arguments before anything starts.
+
+    Reads `args` as llama-server would (`argv.settings_from_argv`), then validates the result; the
+    problems of both steps, errors first. A caller refuses to go on when `errors(problems)` is not
+    empty (the CLI exits 2), so a bad value never reaches the planner or a server.
+    """
+    imp = settings_from_argv(list(args), base=base, env=env)
+    found = imp.problems + validate(imp.settings, accepted, device_count, require_model=require_model)
+    seen: set[tuple[str, str, str]] = set()
+    out: list[Problem] = []
+    for p in found:
+        key = (p.field, p.severity, p.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return imp.settings, sorted(out, key=lambda p: p.severity != "error")

@@ -2,116 +2,37 @@
 
 Why an argv list and never a shell string: the launcher execs the list directly, so paths with
 spaces, quotes or `;` cannot break or inject anything. A shell-quoted line exists only for display
-(`command_line`). The importer reads what people paste from guides: shell quoting and line
-continuations, short and long flags, `--flag=value` (which llama-server itself rejects), repeated
-`--spec-type`, env assignments in front, removed flags (translated when possible) and unknown flags
-(kept verbatim in `extra_args`, with a warning).
+(`command_line`). The importer reads argv with `reader.scan`, i.e. llama-server's own rules: the last
+value wins, repeatable options (`-ot`, `--spec-type`, `--rpc`, ...) accumulate, an option's value is
+the next token whatever it looks like. On top it understands what people paste from guides: shell
+quoting and line continuations, `--flag=value` (which llama-server itself rejects), env assignments
+in front, removed flags (translated when possible) and unknown flags (kept in `extra_args`, warned).
+A value that is not of its field's type is reported and the field left unset.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shlex
 from dataclasses import dataclass, field, replace
 
-from tui.core.options import (
-    FALSEY,
-    FIELDS,
-    REMOVED_ENV,
-    TABLE_BUILD,
-    TRUTHY,
-    FieldSpec,
-    ServerOption,
-    describe_removed,
-    field_for_option,
-    find_option,
-    find_removed,
-    normalize_spelling,
-    SERVER_OPTIONS,
-)
-from tui.core.settings import REDACTED, Settings, effective_spec_types
-from tui.core.validate import Problem, label
+from tui.core.options.fields import FIELD_BY_NAME, FIELDS, FieldSpec, field_for_option
+from tui.core.options.lookup import option_for_env
+from tui.core.options.problems import Problem, label
+from tui.core.options.reader import Occurrence, scan
+from tui.core.options.redact import REDACTED, redact_argv
+from tui.core.options.removed import REMOVED_ENV, describe_removed, find_removed
+from tui.core.options.settings import Settings, effective_spec_types
+from tui.core.options.spec import TRUTHY, ServerOption, normalize_spelling
+from tui.core.options.table import TABLE_BUILD
+from tui.core.options.values import BadValue, format_value, parse_value
 
-_LIST_SPLIT = re.compile(r"[,/]+")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = frozenset({"env", "exec", "nohup", "time", "command"})
-
-
-# --------------------------------------------------------------------------- values
-
-
-def format_float(x: float) -> str:
-    """Shortest text that reads back as the same float (`1.0` -> `1`, `0.1` -> `0.1`)."""
-    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return repr(x) if isinstance(x, float) else str(x)
-
-
-def format_value(spec: FieldSpec, value: object) -> str | None:
-    """The option value text for a field, or None when nothing is emitted (unset/empty/False).
-
-    Flags return "" when set (emit the flag alone).
-    """
-    k = spec.kind
-    if value is None:
-        return None
-    if k in ("flag", "negflag"):
-        return "" if value is True or (isinstance(value, str) and value in TRUTHY) else None
-    if k == "onoff":
-        if isinstance(value, bool):
-            return "on" if value else "off"
-        return str(value)
-    if k == "spec":
-        return ",".join(str(t) for t in value) if value else None  # type: ignore[union-attr]
-    if k in ("list_int", "list_str"):
-        return ",".join(str(x) for x in value) if value else None  # type: ignore[union-attr]
-    if k == "list_float":
-        return ",".join(format_float(x) if isinstance(x, float) else str(x) for x in value) if value else None  # type: ignore[union-attr]
-    if k == "float":
-        return format_float(value) if isinstance(value, float) else str(value)
-    if k == "str" and value == "":
-        return None
-    return str(value)
-
-
-def parse_value(spec: FieldSpec, raw: str) -> object:
-    """Text -> field value. Text that does not parse is kept as text, so validation can name it."""
-    k = spec.kind
-    text = raw.strip()
-    if k == "int":
-        try:
-            return int(text)
-        except ValueError:
-            return raw
-    if k == "float":
-        try:
-            v = float(text)
-            return v if math.isfinite(v) else raw
-        except ValueError:
-            return raw
-    if k == "onoff":
-        return True if text in TRUTHY else False if text in FALSEY else raw
-    if k == "choice" and spec.field == "flash_attn":
-        return "on" if text in TRUTHY else "off" if text in FALSEY else "auto" if text in ("auto", "-1") else raw
-    if k == "spec":
-        return [t for t in raw.split(",")] if raw else []
-    if k in ("list_int", "list_float"):
-        out: list[object] = []
-        for part in _LIST_SPLIT.split(text):
-            if part == "":
-                continue
-            try:
-                out.append(int(part) if k == "list_int" else float(part))
-            except ValueError:
-                out.append(part)
-        return out
-    if k == "list_str":
-        return [p for p in raw.split(",") if p]
-    if k in ("flag", "negflag"):
-        return text not in FALSEY
-    return raw
+#: Repeatable options whose field holds the accumulated list; the other repeatable fields keep the
+#: first occurrence and pass later ones through in `extra_args`, so the server still sees them all.
+_ACCUMULATED_FIELDS = frozenset({"spec_type", "rpc"})
 
 
 # --------------------------------------------------------------------------- export
@@ -143,17 +64,6 @@ def settings_to_argv(
     return redact_argv(out) if redact else out
 
 
-def redact_argv(argv: list[str]) -> list[str]:
-    """A copy of `argv` with every API key value replaced by `REDACTED` (for logs and history)."""
-    out = list(argv)
-    for i, a in enumerate(out):
-        if a == "--api-key" and i + 1 < len(out):
-            out[i + 1] = REDACTED
-        elif a.startswith("--api-key="):
-            out[i] = f"--api-key={REDACTED}"
-    return out
-
-
 def command_line(argv: list[str]) -> str:
     """One shell-quoted line for display and copy-paste; never executed by mtp-tune."""
     return shlex.join(argv)
@@ -177,13 +87,14 @@ class ArgvImport:
 
 
 class _Importer:
-    """Applies options one at a time with llama-server's semantics (last value wins, spec-type appends)."""
+    """Applies options one at a time with llama-server's semantics (last value wins, lists accumulate)."""
 
     def __init__(self, base: Settings) -> None:
-        self.s = replace(base, spec_type=list(base.spec_type), extra_args=list(base.extra_args))
+        self.s = replace(base, spec_type=list(base.spec_type), rpc=list(base.rpc), extra_args=list(base.extra_args))
         self.problems: list[Problem] = []
         self.seen: dict[str, str] = {}  # field -> spelling first seen
         self.spec_lists: list[list[str]] = []
+        self.rpc_lists: list[list[str]] = []
 
     def warn(self, field_: str, message: str, severity: str = "warning") -> None:
         self.problems.append(Problem(field_, severity, message))  # type: ignore[arg-type]
@@ -191,6 +102,12 @@ class _Importer:
     def set_field(self, spec: FieldSpec, spelling: str, raw: str | None, negative: bool = False) -> None:
         if spec.kind == "spec":
             self.spec_lists.append(str(raw).split(",") if raw else [])
+            return
+        if spec.field == "rpc":
+            self.rpc_lists.append([p for p in str(raw).split(",") if p])
+            return
+        if spec.field in self.seen and spec.option.repeatable and spec.kind not in ("flag", "negflag"):
+            self.s.extra_args.extend([spelling] if raw is None else [spelling, raw])
             return
         if spec.field in self.seen and spec.kind not in ("flag", "negflag"):
             self.warn(spec.field, f"{spelling} is given more than once; the last value wins (llama-server warns about this too).")
@@ -200,7 +117,10 @@ class _Importer:
         elif spec.kind == "negflag":
             setattr(self.s, spec.field, negative)
         else:
-            setattr(self.s, spec.field, parse_value(spec, str(raw)))
+            try:
+                setattr(self.s, spec.field, parse_value(spec, str(raw)))
+            except BadValue as e:
+                self.warn(spec.field, f"{e} ({spelling} {raw!r} was not imported)", "error")
 
     def apply_removed(self, spelling: str, value: str | None) -> None:
         removed = find_removed(spelling)
@@ -213,8 +133,12 @@ class _Importer:
             cur = self.s.load_mode
             if {cur, new_value} == {"mmap", "mlock"}:
                 new_value = "mmap+mlock"
-        spec = next(f for f in FIELDS if f.field == removed.field)
-        setattr(self.s, removed.field, parse_value(spec, str(new_value)))
+        spec = FIELD_BY_NAME[removed.field]
+        try:
+            setattr(self.s, removed.field, parse_value(spec, str(new_value)))
+        except BadValue as e:
+            self.warn(removed.field, f"{describe_removed(spelling, removed)}; {e}", "error")
+            return
         shown = f"{spelling} {value}" if value is not None else spelling
         self.warn(removed.field, f"{describe_removed(spelling, removed)}; imported {shown} as --{label(removed.field)} {getattr(self.s, removed.field)}.")
 
@@ -229,16 +153,8 @@ class _Importer:
                     self.warn("spec_type", f"--spec-type {','.join(lst)} enables nothing: a list containing none is just none.")
                 merged.extend(eff)
             self.s.spec_type = merged
-
-
-def _env_option(name: str) -> tuple[ServerOption, bool] | None:
-    for opt in SERVER_OPTIONS:
-        if opt.preset_only:
-            continue
-        names = opt.env_names
-        if name in names:
-            return opt, name != opt.env
-    return None
+        if self.rpc_lists:
+            self.s.rpc = [ep for lst in self.rpc_lists for ep in lst]
 
 
 def _apply_env(imp: _Importer, env: dict[str, str]) -> None:
@@ -248,7 +164,7 @@ def _apply_env(imp: _Importer, env: dict[str, str]) -> None:
             removed = REMOVED_ENV[name]
             imp.warn("extra_args", f"{name}: {describe_removed(name, removed)}; llama-server fails when it is set.", "error")
             continue
-        found = _env_option(name)
+        found = option_for_env(name)
         if not found:
             imp.warn("extra_args", f"{name}={value} in front of the command is not a llama-server option; set it in your environment yourself if you need it.")
             continue
@@ -286,76 +202,103 @@ def _looks_like_value(tok: str) -> bool:
         return False
 
 
+def _tokens(args: list[str]) -> list[Occurrence | str]:
+    """`reader.scan`, except that a bare `-fa` (old guides: a flag) does not eat the option after it."""
+    out: list[Occurrence | str] = []
+    start = 0
+    while True:
+        for t in scan(args[start:]):
+            if (isinstance(t, Occurrence) and t.option.canonical == "--flash-attn" and not t.inline
+                    and t.value is not None and not _looks_like_value(t.value)):
+                out.append(replace(t, value=None))
+                start += t.index + 1
+                break
+            out.append(t)
+        else:
+            return out
+
+
 def settings_from_argv(args: list[str], *, base: Settings | None = None, env: dict[str, str] | None = None) -> ArgvImport:
-    """Parse llama-server arguments (without the binary) into Settings.
+    """Parse llama-server arguments (without the binary) into Settings, with llama-server's rules.
 
     Starts from `base` (default: `Settings(metrics=False)`, since an argv without `--metrics` means
-    metrics off). Unknown flags and options without a Settings field go to `extra_args` verbatim.
+    metrics off). Unknown flags and options without a Settings field go to `extra_args` verbatim,
+    each occurrence in order (so repeatable ones such as `-ot` all reach the server).
     """
     imp = _Importer(base if base is not None else Settings(metrics=False))
     if env:
         _apply_env(imp, env)
+    toks = _tokens([str(a) for a in args])
     i = 0
-    n = len(args)
-    while i < n:
-        tok = args[i]
+    while i < len(toks):
+        t = toks[i]
         i += 1
-        if not tok.startswith("-") or tok == "-" or _looks_like_value(tok):
-            imp.s.extra_args.append(tok)
-            imp.warn("extra_args", f"{tok!r} is not an option (llama-server takes no positional arguments); kept in extra arguments.")
+        if isinstance(t, str):
+            i = _plain_token(imp, t, toks, i)
             continue
-        spelling, eq, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
-        spelling = normalize_spelling(spelling)
-        opt = find_option(spelling)
-        removed = find_removed(spelling)
-        if removed is not None:
-            value = None
-            if removed.takes_value:
-                if eq:
-                    value = inline
-                elif i < n:
-                    value = args[i]
-                    i += 1
-                else:
-                    imp.warn("extra_args", f"{spelling} needs a value, but the command ends there.", "error")
-                    continue
-            imp.apply_removed(spelling, value)
+        spelling = normalize_spelling(t.spelling)
+        if find_removed(spelling) is not None:
+            if t.missing_value:
+                imp.warn("extra_args", f"{spelling} needs a value, but the command ends there.", "error")
+            else:
+                imp.apply_removed(spelling, t.value)
             continue
-        if opt is None:
-            kept = [tok]
-            if not eq and i < n and _looks_like_value(args[i]):
-                kept.append(args[i])
-                i += 1
-            imp.s.extra_args.extend(kept)
-            imp.warn("extra_args", f"{spelling} is not an option of llama-server {TABLE_BUILD}; kept in extra arguments, but the server will refuse to start with it.")
-            continue
-        value: str | None = None
+        opt = t.option
+        value = t.value
         if opt.takes_value:
-            if eq:
-                value = inline
-                imp.warn(_field_name(opt), f"{tok}: llama-server does not accept --flag=value; mtp-tune passes it as {spelling} {inline!r}.")
-            elif spelling in ("-fa", "--flash-attn") and (i >= n or not _looks_like_value(args[i])):
+            if t.inline:
+                imp.warn(_field_name(opt), f"{t.spelling}={value}: llama-server does not accept --flag=value; mtp-tune passes it as {spelling} {value!r}.")
+            elif opt.canonical == "--flash-attn" and value is None:
                 value = "on"
                 imp.warn("flash_attn", f"{spelling} takes a value since 2025 (on, off or auto); imported the bare flag as on.")
-            elif i < n:
-                value = args[i]
-                i += 1
-                if not _looks_like_value(value):
-                    # llama-server takes the next token whatever it is: `-c -np 1` sets ctx-size to "-np".
-                    imp.warn(_field_name(opt), f"{spelling} takes {value!r} as its value; if {value} was meant "
-                             f"as an option, {spelling} is missing its value.")
-            else:
+            elif t.missing_value:
                 imp.warn(_field_name(opt), f"{spelling} needs a value, but the command ends there.", "error")
                 continue
-        elif eq:
-            imp.warn(_field_name(opt), f"{tok}: {spelling} is a flag and takes no value; the value was ignored.")
+            elif value is not None and not _looks_like_value(value):
+                # llama-server takes the next token whatever it is: `-c -np 1` sets ctx-size to "-np".
+                imp.warn(_field_name(opt), f"{spelling} takes {value!r} as its value; if {value} was meant "
+                         f"as an option, {spelling} is missing its value.")
+        elif t.inline:
+            imp.warn(_field_name(opt), f"{t.spelling}=...: {spelling} is a flag and takes no value; the value was ignored.")
         spec = field_for_option(opt)
         if spec is None:
             imp.s.extra_args.extend([spelling] if value is None else [spelling, value])
             continue
-        imp.set_field(spec, spelling, value, negative=opt.is_negative(spelling))
+        imp.set_field(spec, spelling, value, negative=t.negative)
     imp.finish()
     return ArgvImport(imp.s, imp.problems, env=dict(env or {}))
+
+
+def _plain_token(imp: _Importer, tok: str, toks: list[Occurrence | str], i: int) -> int:
+    """A token that is no registered option: a removed one, an unknown one, or a stray value."""
+    if not tok.startswith("-") or _looks_like_value(tok):
+        imp.s.extra_args.append(tok)
+        imp.warn("extra_args", f"{tok!r} is not an option (llama-server takes no positional arguments); kept in extra arguments.")
+        return i
+    spelling, eq, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+    spelling = normalize_spelling(spelling)
+    removed = find_removed(spelling)
+    if removed is not None:
+        value: str | None = None
+        if removed.takes_value:
+            if eq:
+                value = inline
+            elif i < len(toks):
+                nxt = toks[i]
+                value = nxt if isinstance(nxt, str) else nxt.spelling
+                i += 1
+            else:
+                imp.warn("extra_args", f"{spelling} needs a value, but the command ends there.", "error")
+                return i
+        imp.apply_removed(spelling, value)
+        return i
+    kept = [tok]
+    if not eq and i < len(toks) and isinstance(toks[i], str) and _looks_like_value(str(toks[i])):
+        kept.append(str(toks[i]))
+        i += 1
+    imp.s.extra_args.extend(kept)
+    imp.warn("extra_args", f"{spelling} is not an option of llama-server {TABLE_BUILD}; kept in extra arguments, but the server will refuse to start with it.")
+    return i
 
 
 def _field_name(opt: ServerOption) -> str:

@@ -1,0 +1,78 @@
+"""The settings model: every llama-server knob mtp-tune shows.
+
+`None` means "not given": the server's default applies (`options.default(...)` says which) and no
+flag is emitted. Field names are the long option names with `-` replaced by `_`; the choices and
+ranges of each live in `options.rules`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from tui.core.options.redact import REDACTED, redact_argv
+
+
+@dataclass
+class Settings:
+    """One llama-server configuration; unset fields take llama-server b11434's defaults."""
+
+    # model
+    model: str | None = None  # -m PATH
+    hf_repo: str | None = None  # -hf user/model[:quant]
+    # context and batching
+    ctx_size: int | None = None  # -c; 0 = the model's training context
+    batch_size: int | None = None  # -b
+    ubatch_size: int | None = None  # -ub
+    parallel: int | None = None  # -np; -1 = auto (4 slots, unified KV)
+    threads: int | None = None  # -t
+    threads_batch: int | None = None  # -tb
+    # speculative decoding
+    spec_type: list[str] = field(default_factory=list)  # --spec-type comma list; [] = none; a `none` disables all
+    spec_draft_n_max: int | None = None
+    spec_draft_n_min: int | None = None
+    spec_draft_p_min: float | None = None
+    # KV cache
+    cache_type_k: str | None = None  # -ctk
+    cache_type_v: str | None = None  # -ctv
+    cache_type_k_draft: str | None = None  # -ctkd (does NOT follow -ctk)
+    cache_type_v_draft: str | None = None  # -ctvd
+    flash_attn: str | None = None  # -fa on|off|auto
+    # fit and placement
+    fit: bool | None = None  # --fit on|off
+    fit_target: list[int] = field(default_factory=list)  # -fitt MiB, one or one per device
+    fit_ctx: int | None = None  # -fitc
+    n_gpu_layers: str | None = None  # -ngl auto|all|N
+    split_mode: str | None = None  # -sm
+    tensor_split: list[float] = field(default_factory=list)  # -ts
+    main_gpu: int | None = None  # -mg
+    cpu_moe: bool = False  # -cmoe
+    n_cpu_moe: int | None = None  # -ncmoe N
+    load_mode: str | None = None  # -lm
+    no_mmproj: bool = False  # --no-mmproj
+    cache_ram: int | None = None  # -cram MiB
+    rpc: list[str] = field(default_factory=list)  # --rpc host:port,...
+    # server
+    host: str = "127.0.0.1"
+    port: int | None = None  # None = pick a free port at launch
+    api_key: str | None = field(default=None, repr=False)  # never written to logs (nor repr)
+    metrics: bool = True  # --metrics (mtp-tune needs /metrics for verification steps)
+    extra_args: list[str] = field(default_factory=list)  # free-form, appended verbatim
+
+    @property
+    def mtp_enabled(self) -> bool:
+        """True when draft-mtp is in the effective spec-type list (see `effective_spec_types`)."""
+        return "draft-mtp" in effective_spec_types(self.spec_type)
+
+    def redacted(self) -> Settings:
+        """A copy safe for logs and history: API keys (field and extra arguments) replaced by `REDACTED`."""
+        extra = redact_argv(self.extra_args)
+        return replace(self, api_key=REDACTED if self.api_key else None, extra_args=extra)
+
+
+def effective_spec_types(types: list[str]) -> list[str]:
+    """The types one `--spec-type a,b,c` really enables in b11434.
+
+    `common_speculative_types_from_names` (speculative.cpp:2324) returns just `{none}` as soon as the
+    list holds `none`, so any `none` switches the whole list off; otherwise order is kept.
+    """
+    return [] if "none" in types else list(types)
