@@ -1,1 +1,17 @@
-"""Running and talking to llama-server: processes, readiness, events, history, the handles."""
+"""Running and talking to llama-server, split by concern.
+
+process      children that never outlive mtp-tune: spawn (own group, parent-death signal, from the
+             long-lived spawner thread), the live registry, stop_all/install_cleanup, free_port,
+             the one environment sanitiser `child_env`, output pumping, `kill_group`, `Child`
+launch       one start as data (`Launch`), the argv a launch runs, why a spawn failed
+events       ServerState, StateEvent, LogLine, EventHub and the log/listener core both handles share
+readiness    the one /health and router /models poller (supervisor watcher and attachment alike)
+history      launch log files and the one launch-history writer
+supervisor   Supervisor: the server mtp-tune runs
+attach       Attachment: a server mtp-tune only watches
+handle       ServerHandle (the typed interface of both) and RunningSettings (what a server runs with)
+preset_check the real router's verdict on a --models-preset file
+client       the async HTTP client (and the pollers' sync client); metrics: /metrics as data
+failures     Failure and the endings the supervisor decides; classify: a log read into a Failure
+memreport    the memory lines of a launch log as data
+"""

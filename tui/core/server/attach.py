@@ -79,6 +79,11 @@ class Attachment(HandleCore):
     def log_path(self) -> Path | None:
         return self.log_file
 
+    @property
+    def pid(self) -> int | None:
+        """Not ours: mtp-tune never signals a server it only watches."""
+        return None
+
     def running_settings(self) -> RunningSettings | None:
         """What the server says it runs with (asks it now; None when it does not answer)."""
         with Readiness(self.url, self.api_key, self.model) as probe:

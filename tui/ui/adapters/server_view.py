@@ -4,25 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui.core.server.failures import strip_prefix
 from tui.core.gpu.types import ServerView
+from tui.core.server.failures import strip_prefix
+from tui.core.server.handle import ServerHandle
 from tui.ui.view import PlanView, ReconcileRow, ServerStatus
 
 TAIL = 5
 
 
-def status_of(handle: Any, *, attached: bool, reconcile: tuple[ReconcileRow, ...] = ()) -> ServerStatus:
+def status_of(handle: ServerHandle | None, *, attached: bool, reconcile: tuple[ReconcileRow, ...] = ()) -> ServerStatus:
     """The panel's view of a Supervisor or an Attachment (None: nothing started yet)."""
     if handle is None:
         return ServerStatus(state="stopped", attached=attached)
     state = handle.state.value
     failure = handle.failure
     explained = failure.explain() if failure is not None and state in ("failed", "exited") else None
-    path = getattr(handle, "log_path", None) or getattr(handle, "log_file", None)
+    path = handle.log_path
     return ServerStatus(
         state=state,
         url=handle.base_url if state not in ("stopped",) else None,
-        pid=getattr(handle, "pid", None) if handle.state.running else None,
+        pid=handle.pid if handle.state.running else None,
         attached=attached,
         failure=explained,
         log_tail=tuple(strip_prefix(line) for line in handle.tail(TAIL)),
