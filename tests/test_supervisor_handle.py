@@ -97,3 +97,23 @@ def test_both_handles_report_what_the_server_runs(server_bin: Path, tiny_models:
             srv.post("/completion", {"prompt": "Hello there", "n_predict": 8})
             after = att.running_settings()
             assert after is not None and after.n_max == 2 and after.label() == "MTP n2"
+
+
+@pytest.mark.server
+def test_cli_attached_probe_is_labelled_from_the_server(server_bin: Path, tiny_models: dict[str, Path],
+                                                         tmp_path: Path) -> None:
+    """`mtp-tune probe --attach URL` (probe_attached): no settings are known, the stored run still says MTP n3."""
+    from tui.core.probes.runner import RunConfig
+    from tui.core.probes.session import probe_attached
+    from tui.core.probes.suites import ProbePrompt, Suite
+    from tui.core.store import Store
+
+    extra = ["--spec-type", "draft-mtp", "--spec-draft-n-max", "3"]
+    with llama_server(server_bin, tiny_models["tiny-mtp"], extra, tmp_path) as srv, \
+            Store(tmp_path / "r.sqlite") as store:
+        suite = Suite("one", (ProbePrompt(name="capital", raw="The capital of France is"),))
+        run = probe_attached(srv.url, suite, RunConfig(repeat=1, n_predict=16), store=store)
+        assert run.status == "ok", run.error
+        row = store.require(run.run_id)
+        assert row.mtp is True and row.label == "MTP n3"
+        assert row.server is not None and row.server["running"]["n_max"] == 3
