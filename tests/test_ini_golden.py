@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.preset_ini import read_preset, render_args
+from tui.core.presets import read_preset, render_args
 from tui.core.server.process import child_env
 
 DATA = Path(__file__).parent / "data" / "ini"

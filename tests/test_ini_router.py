@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tui.cli import main
-from tui.core.preset_ini import read_preset
-from tui.core.profiles import save_profile
+from tui.core.presets import read_preset
+from tui.core.presets.profiles import save_profile
 from tui.core.options.settings import Settings
 from tui.core.server.process import child_env
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from tests.test_settings_strategies import settings_strategy
-from tui.core.preset_ini import (
+from tui.core.presets import (
     IniWriteError,
     parse_preset,
     read_preset,

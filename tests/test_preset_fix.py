@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tui.core.preset_fix import PresetFixError, fix_preset, plan_fix
-from tui.core.preset_ini import parse_preset
+from tui.core.presets import parse_preset
 
 OLD = (
     "version = 1\r\n"

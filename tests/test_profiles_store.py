@@ -12,8 +12,8 @@ from hypothesis import given, settings as hsettings
 
 from tests.test_settings_strategies import settings_strategy
 from tui.cli import main
-from tui.core import profiles
-from tui.core.profiles import ProfileError
+from tui.core.presets import profiles
+from tui.core.presets.profiles import ProfileError
 from tui.core.options.redact import REDACTED
 from tui.core.options.settings import Settings
 

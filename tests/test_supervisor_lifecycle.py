@@ -233,7 +233,7 @@ def test_stop_when_nothing_runs() -> None:
 
 
 def test_every_launch_is_kept_in_history(sup: Supervisor) -> None:
-    from tui.core.profiles import list_history
+    from tui.core.presets.profiles import list_history
 
     before = len(list_history())
     sup.start()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from textual.widgets import Input, OptionList, TextArea
 
-from tui.core.preset_ini import read_preset, settings_from_section
-from tui.core.profiles import load_profile, profiles_dir, save_profile
+from tui.core.presets import read_preset, settings_from_section
+from tui.core.presets.profiles import load_profile, profiles_dir, save_profile
 from tui.core.options.settings import Settings
 from tests.helpers import ui_samples as samples
 from tui.ui.app import make_app

@@ -114,7 +114,7 @@ async def test_failure_is_explained(server_bin: Path, tmp_path: Path) -> None:
 
 def test_each_launch_writes_one_history_entry(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     """The supervisor is the one writer of launch history: a TUI launch, then a restart, leave two entries."""
-    from tui.core.profiles import history_dir, load_history_entry
+    from tui.core.presets.profiles import history_dir, load_history_entry
     from tui.ui.backend import Backend
 
     options = _options(server_bin, tiny_models["tiny-mtp"], tmp_path)

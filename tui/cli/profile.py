@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tui.cli._common import fail, print_json
 from tui.core.options.argv import command_line, parse_command_line, settings_to_argv
-from tui.core.preset_ini import (
+from tui.core.presets import (
     DEFAULT_MODELS_MAX,
     IniProblem,
     IniWriteError,
@@ -18,7 +18,7 @@ from tui.core.preset_ini import (
     write_section,
 )
 from tui.core.server.preset_check import check_with_server
-from tui.core.profiles import (
+from tui.core.presets.profiles import (
     ProfileError,
     check_name,
     delete_profile,
@@ -31,7 +31,7 @@ from tui.core.profiles import (
     settings_to_toml,
 )
 from tui.core.provision import ProvisionError, find_server
-from tui.core.preset_ini import atomic_write_bytes
+from tui.core.presets import atomic_write_bytes
 from tui.core.server_options import accepted_options
 from tui.core.options.settings import Settings
 from tui.core.options.validate import Problem, validate

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.core.options import FALSEY, FIELD_BY_NAME, REMOVED_ENV, RemovedOption, find_removed
-from tui.core.preset_ini import GLOBAL_SECTION, IniLine, atomic_write_bytes, parse_preset
+from tui.core.presets import GLOBAL_SECTION, IniLine, atomic_write_bytes, parse_preset
 
 
 class PresetFixError(Exception):

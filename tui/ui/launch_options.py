@@ -29,7 +29,7 @@ def demo_settings(model: Path) -> Settings:
 
 
 def _profile_settings(name: str) -> Settings:
-    from tui.core.profiles import ProfileError, load_profile
+    from tui.core.presets.profiles import ProfileError, load_profile
 
     try:
         return load_profile(name)

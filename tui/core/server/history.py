@@ -61,7 +61,7 @@ def record_history(args: Sequence[str], binary: Path, pid: int | None, log_path:
     """Keep every launched configuration (koboldcpp users asked for this after each OOM)."""
     try:
         from tui.core.options.argv import settings_from_argv
-        from tui.core.profiles import record_launch
+        from tui.core.presets.profiles import record_launch
 
         settings = settings_from_argv(list(args)).settings
         return record_launch(settings, {"binary": str(binary), "pid": pid, "log": str(log_path or "")})

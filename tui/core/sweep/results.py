@@ -401,7 +401,8 @@ def save_best(table: SweepTable, name: str, *, ini_path: str | Path | None = Non
     Both are checked before either is written: a name or value the INI cannot hold leaves neither
     file changed. Raises ValueError with a one-paragraph message when there is no best.
     """
-    from tui.core import preset_ini, profiles
+    from tui.core import presets as preset_ini
+    from tui.core.presets import profiles
     from tui.core.paths import config_dir
 
     if table.best is None:

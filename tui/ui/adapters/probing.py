@@ -144,7 +144,7 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
     (a launched server: the argv it ran; an attached one: what it says), the form only fills gaps."""
     from tui.core.probes.runner import RunConfig, RunContext, run_probe_sync
     from tui.core.probes.suites import SuiteError
-    from tui.core.profiles import settings_to_dict
+    from tui.core.presets.profiles import settings_to_dict
 
     rs = running() if running is not None else None
     if rs is not None:

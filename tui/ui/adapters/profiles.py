@@ -12,7 +12,7 @@ from tui.core.options.settings import Settings
 
 
 def save_profile(name: str, settings: Settings) -> tuple[str, bool]:
-    from tui.core.profiles import ProfileError, save_profile as core_save
+    from tui.core.presets.profiles import ProfileError, save_profile as core_save
 
     if not name:
         return "give the profile a name first", False
@@ -24,7 +24,7 @@ def save_profile(name: str, settings: Settings) -> tuple[str, bool]:
 
 
 def list_profiles() -> tuple[list[str], str | None]:
-    from tui.core.profiles import ProfileError, list_profiles as core_list
+    from tui.core.presets.profiles import ProfileError, list_profiles as core_list
 
     try:
         return [p.name for p in core_list()], None
@@ -33,7 +33,7 @@ def list_profiles() -> tuple[list[str], str | None]:
 
 
 def load_profile(name: str) -> tuple[Settings | None, str]:
-    from tui.core.profiles import ProfileError, load_profile as core_load
+    from tui.core.presets.profiles import ProfileError, load_profile as core_load
 
     try:
         return core_load(name), f"loaded {name}"
@@ -43,7 +43,7 @@ def load_profile(name: str) -> tuple[Settings | None, str]:
 
 def last_launched() -> Settings | None:
     """The settings of the newest launch in the history (API key dropped: history never keeps it)."""
-    from tui.core.profiles import list_history
+    from tui.core.presets.profiles import list_history
     from tui.core.options.redact import REDACTED
 
     try:
@@ -58,7 +58,7 @@ def last_launched() -> Settings | None:
 
 def record_launch(settings: Settings) -> None:
     """Keep every launched configuration (koboldcpp users asked for exactly this)."""
-    from tui.core.profiles import ProfileError, record_launch as core_record
+    from tui.core.presets.profiles import ProfileError, record_launch as core_record
 
     try:
         core_record(settings)
@@ -67,7 +67,7 @@ def record_launch(settings: Settings) -> None:
 
 
 def write_ini_section(path: str, section: str, settings: Settings) -> tuple[str, bool]:
-    from tui.core.preset_ini import IniWriteError, write_section
+    from tui.core.presets import IniWriteError, write_section
 
     if not path or not section:
         return "give both the preset file and the section name", False
