@@ -42,6 +42,7 @@ class Launch:
     error: str | None = None
     seconds: float = 0.0
     long_prompt_tokens: int = 0
+    server_alive: bool | None = None  # after a failed request: did /health still answer (a timeout, not a death)?
 
 
 def product_env(work: Path, server_bin: Path | None) -> dict[str, str]:
@@ -156,6 +157,8 @@ class RealBackend:
                     res.long_prompt_tokens = long_tokens
                     if err:
                         res.error = f"long prompt: {err}"
+            if url is not None and res.error:
+                res.server_alive = _healthy(url)
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)  # serve stops its server and exits
@@ -237,6 +240,14 @@ def _complete(url: str, body: dict[str, Any], timeout: float) -> str | None:
         return f"{type(exc).__name__}: {exc}"[:300]
 
 
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=5) as r:  # noqa: S310 - 127.0.0.1 only
+            return r.status == 200
+    except Exception:  # noqa: BLE001 - refused or reset: the server is gone
+        return False
+
+
 def _token_ids(url: str, timeout: float) -> list[int]:
     try:
         return list(_post(url + "/tokenize", {"content": "the quick brown fox jumps over the lazy dog " * 4}, timeout)["tokens"])
@@ -295,7 +306,8 @@ class DryBackend:
         log = (self.data / rec["log"]).read_text()
         return Launch(ready=rec["ready"], readings={k: rec.get(k) for k in READING_POINTS}, log_text=log,
                       exit_code=rec.get("exit_code", 0), error=rec.get("error"), seconds=0.0,
-                      long_prompt_tokens=long_tokens if rec.get("after_long") is not None else 0)
+                      long_prompt_tokens=long_tokens if rec.get("after_long") is not None else 0,
+                      server_alive=rec.get("server_alive"))
 
     @contextmanager
     def hold(self, leave_mib: float, timeout: float = 60) -> Iterator[dict[str, Any]]:

@@ -140,7 +140,7 @@ class Check:
         launch = self.backend.launch(cfg, sargs, self.clock.timeout(ESTIMATE_S[cfg.model] * 3), long_tokens)
         bufs = adapter.buffers(launch.log_text) if launch.log_text else None
         row = assemble.config_row(cfg.to_json(), launch.__dict__ | {"log_text": None}, bufs, plan, fit)
-        if not launch.ready or launch.error:
+        if not launch.ready or (launch.error and not launch.server_alive):  # a slow request is no failure
             row["classified"] = adapter.classify_log(launch.exit_code, launch.log_text, sargs, was_ready=launch.ready)
         row["log_tail"] = launch.log_text.splitlines()[-5:] if launch.log_text else []
         self._keep_log(cfg.id, launch.log_text)
