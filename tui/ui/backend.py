@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.core.gpu.types import GpuSnapshot, ServerView
 from tui.core.options.settings import Settings
@@ -18,6 +18,10 @@ from tui.ui.adapters import planning, probing, reconciling, runs, server_view
 from tui.ui.options import AppOptions
 from tui.ui.view import CompareRow, PlanView, ProbeState, ReconcileRow, RunRow, ServerStatus
 from tui.ui.widgets.settings_form import FieldProblem
+
+if TYPE_CHECKING:  # imported lazily at run time (a worker thread pays for it, not the first frame)
+    from tui.core.server.attach import Attachment
+    from tui.core.server.supervisor import Supervisor
 
 
 class Backend:
@@ -28,8 +32,8 @@ class Backend:
         self.running_settings: Settings | None = None
         self.latest_plan: PlanView | None = None
         self._sampler: Any = None
-        self._supervisor: Any = None
-        self._attachment: Any = None
+        self._supervisor: Supervisor | None = None
+        self._attachment: Attachment | None = None
         self._lock = threading.Lock()
         self._on_server_change: Callable[[], None] | None = None
         self._unsubscribe: list[Callable[[], None]] = []
@@ -96,7 +100,7 @@ class Backend:
             self._watch(self._attachment)
             self._attachment.start()
 
-    def _watch(self, handle: Any) -> None:
+    def _watch(self, handle: ServerHandle) -> None:
         notify = self._notify
         self._unsubscribe.append(handle.add_state_listener(lambda _ev: notify()))
         self._unsubscribe.append(handle.add_log_listener(lambda _line: notify()))
@@ -116,7 +120,7 @@ class Backend:
         return ("no llama-server binary was found: give --server-bin PATH, set MTP_TUNE_LLAMA_SERVER, "
                 "or run `mtp-tune doctor --build`")
 
-    def _ensure_supervisor(self) -> Any:
+    def _ensure_supervisor(self) -> Supervisor:
         from tui.core.server.supervisor import Supervisor
 
         with self._lock:
