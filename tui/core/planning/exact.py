@@ -21,7 +21,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ class ExactResult:
     seconds: float = 0.0
     cached: bool = False
     runs: int = 0
+    sparse_copy: bool = False  # measured on a header-only sparse copy of the model file
 
     @property
     def available(self) -> bool:
@@ -75,7 +76,7 @@ class ExactResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status, "reason": self.reason, "seconds": round(self.seconds, 3), "cached": self.cached,
-            "runs": self.runs, "fit": self.fit.to_dict() if self.fit else None,
+            "runs": self.runs, "sparse_copy": self.sparse_copy, "fit": self.fit.to_dict() if self.fit else None,
             "sources": {k: s.to_dict() for k, s in self.sources.items()}, "warnings": list(self.warnings),
             "plan": self.plan.to_dict() if self.plan else None,
         }
@@ -116,7 +117,8 @@ def dry_run_args(settings: Settings, model: str | Path, *, pin: FitChoice | None
 
 
 def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, cancel: threading.Event | None,
-            env: Mapping[str, str] | None = None, log_dir: Path | None = None) -> tuple[DryRunLog, str]:
+            env: Mapping[str, str] | None = None, log_dir: Path | None = None,
+            progress: Callable[[str], None] | None = None) -> tuple[DryRunLog, str]:
     """Start the server via the Supervisor, feed its log to a DryRunLog, stop it once fit has decided.
     Returns the log and "" or "cancelled" / "timeout" / "exited"."""
     log = DryRunLog()
@@ -131,13 +133,16 @@ def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, ca
             if log.done:
                 done.set()
 
-    sup = Supervisor(server_bin, list(args), env=env, ready_timeout=timeout_s, stop_grace=0.5,
-                     log_dir=log_dir or (cache_dir() / "exact" / "logs"), record_history=False, memreport_factory=None)
+    # our own deadline stops it; the supervisor's readiness timeout only backs that up
+    sup = Supervisor(server_bin, list(args), env=env, ready_timeout=timeout_s + 60.0, stop_grace=0.5,
+                     log_dir=log_dir or (default_root() / "logs"), record_history=False, memreport_factory=None)
     sup.on_log_line(on_line)
     sup.add_state_listener(lambda ev: done.set() if ev.state.final else None)
     outcome = ""
     try:
         sup.start()
+        if progress is not None:
+            progress("dry run started")
         deadline = time.monotonic() + timeout_s
         while not done.wait(0.02):
             if cancel is not None and cancel.is_set():
@@ -186,17 +191,18 @@ def cache_key(digest: str, args: Sequence[str], devices: Sequence[DeviceSpec], s
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def _cache_path(key: str) -> Path:
-    return cache_dir() / "exact" / f"{key}.json"
+def default_root() -> Path:
+    """Where exact mode keeps its cache entries, sparse copies and dry-run logs."""
+    return cache_dir() / "exact"
 
 
-def _save(key: str, res: ExactResult) -> None:
+def _save(root: Path, key: str, res: ExactResult) -> None:
     if res.plan is None:
         return
     data = {"components": {d.key: d.components for d in res.plan.devices}, "fit": res.fit.to_dict() if res.fit else None,
             "sources": {k: s.to_dict() for k, s in res.sources.items()}, "warnings": res.warnings,
             "seconds": res.seconds, "runs": res.runs}
-    path = _cache_path(key)
+    path = root / f"{key}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
@@ -206,9 +212,9 @@ def _save(key: str, res: ExactResult) -> None:
         pass  # a cache that cannot be written is only slower
 
 
-def _load(key: str) -> dict[str, Any] | None:
+def _load(root: Path, key: str) -> dict[str, Any] | None:
     try:
-        data = json.loads(_cache_path(key).read_text())
+        data = json.loads((root / f"{key}.json").read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("components"), dict) else None
@@ -221,13 +227,17 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
                meta: GGUFMeta | None = None, stand_in: bool = False, rpc_bin: str | Path | None = None,
                host_total_mib: float | None = None, host_free_mib: float | None = None,
                timeout_s: float = DEFAULT_TIMEOUT_S, cancel: threading.Event | None = None, use_cache: bool = True,
-               env: Mapping[str, str] | None = None, sparse: bool | None = None) -> ExactResult:
+               env: Mapping[str, str] | None = None, sparse: bool | None = None,
+               progress: Callable[[str], None] | None = None, root: Path | None = None) -> ExactResult:
     """The exact plan of `settings` on `devices` (the planner's device list), from llama.cpp itself.
 
     `stand_in=True`: the non-remote devices are simulated; each is played by a loopback
     ggml-rpc-server (`rpc_bin`, default: next to the server) with the fit target that makes fit see
-    its free memory. `sparse`: measure a header-only sparse copy (default: for files over 1 GiB)."""
+    its free memory. `sparse`: measure a header-only sparse copy (default: for files over 1 GiB).
+    `progress` is called (on this thread) with a short phrase as each dry run starts. `root` holds the
+    cache, the sparse copies and the dry-run logs (default: cache_dir()/exact)."""
     t0 = time.monotonic()
+    root = Path(root) if root is not None else default_root()
     if server_bin is None:
         from tui.core import provision
         server_bin = provision.cached_server()
@@ -253,14 +263,15 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
     except StandInError as e:
         return unavailable(str(e))
     model_path = Path(settings.model)
-    if sparse if sparse is not None else needs_sparse(meta):
+    use_sparse = sparse if sparse is not None else needs_sparse(meta)
+    if use_sparse:
         try:
-            model_path = sparse_copy(meta, cache_dir() / "exact", digest)
+            model_path = sparse_copy(meta, root, digest)
         except OSError as e:
             return unavailable(f"could not write the header-only copy of the model ({e}).")
     key_args = dry_run_args(settings, "MODEL", rpc=remote_eps, fit_targets=[], n_ctx_train=meta.hparams.n_ctx_train)
     key = cache_key(digest, key_args, devices, server_bin, stand_in)
-    if use_cache and (hit := _load(key)) is not None:
+    if use_cache and (hit := _load(root, key)) is not None:
         res = _from_cache(hit, meta, settings, devices, host_total_mib, host_free_mib)
         if res is not None:
             res.seconds = time.monotonic() - t0
@@ -270,23 +281,24 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
     rpc_path = Path(rpc_bin) if rpc_bin else server_bin.parent / "ggml-rpc-server"
     if local and not rpc_path.is_file():
         return unavailable(f"simulated devices need ggml-rpc-server stand-ins, and {rpc_path} does not exist.")
+    job = _Job(settings, meta, model_path, devices, server_bin, remote_eps, _all_targets(margins, len(remote_eps)),
+               {}, [], host_total_mib, host_free_mib, timeout_s, cancel, env, progress, root / "logs")
     try:
         if local:
             with StandIns(rpc_path, local, margins[len(remote_eps):] or margins) as si:
                 warnings += caveats(local)
-                keymap = dict(zip(si.keys, [d.key for d in local]))
-                res = _measure(settings, meta, model_path, devices, server_bin, remote_eps + si.endpoints.split(","),
-                               _all_targets(margins, len(remote_eps)) + si.targets, keymap, host_total_mib,
-                               host_free_mib, timeout_s, cancel, env, local)
+                job.rpc, job.targets = job.rpc + si.endpoints.split(","), job.targets + si.targets
+                job.keymap, job.local = dict(zip(si.keys, [d.key for d in local])), local
+                res = _measure(job)
         else:
-            res = _measure(settings, meta, model_path, devices, server_bin, remote_eps, [], {}, host_total_mib,
-                           host_free_mib, timeout_s, cancel, env, [])
+            res = _measure(job)
     except (RuntimeError, OSError) as e:  # a stand-in that would not start, a binary that would not run
         return unavailable(f"the dry run could not start: {e}", time.monotonic() - t0)
     res.warnings = warnings + res.warnings
     res.seconds = time.monotonic() - t0
+    res.sparse_copy = use_sparse
     if res.available and use_cache:
-        _save(key, res)
+        _save(root, key, res)
     return res
 
 
@@ -294,60 +306,84 @@ def _all_targets(margins: list[int], n: int) -> list[int]:
     return [margins[i] if i < len(margins) else margins[-1] for i in range(n)]
 
 
-def _run_retrying(server_bin: Path, args: list[str], deadline: float, cancel: threading.Event | None,
-                  env: Mapping[str, str] | None) -> tuple[DryRunLog, str]:
-    """One dry run, run once more when an RPC server refused it: a ggml-rpc-server serves one client
-    at a time (listen backlog 1) and may still be finishing the previous, stopped run."""
-    for attempt in range(3):
-        log, outcome = run_dry(server_bin, args, timeout_s=max(1.0, deadline - time.monotonic()), cancel=cancel, env=env)
-        if not (log.errors and log.errors[0].startswith("Failed to connect")) or time.monotonic() > deadline:
-            break
-        if (cancel or threading.Event()).wait(0.25 * (attempt + 1)):  # back off; a cancel ends it at once
-            break
-    return log, outcome
+@dataclass
+class _Job:
+    """One exact-plan computation: what to run, against which devices, within which limits."""
+
+    settings: Settings
+    meta: GGUFMeta
+    model_path: Path
+    devices: list[DeviceSpec]
+    server_bin: Path
+    rpc: list[str]  # --rpc endpoints: the user's remote devices, then the stand-ins
+    targets: list[int]  # --fit-target per device ([] = the user's own)
+    keymap: dict[str, str]  # stand-in buffer name -> simulated device key
+    local: list[DeviceSpec]  # the simulated devices the stand-ins play
+    host_total: float | None
+    host_free: float | None
+    timeout_s: float
+    cancel: threading.Event | None
+    env: Mapping[str, str] | None
+    progress: Callable[[str], None] | None
+    log_dir: Path
+    deadline: float = 0.0
+
+    def args(self, pin: FitChoice | None = None) -> list[str]:
+        return dry_run_args(self.settings, self.model_path, pin=pin, rpc=self.rpc, fit_targets=self.targets,
+                            n_ctx_train=self.meta.hparams.n_ctx_train)
+
+    def run(self, args: list[str]) -> tuple[DryRunLog, str]:
+        """One dry run, run again when an RPC server refused it: a ggml-rpc-server serves one client
+        at a time (listen backlog 1) and may still be finishing the previous, stopped run."""
+        for attempt in range(3):
+            log, outcome = run_dry(self.server_bin, args, timeout_s=max(1.0, self.deadline - time.monotonic()),
+                                   cancel=self.cancel, env=self.env, log_dir=self.log_dir, progress=self.progress)
+            if not (log.errors and log.errors[0].startswith("Failed to connect")) or time.monotonic() > self.deadline:
+                break
+            if (self.cancel or threading.Event()).wait(0.25 * (attempt + 1)):  # back off; a cancel ends it at once
+                break
+        return log, outcome
 
 
-def _measure(settings: Settings, meta: GGUFMeta, model_path: Path, devices: list[DeviceSpec], server_bin: Path,
-             rpc: list[str], targets: list[int], keymap: dict[str, str], host_total: float | None,
-             host_free: float | None, timeout_s: float, cancel: threading.Event | None,
-             env: Mapping[str, str] | None, local: list[DeviceSpec]) -> ExactResult:
-    hp = meta.hparams
-    deadline = time.monotonic() + timeout_s
-    args = dry_run_args(settings, model_path, rpc=rpc, fit_targets=targets, n_ctx_train=hp.n_ctx_train)
-    log, outcome = _run_retrying(server_bin, args, deadline, cancel, env)
+def _measure(job: _Job) -> ExactResult:
+    """The dry run; a second one pinned to fit's choice when fit changed something."""
+    settings, hp, devices, local = job.settings, job.meta.hparams, job.devices, job.local
+    job.deadline = time.monotonic() + job.timeout_s
+    log, outcome = job.run(job.args())
     runs = 1
     if outcome == "cancelled":
         return ExactResult("cancelled", "cancelled", runs=runs)
-    why = _why_unavailable(log, outcome, timeout_s)
+    why = _why_unavailable(log, outcome, job.timeout_s)
     if why:
         return ExactResult("unavailable", why, runs=runs)
     n_offload = len(log.step1()[0].devices())  # type: ignore[union-attr]
-    run_keys = [f"RPC0[{ep}]" for ep in rpc] + [d.key for d in devices if not d.remote and not local]
+    run_keys = [f"RPC0[{ep}]" for ep in job.rpc] + [d.key for d in devices if not d.remote and not local]
     choice = choice_from_trace(log, settings, hp, n_offload, run_keys)
     # stand-ins all report the same memory, so llama.cpp's default split would be even: give it the
     # simulated devices' split (llama.cpp splits by free memory) unless fit or the user chose one
     uneven = len(local) > 1 and len({d.free_mib for d in local}) > 1 and not settings.tensor_split
     if choice.changed or (uneven and not choice.tensor_split):
         pin = choice if choice.changed else replace(choice, tensor_split=[d.free_mib for d in devices])
-        args = dry_run_args(settings, model_path, pin=pin, rpc=rpc, fit_targets=targets, n_ctx_train=hp.n_ctx_train)
-        log, outcome = _run_retrying(server_bin, args, deadline, cancel, env)
+        if job.progress is not None:
+            job.progress("measuring what --fit chose")
+        log, outcome = job.run(job.args(pin))
         runs += 1
         if outcome == "cancelled":
             return ExactResult("cancelled", "cancelled", runs=runs)
-        why = _why_unavailable(log, outcome, timeout_s)
+        why = _why_unavailable(log, outcome, job.timeout_s)
         if why:
             return ExactResult("unavailable", "measuring what --fit chose: " + why, runs=runs)
         if not choice.changed:
             choice = replace(choice, tensor_split=list(pin.tensor_split))
     target, draft = log.step1()
     try:
-        est = plan(meta, choice.apply(settings), devices, host_total, host_free, apply_fit=False)
+        est = plan(job.meta, choice.apply(settings), devices, job.host_total, job.host_free, apply_fit=False)
     except PlanError as e:
         return ExactResult("unavailable", f"the plan shape for fit's choice could not be built: {e}", runs=runs)
     est.fit = FitOutcome(settings.fit is not False, choice.action, choice.message, n_ctx=choice.n_ctx,
                          n_gpu_layers=choice.n_gpu_layers)
     mtp = est.resolved.mtp
-    sources = apply_measurements(est, target, draft, keymap, mtp)  # type: ignore[arg-type]
+    sources = apply_measurements(est, target, draft, job.keymap, mtp)  # type: ignore[arg-type]
     warnings = []
     if mtp and draft is None:
         warnings.append("llama.cpp did not measure the MTP context; draft KV and draft compute are estimates.")

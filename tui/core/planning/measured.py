@@ -8,9 +8,9 @@ the KV totals to 0.01 MiB. The plan wants seven components per device, so:
   without them the breakdown's compute (+0.5 MiB, the middle of its floor).
 - weights: the closed form (every tensor's bytes, or the mapped file range with mmap, which the
   no-mmap dry run cannot see) wherever it agrees with llama.cpp's floored figure; else llama.cpp's.
-- KV and draft KV: `context` minus the recurrent state; split from it by the closed form where
-  that agrees (sub-MiB), else llama.cpp's context less the measured state (the figure is exact, its
-  last MiB fraction comes from the KV total line).
+- KV and draft KV: llama.cpp's KV total line (per context, 0.01 MiB), shared between devices in the
+  closed form's proportions where those agree with each device's floored `context` minus its
+  measured recurrent state, else in those floors' proportions.
 
 Every component taken from a formula rather than a measurement is listed in `by_formula`.
 """
@@ -135,17 +135,24 @@ def apply_measurements(est: Plan, target: Measurement, draft: Measurement | None
 
 def _split_kv(est: Plan, parts: list[tuple[str, float, int]], total: float | None, comp: str,
               sources: dict[str, DeviceSource]) -> None:
-    """KV per device: the closed form where it agrees with llama.cpp's floored context on every
-    device, else llama.cpp's floors topped up to its KV total line in proportion."""
+    """KV per device from llama.cpp's KV total line (0.01 MiB) and floored per-device context: one
+    device takes the total; several share it in the closed form's proportions where those agree with
+    the floors, else in the floors'. Without the total line: the closed form where it agrees, else
+    the floors (+0.5 MiB)."""
     if not parts:
         return
-    if all(_agrees(f, floor) or (floor <= 0 and f < 1 + _SLACK) for _, f, floor in parts):
-        for key, _, _ in parts:
-            sources[key].by_formula.append(comp)
+    agree = all(_agrees(f, floor) or (floor <= 0 and f < 1 + _SLACK) for _, f, floor in parts)
+    if total is None:
+        for key, f, floor in parts:
+            if agree:
+                sources[key].by_formula.append(comp)
+            else:
+                est.device(key).components[comp] = max(0, floor) + 0.5 if floor > 0 else 0.0  # type: ignore[union-attr]
         return
-    floors = {key: max(0, floor) for key, _, floor in parts}
-    rest = (total - sum(floors.values())) if total is not None else 0.5 * len(floors)
-    base = sum(floors.values()) or 1
-    for key, v in floors.items():
-        est.device(key).components[comp] = v + max(0.0, rest) * (v / base if sum(floors.values()) else 1 / len(floors))  # type: ignore[union-attr]
-        sources[key].by_formula.append(f"{comp} (last MiB split)")
+    weights = {key: (f if agree else max(0.0, floor + 0.5 if floor > 0 else 0.0)) for key, f, floor in parts}
+    holders = [k for k, w in weights.items() if w > 0]
+    base = sum(weights.values())
+    for key, w in weights.items():
+        est.device(key).components[comp] = total * (w / base) if base else 0.0  # type: ignore[union-attr]
+        if len(holders) > 1 and w > 0:
+            sources[key].by_formula.append(f"{comp} (split of llama.cpp's total)")
