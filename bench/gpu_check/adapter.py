@@ -13,10 +13,7 @@ from tui.core.provision import BUILD_FLAGS, BUILD_TARGETS, RPC_SERVER_NAME, SDIS
 from tui.core.server.classify import classify
 from tui.core.server.memreport import parse_log
 
-try:  # the fixture is moving from tui/core to tests/helpers
-    from tests.helpers.shapemodel import write_shape_model
-except ImportError:  # pragma: no cover - before the move
-    from tui.core.shapemodel import write_shape_model
+from tests.helpers.shapemodel import write_shape_model
 
 __all__ = ["BUILD_FLAGS", "BUILD_TARGETS", "RPC_SERVER_NAME", "SDIST_NAME", "SDIST_VERSION", "SERVER_NAME",
            "buffers", "classify_log", "write_shape"]
