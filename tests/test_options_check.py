@@ -116,3 +116,29 @@ def test_commands_refuse_bad_values_before_launching(command: str, monkeypatch: 
     err = capsys.readouterr().err
     assert rc == 2, err
     assert "ctx-size: 'abc' is not a whole number" in err and "Traceback" not in err
+
+
+def test_sweep_axes_go_through_the_same_rules() -> None:
+    from tui.core.sweep.definition import SweepDefinitionError, build_definition, parse_axis
+
+    with pytest.raises(SweepDefinitionError, match="ubatch-size: 'abc' is not a whole number"):
+        parse_axis("ub=abc")
+    d = build_definition(Settings(model="m.gguf"), ["spec-ngram-mod-n-min=48,2000"])
+    skipped = [c for c in d.grid() if c.skip_reason]
+    assert len(skipped) == 1 and "between 0 and 1024" in (skipped[0].skip_reason or "")
+
+
+def test_tui_launch_refuses_a_profile_with_a_refused_value(capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from tui.core.presets.profiles import save_profile
+
+    def no_app(*_a: object, **_k: object) -> None:
+        raise AssertionError("the TUI was started with refused settings")
+
+    monkeypatch.setattr("tui.ui.app.make_app", no_app)
+
+    save_profile("huge-draft", Settings(model="m.gguf", spec_type=["draft-mtp"], spec_draft_n_max=500000))
+    rc = main(["--profile", "huge-draft", "--server-bin", "/nonexistent/llama-server"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "--profile huge-draft cannot be used" in err and "spec-draft-n-max: 500000 is above 2047" in err

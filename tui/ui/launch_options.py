@@ -37,6 +37,16 @@ def _profile_settings(name: str) -> Settings:
         raise ValueError(f"--profile {name}: {exc}") from exc
 
 
+def _checked(settings: Settings, source: str) -> Settings:
+    """The settings a launch starts from, through the form's validator: refused values stop here."""
+    from tui.core.options.validate import errors, validate
+
+    bad = errors(validate(settings, require_model=False))
+    if bad:
+        raise ValueError(f"{source} cannot be used:\n  " + "\n  ".join(p.message for p in bad))
+    return settings
+
+
 def _probe_options(args: argparse.Namespace, demo: bool) -> dict[str, Any]:
     repeat = getattr(args, "probe_repeat", None)
     n_predict = getattr(args, "probe_n_predict", None)
@@ -71,6 +81,7 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
         settings = demo_settings(setup.model)
         if getattr(args, "profile", None):
             settings = dataclasses.replace(_profile_settings(args.profile), model=str(setup.model))
+            _checked(settings, f"--profile {args.profile}")
         return AppOptions(
             settings=settings, server_bin=setup.server, hardware=setup.hardware, simulate=True, demo=True,
             theme=theme, autolaunch=not getattr(args, "no_launch", False),
@@ -87,6 +98,8 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
         settings = profiles.last_launched() or Settings()
     if getattr(args, "model", None):
         settings = dataclasses.replace(settings, model=str(Path(args.model).expanduser()))
+    if getattr(args, "profile", None):
+        _checked(settings, f"--profile {args.profile}")
     from tui.core import provision
 
     try:
