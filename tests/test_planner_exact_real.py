@@ -21,6 +21,7 @@ import pytest
 
 from tests.helpers.launch import probe_launch
 from tests.helpers.shapemodel import write_shape_model
+from tests.test_planner_real import CPU_CASES as ESTIMATE_CASES
 from tui.core.options.argv import settings_from_argv
 from tui.core.options.reader import value, without
 from tui.core.planning.devices import HOST, DeviceSpec
@@ -31,14 +32,8 @@ from tui.core.planning.standin import RpcServers
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 COMMON = ["-t", "1", "-tb", "1", "--no-warmup"]
-CPU_CASES = {
-    "mtp-default": ("tiny-mtp", ["-c", "4096", "-np", "1", "--spec-type", "draft-mtp"]),
-    "moe-quant-kv-3slots": ("tiny-moe-mtp", ["-c", "8000", "-np", "3", "-ub", "256", "--spec-type", "draft-mtp",
-                                             "-ctk", "q8_0", "-ctv", "q4_0", "-ctkd", "q8_0", "-ctvd", "q4_0"]),
-    "q8-auto-np-nmax5": ("tiny-mtp-q8_0", ["-c", "16384", "-ub", "128", "--spec-type", "draft-mtp", "--spec-draft-n-max", "5"]),
-    "nomtp-fa-off": ("tiny-nomtp", ["-c", "2048", "-np", "2", "-ub", "64", "-fa", "off"]),
-    "fit-off-ctx-unset": ("tiny-mtp", ["-np", "2", "--spec-type", "draft-mtp", "-fit", "off"]),
-}
+#: the estimate's real-server cases, plus --fit off with the context left to the model
+CPU_CASES = {**ESTIMATE_CASES, "fit-off-ctx-unset": ("tiny-mtp", ["-np", "2", "--spec-type", "draft-mtp", "-fit", "off"])}
 
 
 def _exact(model: Path, args: list[str], server_bin: Path, devices: list[DeviceSpec] | None = None, **kw: object) -> ExactResult:
