@@ -57,6 +57,7 @@ class Launch:
     started_at: float  # time.monotonic()
     started_wall: float  # time.time()
     router_model: str | None = None
+    args: list[str] = field(default_factory=list)  # the server options asked for (argv without what the supervisor adds)
     pid: int | None = None
     ready_at: float | None = None
     ended_at: float | None = None

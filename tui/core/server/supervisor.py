@@ -171,9 +171,12 @@ class Supervisor(HandleCore):
         return given.split(",")[0] if given else None
 
     def running_settings(self) -> RunningSettings | None:
-        """The settings of the current launch, read from the argv it ran (None before any launch)."""
+        """The settings of the current launch, read from the options it ran with (None before any launch).
+
+        The options as launched, without the log flags, host and port the supervisor adds (they are
+        not part of a configuration: two runs must not differ by the free port they got)."""
         launch = self._launch
-        return RunningSettings.from_argv(launch.argv[1:]) if launch is not None else None
+        return RunningSettings.from_argv(launch.args) if launch is not None else None
 
     # ---- control -------------------------------------------------------------------------
 
@@ -247,7 +250,7 @@ class Supervisor(HandleCore):
         launch = Launch(
             id=launch_id, argv=argv, host=host, port=port, log_path=new_log_path(self._log_dir, launch_id),
             started_at=time.monotonic(), started_wall=time.time(), router_model=self.router_model,
-            auto_port=auto, port_retries=port_retries,
+            args=list(self._args), auto_port=auto, port_retries=port_retries,
         )
         previous = self._state
         self._launch = launch
