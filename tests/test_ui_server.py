@@ -129,3 +129,30 @@ def test_each_launch_writes_one_history_entry(server_bin: Path, tiny_models: dic
         assert len(list(history_dir().glob("*.toml"))) == 2
     finally:
         backend.close()
+
+
+def test_launched_run_is_labelled_from_what_runs(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """The form changed after the launch (n-max 5, not applied): the run measures n-max 3 and says so."""
+    import dataclasses
+    import threading
+
+    from tui.core.paths import config_dir
+    from tui.ui.backend import Backend
+    from tui.ui.view import ProbeState
+
+    suite = config_dir() / "suites" / "one.toml"
+    suite.parent.mkdir(parents=True, exist_ok=True)
+    suite.write_text('name = "one"\n[[prompts]]\nname = "capital"\nprompt = "What is the capital of France?"\n')
+    options = dataclasses.replace(_options(server_bin, tiny_models["tiny-mtp"], tmp_path), probe_repeat=1,
+                                  probe_n_predict=16)
+    backend = Backend(options)
+    try:
+        assert backend.server_action("launch", options.settings) is None
+        edited = dataclasses.replace(options.settings, spec_draft_n_max=5)
+        _, run_id, error = backend.run_probes(str(suite), edited, ProbeState(), lambda _s: None, threading.Event())
+        assert error is None and run_id is not None
+        row = backend.store().require(run_id)
+        assert row.label is not None and row.label.startswith("MTP n3"), row.label
+        assert row.mtp is True and row.settings is not None and row.settings["spec_draft_n_max"] == 3
+    finally:
+        backend.close()
