@@ -14,7 +14,8 @@ import pytest
 from tui.cli import main
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import Configuration, build_definition, settings_json
-from tui.core.sweep.results import build_table, save_best
+from tui.core.sweep.best import save_best
+from tui.core.sweep.results import build_table
 from tui.core.sweep.state import RowResult, SweepState, StateError, load_state, open_state
 
 

@@ -4,7 +4,8 @@ state, compute and output buffers, the --fit-target margin and an OOM risk verdi
 Usage: mtp-tune plan -m FILE.gguf [any llama-server flags] [--gpus SPEC] [--json]
 SPEC: `cpu` (host only), sizes like `2x16GiB` or `6GiB,24GiB`, or a profile name
 (rtx3060-laptop-6g, rtx3090-24g, rtx4090-24g, 2xv100-16g, h200-141g). Without --gpus: the real GPUs
-(NVML), or `cpu` when there are none. `--rpc host:port,...` devices are planned as remote devices.
+(NVML), or `cpu` when there are none. `--rpc host:port,...` devices are planned as remote devices,
+ahead of the local GPUs as llama.cpp orders them (the one device list: tui.core.planning.devices).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ HELP = "per-device memory plan and OOM risk for llama-server flags (MTP-aware)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", metavar="SPEC", help="cpu | 2x16GiB | 6GiB,24GiB | a profile name (default: real GPUs or cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object: model, devices, totals")
+    p.add_argument("--exact", action="store_true", help="measure with llama.cpp's own --fit dry run (about a second)")
     p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB",
                    help="memory of each --rpc device (default: this machine's RAM, as ggml-rpc-server reports)")
     p.set_defaults(server_args=[])
@@ -83,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
         p = plan(meta, settings, devices, host_total_mib=host_total, host_free_mib=host_free)
     except (GGUFError, PlanError) as exc:
         return fail(str(exc))
+    if args.exact:
+        from tui.cli.plan_exact import run_exact
+        return run_exact(args, settings, meta, devices, p, source, host_total, host_free)
     if args.json:
         print_json(p.to_dict())
         return 0

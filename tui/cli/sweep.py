@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server, print_json
+from tui.cli._common import ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json
 
 COMMAND = "sweep"
 HELP = "run a grid of configurations (--axis NAME=V1,V2) and report the best (-m FILE [llama-server flags])"
@@ -109,10 +109,6 @@ def _dur(s: float) -> str:
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-def _has_model(args: list[str]) -> bool:
-    return any(a in ("-m", "--model") or a.startswith("--model=") for a in args)
-
-
 def sweep_json(table: Any, outcome: Any = None) -> dict[str, Any]:
     """The `--json` object: rows (settings, status, tg_tps, pp_tps, acceptance, ...) and best."""
     d = table.to_json()
@@ -127,14 +123,15 @@ def run(args: argparse.Namespace) -> int:
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
     from tui.core.sweep.definition import SweepDefinitionError, build_definition
-    from tui.core.sweep.results import build_table, save_best
+    from tui.core.sweep.best import save_best
+    from tui.core.sweep.results import build_table
     from tui.core.sweep.events import SweepError
     from tui.core.sweep.planning import default_planner
     from tui.core.sweep.runner import Sweep
     from tui.core.sweep.state import StateError
 
     server_args: list[str] = list(args.server_args)
-    if not _has_model(server_args):
+    if not names_a_model(server_args):
         return fail("sweep needs a model file: `mtp-tune sweep -m FILE.gguf [llama-server flags] --axis NAME=V1,V2`.")
     if not args.axis:
         return fail("sweep needs at least one --axis, e.g. --axis mtp=on,off --axis ub=256,512.")

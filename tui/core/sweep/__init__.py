@@ -21,7 +21,8 @@ from tui.core.sweep.definition import (
     parse_axis,
     parse_objective,
 )
-from tui.core.sweep.results import SweepTable, TableRow, build_table, save_best
+from tui.core.sweep.best import save_best
+from tui.core.sweep.results import SweepTable, TableRow, build_table
 from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
 from tui.core.sweep.events import SweepError, SweepEvent, SweepOutcome
 from tui.core.sweep.planning import PlanVerdict, default_planner

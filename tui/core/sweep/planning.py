@@ -1,8 +1,10 @@
 """The memory planner as a sweep's pre-launch check: a predicted OOM is skipped unless try-anyway.
 
-Devices are what the probe session plans against (`probes.session.predict_memory`): a simulated
-profile when given, else the GPUs NVML sees now, else the CPU alone. Configurations with `--rpc`
-devices are not planned (their memory is only known once connected) and simply launch.
+Devices are what the probe session plans against (`probes.session.predict_memory`, over the one
+device list `planning.devices.planner_devices`): a simulated profile when given, else the GPUs NVML
+sees now, else the CPU alone. Configurations with `--rpc` devices are not planned (their memory is
+only known once connected) and simply launch. `PlanVerdict` lives here, not in the runner, so the
+runner imports the planner check and nothing imports back.
 """
 
 from __future__ import annotations

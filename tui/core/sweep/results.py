@@ -1,6 +1,6 @@
 """The sweep's answer: a table with one row per configuration, the best one for the objective, the
-ones within the noise of it, where MTP starts to pay along a generation-length axis, and saving the
-best as a TOML profile and a `--models-preset` INI section in one step.
+ones within the noise of it, and where MTP starts to pay along a generation-length axis (`best.py`
+saves the best as a TOML profile and a `--models-preset` INI section).
 
 "Within the noise" uses the same rule as every comparison in mtp-tune (`probes.stats.verdict`): a
 row is as good as the best when its range over passes overlaps the best's or the difference is not
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
@@ -381,45 +380,3 @@ def _wrap(text: str, width: int, indent: str) -> str:
     import textwrap
 
     return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-
-
-# --------------------------------------------------------------------------- saving the best
-
-
-@dataclass
-class SavedBest:
-    profile_path: Path
-    ini_path: Path
-    section: str
-    settings: Settings
-
-
-def save_best(table: SweepTable, name: str, *, ini_path: str | Path | None = None) -> SavedBest:
-    """Save the best configuration as profile `name` (TOML) and as section `[name]` of a
-    `--models-preset` INI file (default: `config_dir()/presets.ini`), in one step.
-
-    Both are checked before either is written: a name or value the INI cannot hold leaves neither
-    file changed. Raises ValueError with a one-paragraph message when there is no best.
-    """
-    from tui.core import presets as preset_ini
-    from tui.core.presets import profiles
-    from tui.core.paths import config_dir
-
-    if table.best is None:
-        raise ValueError("the sweep has no measured configuration yet, so there is no best to save; run it first.")
-    settings = table.best_settings()
-    assert settings is not None
-    settings = Settings(**{**settings.__dict__, "port": None, "api_key": None})
-    profiles.check_name(name)
-    target = Path(ini_path) if ini_path is not None else config_dir() / "presets.ini"
-    # Check the INI side first, so a refusal leaves the profile unwritten too.
-    preset_ini.settings_to_ini(name, settings)
-    if target.exists():
-        existing = preset_ini.read_preset(target)
-        if not existing.server_accepts:
-            first = next((p for p in existing.problems if p.rejects), None)
-            raise preset_ini.IniWriteError(f"{target} is already refused by llama-server ({first}); fix it first, "
-                                           "nothing was saved.")
-    profile_path = profiles.save_profile(name, settings)
-    res = preset_ini.write_section(target, name, settings)
-    return SavedBest(profile_path, res.path, name, settings)
