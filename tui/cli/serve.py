@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("serve needs a model: `mtp-tune serve -m FILE.gguf [llama-server flags]` "
                     "(or --models-preset FILE.ini --router-model NAME for router mode).")
     try:
-        check_server_args(server_args)  # the form's validator: refuse bad values before launching
+        # The form's validator refuses bad values before launching. Its warnings stay quiet: serve runs
+        # the argv verbatim and the supervisor's failure explains what the server itself refuses.
+        check_server_args(server_args, warn=False)
     except ServerArgsError as e:
         return fail(str(e))
     try:
