@@ -64,3 +64,10 @@ def check_server_args(server_args: Sequence[str], *, base: Settings | None = Non
         for p in problems:
             print(f"mtp-tune: warning: {p.message}", file=sys.stderr)
     return settings
+
+
+def names_a_model(server_args: Sequence[str]) -> bool:
+    """True when the llama-server flags give a model (`-m`/`--model` or `-hf`), read as the server reads them."""
+    from tui.core.options import reader
+
+    return any(reader.values(list(server_args), name) for name in ("--model", "--hf-repo"))

@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server, print_json
+from tui.cli._common import ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json
 from tui.core.probes.runner import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
@@ -65,10 +65,6 @@ def _progress_printer(enabled: bool) -> Any:
     return show
 
 
-def _has_model(args: list[str]) -> bool:
-    return any(a in ("-m", "--model", "-hf", "--hf-repo") or a.startswith(("--model=", "--hf-repo=")) for a in args)
-
-
 def run(args: argparse.Namespace) -> int:
     from tui.core.probes.session import probe_attached, probe_launched
     from tui.core.store import StoreError, open_store
@@ -77,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.url and server_args:
         return fail(f"--url attaches to a running server, so llama-server flags ({' '.join(server_args[:3])} ...) "
                     "cannot apply. Drop them, or drop --url to launch a server with -m FILE.")
-    if not args.url and not _has_model(server_args):
+    if not args.url and not names_a_model(server_args):
         return fail("probe needs a server: `mtp-tune probe --url http://127.0.0.1:8080` for a running one, or "
                     "`mtp-tune probe -m FILE.gguf [llama-server flags]` to launch one.")
     if not args.url:
