@@ -44,7 +44,7 @@ def test_dry_build_plan_targets_the_recorded_arch_only(dry: tuple[dict, str, str
     res = dry[0]
     b = res["build"]
     assert b["dry"] is True and b["arch"] == "90"  # compute_cap 9.0 from the recorded nvidia-smi CSV
-    assert "-DCMAKE_CUDA_ARCHITECTURES=90" in b["configure"]
+    assert "-DCMAKE_CUDA_ARCHITECTURES=90-real" in b["configure"]
     assert "-DGGML_CUDA=ON" in b["configure"] and "-DGGML_CUDA_FA_ALL_QUANTS=OFF" in b["configure"]
     assert "-DGGML_RPC=ON" in b["configure"]  # the product's own flags come along
     assert b["build"][-3:] == ["llama-server", "llama-fit-params", "ggml-rpc-server"]
@@ -69,6 +69,8 @@ def test_dry_matrix_rows_hold_measured_planned_and_unaccounted(dry: tuple[dict, 
     # the planner really ran (on the CPU, for the recorded 143771 MiB card)
     assert base["planned_gpu"]["kv"] == pytest.approx(1280.0) and base["planned_gpu"]["weights"] > 19000
     assert base["fit_print_gpu"] == {"model": 19663, "context": 1659, "compute": 256}
+    assert base["exact_status"] == ["exact", ""] and base["exact_gpu"]["kv"] == 1280.0  # bases only
+    assert "exact_gpu" not in _row(res, Config("shape", kv="q4_0").id)
     # NVML growth over the baseline minus the buffers: (22586 - 1) - 21579
     assert base["unaccounted"]["after_decode"] == pytest.approx(1006.0, abs=0.5)
     assert base["nvml_delta"]["after_long"] == 23328.0
@@ -187,7 +189,8 @@ def test_parse_fit_print() -> None:
 def test_build_plan_reuses_product_flags(tmp_path: Path) -> None:
     rec = build.plan(tmp_path / "x.tar.gz", tmp_path, "90", 16)
     cfg = rec["configure"]
-    assert cfg.index("-DGGML_RPC=ON") < cfg.index("-DGGML_CUDA=ON") and cfg[-1] == "-DCMAKE_CUDA_ARCHITECTURES=90"
+    assert cfg.index("-DGGML_RPC=ON") < cfg.index("-DGGML_CUDA=ON") and cfg[-1] == "-DCMAKE_CUDA_ARCHITECTURES=90-real"
+    assert build.plan(tmp_path / "x", tmp_path, "native", 2)["configure"][-1] == "-DCMAKE_CUDA_ARCHITECTURES=native"
     assert rec["build"][rec["build"].index("-j") + 1] == "16"
     missing = build.build(tmp_path / "x.tar.gz", tmp_path, "90", 16, BudgetClock(60), tmp_path / "log")
     assert missing["ok"] is False and "sdist is not there" in missing["error"]
@@ -237,3 +240,15 @@ def test_short_budget_skips_cleanly_and_a_second_call_continues(tmp_path: Path) 
     assert second["skipped"] == [] and len(second["calls"]) == 2
     third = call(540, tmp_path / "out3")  # nothing left: no launch is repeated
     assert len(third["matrix"]) == len(second["matrix"])
+
+
+@pytest.mark.server
+def test_adapter_exact_mode_on_the_cpu_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """The adapter reaches the product's exact mode (the import paths the GPU run needs are live)."""
+    from bench.gpu_check import adapter
+
+    args = Config("tiny", ctx=4096).server_args(str(tiny_models["tiny-mtp"]))
+    res = adapter.exact(args, server_bin, 60, tmp_path / "exact")
+    assert res["status"] == "exact", res.get("reason")
+    host = next(d for d in res["plan"]["devices"] if d["name"] == "Host")
+    assert host["kv_mib"] > 0 and host["draft_kv_mib"] > 0

@@ -126,20 +126,23 @@ def markdown(res: dict[str, Any]) -> str:
         out.append("")
     out += ["## Matrix (MiB on CUDA0: llama.cpp buffers / planner / llama-fit-params; NVML growth over baseline)", "",
             "| config | ready | weights | KV | draft KV | RS | compute | draft cmp | output | buffers | planner | fit-print "
-            "| NVML load | NVML decode | NVML long | unaccounted (decode) |",
-            "|---|---|" + "---|" * 14]
+            "| exact | NVML load | NVML decode | NVML long | unaccounted (decode) |",
+            "|---|---|" + "---|" * 15]
     for r in res.get("matrix", []):
         m, p = r.get("measured_gpu") or {}, r.get("planned_gpu") or {}
         cells = [f"{_f(m.get(c))} / {_f(p.get(c))}" for c in COMPONENTS]
         nv, un = r.get("nvml_delta", {}), r.get("unaccounted", {})
         out.append(f"| {r['config']['id']} | {r.get('ready')} | " + " | ".join(cells)
                    + f" | {_f(r.get('measured_gpu_total'))} | {_f(r.get('planned_gpu_total'))} | {_f(r.get('fit_print_total'))}"
+                   + f" | {_f((r.get('exact_gpu') or {}).get('needed'))}"
                    + f" | {_f(nv.get('after_load'))} | {_f(nv.get('after_decode'))} | {_f(nv.get('after_long'))}"
                    + f" | {_f(un.get('after_decode'))} |")
     lap = res.get("laptop")
     if lap:
         out += ["", "## 6 GiB laptop emulation", "", f"- holder: {json.dumps(lap.get('holder'))}",
                 f"- foreign process seen by `mtp-tune gpus`: {lap.get('foreign_seen')}"]
+        ex = (lap.get("exact") or {})
+        out.append(f"- exact mode (fit's choice on the held card): {ex.get('status')} {json.dumps(ex.get('fit'))}")
         if lap.get("sweep_finding"):
             out.append(f"- fit-target search: {json.dumps(lap['sweep_finding'].get('message') or lap['sweep_finding'])}")
         for key in ("probe_laptop", "probe_squeeze"):

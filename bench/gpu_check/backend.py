@@ -112,6 +112,11 @@ class RealBackend:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return 124, str(exc)
 
+    def exact(self, server_args: list[str], timeout: float) -> dict[str, Any]:
+        from bench.gpu_check import adapter
+
+        return adapter.exact(server_args, self.bin_dir / "llama-server", timeout, self.work / "exact")
+
     # -- launches -------------------------------------------------------------------------
     def launch(self, cfg: Config, server_args: list[str], timeout: float, long_tokens: int) -> Launch:
         """`mtp-tune serve` the config; read NVML after load, after a first decode, after a long prompt."""
@@ -299,6 +304,11 @@ class DryBackend:
         model = server_args[server_args.index("-m") + 1]
         name = "fit-print-shape.txt" if "shape" in Path(model).name else "fit-print-tiny.txt"
         return 0, (self.data / name).read_text()
+
+    def exact(self, server_args: list[str], timeout: float) -> dict[str, Any]:
+        model = server_args[server_args.index("-m") + 1]
+        name = "exact-shape.json" if "shape" in Path(model).name else "exact-tiny.json"
+        return json.loads((self.data / name).read_text())
 
     def launch(self, cfg: Config, server_args: list[str], timeout: float, long_tokens: int) -> Launch:
         key = "laptop-oom" if self.laptop else cfg.model

@@ -24,7 +24,7 @@ TARGETS: tuple[str, ...] = ("llama-server", "llama-fit-params", "ggml-rpc-server
 CUDA_FLAGS: tuple[str, ...] = (
     "-DGGML_CUDA=ON",
     "-DGGML_CUDA_FA_ALL_QUANTS=OFF",
-    "-DGGML_CUDA_FA_QUANTS=q4_0-q4_0;q8_0-q8_0;f16-f16",
+    "-DGGML_CUDA_FA_QUANTS=q4_0-q4_0,q8_0-q8_0,f16-f16",  # the default without bf16-bf16
     "-DGGML_CUDA_COMPRESSION_MODE=none",
     "-DGGML_CUDA_NCCL=OFF",
 )
@@ -35,9 +35,13 @@ def sdist_name() -> str:
 
 
 def cmake_args(src: Path, bdir: Path, arch: str) -> list[str]:
-    """The configure command: the product's flags, then the CUDA ones (later -D entries win)."""
+    """The configure command: the product's flags, then the CUDA ones (later -D entries win).
+
+    A numeric arch gets `-real`: SASS for this card only, no PTX for later ones to JIT.
+    """
+    archs = f"{arch}-real" if arch.isdigit() else arch
     return ["cmake", "-S", str(src), "-B", str(bdir), "-G", "Ninja", *adapter.BUILD_FLAGS, *CUDA_FLAGS,
-            f"-DCMAKE_CUDA_ARCHITECTURES={arch}"]
+            f"-DCMAKE_CUDA_ARCHITECTURES={archs}"]
 
 
 def build_args(bdir: Path, jobs: int) -> list[str]:

@@ -136,10 +136,15 @@ class Check:
         plan = self.product_json(["plan", *sargs, "--json"], 60)
         rc, fit_out = self.backend.fit_print(cfg.fit_print_args(self.models[cfg.model]), self.clock.timeout(60))
         fit = assemble.parse_fit_print(fit_out) if rc == 0 else None
+        # exact mode (a server start per call) for the bases only: the variations cost launches
+        exact = self.backend.exact(sargs, self.clock.timeout(90)) if cfg.priority == 0 else None
         long_tokens = min(self.args.long_tokens, cfg.ctx - 512)
         launch = self.backend.launch(cfg, sargs, self.clock.timeout(ESTIMATE_S[cfg.model] * 3), long_tokens)
         bufs = adapter.buffers(launch.log_text) if launch.log_text else None
         row = assemble.config_row(cfg.to_json(), launch.__dict__ | {"log_text": None}, bufs, plan, fit)
+        if exact is not None:
+            row["exact_status"] = exact.get("status"), exact.get("reason")
+            row["exact_gpu"] = assemble.planned_gpu(exact.get("plan"))
         if not launch.ready or (launch.error and not launch.server_alive):  # a slow request is no failure
             row["classified"] = adapter.classify_log(launch.exit_code, launch.log_text, sargs, was_ready=launch.ready)
         row["log_tail"] = launch.log_text.splitlines()[-5:] if launch.log_text else []
@@ -189,6 +194,7 @@ class Check:
             lap["foreign_seen"] = any(not p.get("ours") and (p.get("used_memory_mib") or 0) >= 0.9 * (holder.get("held_mib") or 1)
                                       for p in procs)
             lap["plan"] = self.product_json(["plan", *fit_args, "--json"], 60)
+            lap["exact"] = self.backend.exact(fit_args, self.clock.timeout(90))  # fit's own choice on 6 GiB
             if not self.clock.skip("laptop sweep", ESTIMATE_S["sweep"]):
                 self.log("sweep: fit-target search on the 6 GiB card")
                 minutes = max(1.0, (self.clock.left - ESTIMATE_S["probe"]) / 60)
