@@ -12,7 +12,10 @@ log with the product's memory-report parser. Tolerances:
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -26,6 +29,7 @@ from tui.core.options.argv import settings_from_argv
 from tui.core.options.reader import value, without
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.exact import ExactResult, exact_plan
+from tui.core.planning.exact_check import check_exact_mode
 from tui.core.planning.reconcile import reconcile
 from tui.core.planning.standin import RpcServers
 
@@ -177,3 +181,32 @@ def test_a_dry_run_that_hangs_times_out_and_one_can_be_cancelled(tmp_path: Path,
     cancel = threading.Event()
     res = exact_plan(s, [], hang, use_cache=False, timeout_s=60, cancel=cancel, progress=lambda _msg: cancel.set(), root=tmp_path)
     assert res.status == "cancelled" and res.plan is None
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, env=env, timeout=180)
+
+
+def test_plan_exact_cli_on_simulated_gpus_and_doctor_line(server_bin: Path, tiny_models: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    env = dict(os.environ, MTP_TUNE_LLAMA_SERVER=str(server_bin), MTP_TUNE_CACHE_DIR=str(tmp_path / "cache"))
+    model = str(tiny_models["tiny-moe-mtp"])
+    out = _cli(env, "plan", "--exact", "--json", "-m", model, "--spec-type", "draft-mtp", "-np", "1", "--gpus", "2x1060MiB")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    exact, estimate = data["exact"], data["estimate"]
+    assert exact["status"] == "exact" and exact["fit"]["changed"] and exact["sources"]["CUDA0"]["source"] == "exact (llama.cpp)"
+    assert [d["name"].split()[0] for d in exact["plan"]["devices"]] == [d["name"].split()[0] for d in estimate["devices"]]
+    assert all("RPC0[" not in o for o in exact["fit"]["overrides"])  # named as the simulated devices
+    text = _cli(env, "plan", "--exact", "-m", model, "--spec-type", "draft-mtp", "-np", "1", "--gpus", "2x1060MiB")
+    assert text.returncode == 0 and "exact (llama.cpp): cached" in text.stdout and "fit chose: -ngl" in text.stdout
+    doctor = _cli(env, "doctor", "--json")
+    assert doctor.returncode == 0, doctor.stderr
+    assert json.loads(doctor.stdout)["server"]["exact_mode"]["ok"] is True
+
+
+def test_exact_mode_check_says_why_not(tmp_path: Path, server_bin: Path) -> None:
+    assert check_exact_mode(server_bin, root=tmp_path / "ok").ok
+    old = _script(tmp_path, "import sys\nprint('error: invalid argument: --log-jsonl', file=sys.stderr)\nsys.exit(1)")
+    res = check_exact_mode(old, root=tmp_path / "old")
+    assert not res.ok and "too old" in res.message

@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         caps = s.get("capabilities") or {}
         print("capabilities : " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in caps.items()))
         print(f"rpc server   : {s.get('rpc_server') or 'not found'}")
+        if s.get("exact_mode"):
+            print(f"exact mode   : {'yes' if s['exact_mode']['ok'] else 'NO'} ({s['exact_mode']['message']})")
     print(f"NVML         : {report.nvml.get('status')}" + (f" ({report.nvml['message']})" if report.nvml.get("message") else ""))
     for g in report.gpus:
         print(f"  GPU {g.get('index')}: {g.get('name')}  {g.get('memory_used_mib')}/{g.get('memory_total_mib')} MiB used")

@@ -112,6 +112,8 @@ def collect(server_bin: str | None = None, configured: str | None = None) -> Doc
                 capabilities=info.capabilities(),
                 rpc_server=str(provision.rpc_server_for(found.path) or "") or None,
             )
+            from tui.core.planning.exact_check import check_exact_mode  # a real dry run (a tiny model, ~0.1 s)
+            report.server["exact_mode"] = check_exact_mode(found.path).to_dict()
             if not info.supports_draft_mtp:
                 report.warnings.append(
                     f"{found.path} ({info.version_string}) does not list draft-mtp in --spec-type: it is too old "

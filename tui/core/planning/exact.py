@@ -43,7 +43,7 @@ from tui.core.planning.sparse import header_hash, needs_sparse, sparse_copy
 from tui.core.planning.standin import StandInError, StandIns, caveats, fit_targets
 from tui.core.server.supervisor import Supervisor
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 DEFAULT_TIMEOUT_S = 60.0
 #: options that never change what llama.cpp allocates (left out of the cache key)
 _NO_MEMORY = ("--threads", "--threads-batch", "--host", "--port", "--api-key", "--metrics", "--alias")
@@ -375,6 +375,7 @@ def _measure(job: _Job) -> ExactResult:
             return ExactResult("unavailable", "measuring what --fit chose: " + why, runs=runs)
         if not choice.changed:
             choice = replace(choice, tensor_split=list(pin.tensor_split))
+    choice = choice.renamed(job.keymap)  # overflow targets named as the user's devices, not the stand-ins
     target, draft = log.step1()
     try:
         est = plan(job.meta, choice.apply(settings), devices, job.host_total, job.host_free, apply_fit=False)

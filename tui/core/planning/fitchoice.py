@@ -52,6 +52,13 @@ class FitChoice:
             out = replace(out, extra_args=[*out.extra_args, "-ot", ",".join(self.overrides)])
         return out
 
+    def renamed(self, names: dict[str, str]) -> "FitChoice":
+        """The same choice with overflow buffer types renamed (a stand-in's RPC name -> the device it plays)."""
+        def one(o: str) -> str:
+            pat, _, buft = o.rpartition("=")
+            return f"{pat}={names.get(buft, buft)}"
+        return replace(self, overrides=[one(o) for o in self.overrides])
+
     def flags(self) -> list[str]:
         """The chosen values as llama-server flags (for display and copy-paste)."""
         out: list[str] = []
@@ -117,8 +124,11 @@ def choice_from_trace(log: DryRunLog, settings: Settings, hp: HParams, n_devices
         il0 += n_part
     ts = [float(n) for n, _ in per] if n_devices > 1 else []
     msg = f"--fit offloads {ngl} layers"
-    if overrides:
-        msg += f", with {len(overrides)} layers' FFN/expert tensors in host memory"
+    n_host = sum(o.endswith("=CPU") for o in overrides)
+    if n_host:
+        msg += f", with {n_host} layers' FFN/expert tensors in host memory"
+    if len(overrides) > n_host:
+        msg += f", {len(overrides) - n_host} partial layer(s) overflowing to the next device"
     if fit.reduced_ctx:
         msg += f", at a context of {fit.reduced_ctx} tokens"
     return FitChoice("move-layers", msg + ".", True, n_ctx=fit.reduced_ctx, n_gpu_layers=ngl, tensor_split=ts,

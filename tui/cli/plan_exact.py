@@ -1,0 +1,61 @@
+"""`mtp-tune plan --exact`: the plan from llama.cpp's own dry run, beside the instant estimate.
+
+Simulated GPUs (`--gpus` with a profile or sizes) are played by loopback ggml-rpc-server stand-ins;
+real GPUs and `--rpc` devices are measured as they are by the server found (a CUDA build's numbers
+are exact for its GPUs). When exact mode is unavailable the estimate is printed with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tui.cli._common import print_json
+
+
+def run_exact(args: argparse.Namespace, settings: Any, meta: Any, devices: list[Any], estimate: Any, source: str,
+              host_total: float | None, host_free: float | None) -> int:
+    from tui.cli.plan import render
+    from tui.core import provision
+    from tui.core.planning.exact import exact_plan
+
+    try:
+        found = provision.find_server(getattr(args, "server_bin", None))
+    except provision.ProvisionError as exc:
+        found = None
+        print(f"warning: {exc}", file=sys.stderr)
+    simulated = bool(args.gpus) and args.gpus.strip().lower() != "cpu"
+    if found is None:
+        from tui.core.planning.exact import unavailable
+
+        res = unavailable("no llama-server found (run `mtp-tune doctor`); exact mode needs one.")
+    else:
+        res = exact_plan(settings, devices, found.path, meta=meta, stand_in=simulated,
+                         host_total_mib=host_total, host_free_mib=host_free)
+    if args.json:
+        print_json({"estimate": estimate.to_dict(), "exact": res.to_dict()})
+        return 0
+    if not res.available:
+        print(render(estimate, source))
+        print(f"\nexact: unavailable, {res.reason} The figures above are the estimate.")
+        return 0 if estimate.worst_risk != "oom" else 1
+    how = "cached" if res.cached else f"{res.runs} dry run{'s' if res.runs != 1 else ''}, {res.seconds:.1f} s"
+    print(f"exact (llama.cpp): {how}" + (", measured on a header-only copy of the model" if res.sparse_copy else ""))
+    print(render(res.plan, source))
+    lines = []
+    for d in res.plan.devices:
+        src = res.sources.get(d.key)
+        if src is None:
+            continue
+        est = estimate.device(d.key)
+        delta = "" if est is None else f", estimate {est.needed_mib:.0f} MiB"
+        note = f" ({src.why})" if src.why else ""
+        lines.append(f"  {d.key}: {res.label(d.key)}{note}{delta}"
+                     + (f"; by formula: {', '.join(src.by_formula)}" if src.by_formula else ""))
+    print("\nsources:\n" + "\n".join(lines))
+    if res.fit is not None and res.fit.changed:
+        print(f"fit chose: {' '.join(res.fit.flags())}")
+    for w in res.warnings:
+        print(f"note: {w}")
+    return 0 if res.plan.worst_risk != "oom" else 1
