@@ -30,6 +30,8 @@ from tui.core.options.reader import value, without
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.exact import ExactResult, exact_plan
 from tui.core.planning.exact_check import check_exact_mode
+from tui.core.planning.gguf_reader import read_gguf
+from tui.core.planning.plan import plan
 from tui.core.planning.reconcile import reconcile
 from tui.core.planning.standin import RpcServers
 
@@ -71,6 +73,11 @@ def test_exact_equals_the_real_allocation_on_the_cpu(case: str, server_bin: Path
     assert res.fit is not None and not res.fit.changed and res.runs == 1
     real = probe_launch(server_bin, ["-m", str(tiny_models[name]), *args, *COMMON], timeout_s=120)
     assert real.ready, real.log[-2000:]
+    # after a launch: estimate, exact and reported side by side
+    estimate = plan(read_gguf(tiny_models[name]), settings_from_argv(["-m", str(tiny_models[name]), *args]).settings, [])
+    side = reconcile(estimate, real.report, exact=res.plan)
+    assert side.diffs and all(d.exact_error_mib is not None and abs(d.exact_error_mib) <= 0.02 for d in side.diffs)
+    assert {"predicted_mib", "exact_mib", "reported_mib", "exact_error_mib"} <= set(side.to_dict()["diffs"][0])
     _compare(res, real.report)
 
 

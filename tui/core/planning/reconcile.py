@@ -24,6 +24,11 @@ class Diff:
     component: str
     predicted_mib: float
     reported_mib: float
+    exact_mib: float | None = None  # llama.cpp's own dry run (exact mode), when one was made
+
+    @property
+    def exact_error_mib(self) -> float | None:
+        return None if self.exact_mib is None else round(self.exact_mib - self.reported_mib, 2)
 
     @property
     def error_mib(self) -> float:
@@ -44,6 +49,7 @@ class Diff:
             "device": self.device, "component": self.component, "predicted_mib": round(self.predicted_mib, 2),
             "reported_mib": round(self.reported_mib, 2), "error_mib": self.error_mib,
             "error_pct": None if self.error_rel == float("inf") else round(100 * self.error_rel, 2),
+            **({} if self.exact_mib is None else {"exact_mib": round(self.exact_mib, 2), "exact_error_mib": self.exact_error_mib}),
         }
 
 
@@ -76,9 +82,10 @@ class Reconciliation:
         return {"diffs": [d.to_dict() for d in self.diffs], "unmatched_devices": list(self.unmatched_devices)}
 
 
-def reconcile(plan: Plan, report: MemoryReport) -> Reconciliation:
+def reconcile(plan: Plan, report: MemoryReport, exact: Plan | None = None) -> Reconciliation:
     """Compare component by component. Plan devices are matched to report devices by their key
-    (`Host`, `CUDA0`, `RPC0[host:port]`); a device present on one side only compares against 0."""
+    (`Host`, `CUDA0`, `RPC0[host:port]`); a device present on one side only compares against 0.
+    `exact` (the exact-mode plan, tui.core.planning.exact) adds llama.cpp's figure beside each."""
     reported = report.per_device()
     rec = Reconciliation()
     planned = {d.key: d for d in plan.devices}
@@ -95,5 +102,6 @@ def reconcile(plan: Plan, report: MemoryReport) -> Reconciliation:
                 rv += rd.get("draft_output", 0.0)
             if pd is None and rv == 0:
                 continue
-            rec.diffs.append(Diff(key, comp, pv, rv))
+            ed = exact.device(key) if exact is not None else None
+            rec.diffs.append(Diff(key, comp, pv, rv, None if ed is None else ed.components.get(comp, 0.0)))
     return rec
