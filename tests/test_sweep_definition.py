@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import (
-    Objective,
-    SweepDefinitionError,
-    build_definition,
-    parse_axis,
-    parse_objective,
-)
+from tui.core.sweep.axes import Objective, SweepDefinitionError, parse_axis, parse_objective
+from tui.core.sweep.definition import build_definition
 
 
 def base(tmp_path: Path | None = None) -> Settings:

@@ -122,7 +122,8 @@ def sweep_json(table: Any, outcome: Any = None) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
-    from tui.core.sweep.definition import SweepDefinitionError, build_definition
+    from tui.core.sweep.axes import SweepDefinitionError
+    from tui.core.sweep.definition import build_definition
     from tui.core.sweep.best import save_best
     from tui.core.sweep.results import build_table
     from tui.core.sweep.events import SweepError

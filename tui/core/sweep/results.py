@@ -15,11 +15,10 @@ from typing import Any
 
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
 from tui.core.options.settings import Settings
+from tui.core.sweep.axes import Objective, format_axis_value
 from tui.core.sweep.definition import (
     Configuration,
-    Objective,
     SweepDefinition,
-    format_axis_value,
     normalize,
     settings_from_json,
     settings_json,
