@@ -212,7 +212,7 @@ leave = int(sys.argv[1]) * 2**20
 try:
     import torch
     free, total = torch.cuda.mem_get_info(0)
-    n = max(0, free - leave - 64 * 2**20)  # the holder's own CUDA context is already counted in `free`
+    n = max(0, free - leave)  # the holder's own CUDA context is already counted in `free`
     buf = torch.empty(n, dtype=torch.uint8, device="cuda:0")
 except Exception:
     import cupy

@@ -70,7 +70,14 @@ def _run(cmd: list[str], log: Any, timeout: float) -> tuple[int, float]:
 
 def build(sdist: Path, work: Path, arch: str, jobs: int, clock: BudgetClock, log_path: Path) -> dict[str, Any]:
     """Extract, configure and build; returns the record (phase times, rc, binaries). Never raises on
-    a failed step: the record says which step failed and the log keeps why."""
+    a failed step: the record says which step failed, with the log's last lines."""
+    rec = _build(sdist, work, arch, jobs, clock, log_path)
+    if not rec["ok"] and log_path.is_file():
+        rec["log_tail"] = log_path.read_text(errors="replace").splitlines()[-30:]
+    return rec
+
+
+def _build(sdist: Path, work: Path, arch: str, jobs: int, clock: BudgetClock, log_path: Path) -> dict[str, Any]:
     rec = plan(sdist, work, arch, jobs)
     src, bdir = Path(rec["src"]), Path(rec["build_dir"])
     rec["phases"] = {}
