@@ -119,7 +119,8 @@ def test_commands_refuse_bad_values_before_launching(command: str, monkeypatch: 
 
 
 def test_sweep_axes_go_through_the_same_rules() -> None:
-    from tui.core.sweep.definition import SweepDefinitionError, build_definition, parse_axis
+    from tui.core.sweep.axes import SweepDefinitionError, parse_axis
+    from tui.core.sweep.definition import build_definition
 
     with pytest.raises(SweepDefinitionError, match="ubatch-size: 'abc' is not a whole number"):
         parse_axis("ub=abc")
