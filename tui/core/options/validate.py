@@ -206,14 +206,14 @@ def _check_host(s: Settings, out: list[Problem]) -> None:
 
 
 def _check_flags(s: Settings, accepted: frozenset[str] | None, out: list[Problem]) -> None:
-    """Removed or unknown options among the emitted flags and the extra arguments."""
-    emitted = settings_to_argv(s, include_extra=False)
-    fields_flags = [a for a in emitted if a.startswith("-") and find_option(a) is not None]
-    extra_flags = [a for a in s.extra_args if isinstance(a, str) and a.startswith("-") and len(a) > 1 and not _is_number(a)]
-    seen_fields = {find_option(f) for f in fields_flags}
-    for flag in [*fields_flags, *extra_flags]:
+    """Removed or unknown options among the emitted flags and the extra arguments (read by `reader.scan`)."""
+    fields = [(t.spelling, _field_of(t.spelling)) for t in scan(settings_to_argv(s, include_extra=False))
+              if isinstance(t, Occurrence)]
+    extra = scan([str(a) for a in s.extra_args])
+    extra_flags = [t.spelling if isinstance(t, Occurrence) else t for t in extra
+                   if isinstance(t, Occurrence) or (t.startswith("-") and len(t) > 1 and not _is_number(t))]
+    for flag, field in [*fields, *((f, "extra_args") for f in extra_flags)]:
         spelled = normalize_spelling(flag.split("=", 1)[0])
-        field = "extra_args" if flag in extra_flags else _field_of(flag)
         removed = find_removed(spelled)
         if removed:
             out.append(Problem(field, "error", describe_removed(spelled, removed) + "."))
@@ -224,10 +224,10 @@ def _check_flags(s: Settings, accepted: frozenset[str] | None, out: list[Problem
             continue
         if find_option(spelled) is None:
             out.append(Problem(field, "warning", f"{spelled}: not an option of llama-server {TABLE_BUILD}; the server will refuse to start if it does not know it either."))
-    for flag in extra_flags:
-        opt = find_option(flag.split("=", 1)[0])
-        if opt is not None and opt in seen_fields and opt.canonical != "--spec-type":
-            out.append(Problem("extra_args", "warning", f"extra arguments repeat {flag}, which a form field already sets; the later value (the extra one) wins."))
+    seen_fields = {find_option(f) for f, _ in fields}
+    for t in extra:
+        if isinstance(t, Occurrence) and t.option in seen_fields and not t.option.repeatable:
+            out.append(Problem("extra_args", "warning", f"extra arguments repeat {t.spelling}, which a form field already sets; the later value (the extra one) wins."))
 
 
 def _check_extra_values(s: Settings, out: list[Problem]) -> None:
