@@ -4,5 +4,6 @@ Modules, in the order the planner runs them: `gguf_reader` (header -> `gguf_meta
 `devices` (telemetry + `--rpc` -> the offload devices, llama.cpp's order and names), `resolve`
 (settings -> the numbers llama.cpp uses), `weights`, `kv` and `compute` (one component each),
 `accounting` (one pass over all of them), `fit` (the `--fit` emulation) and `plan` (the entry point).
-`reconcile` compares a plan with the server's own memory report.
+`reconcile` compares a plan with the server's own memory report. Exact mode (`exact`, with
+`sparse`, `standin`, `breakdown`, `measured`) fills the same Plan from llama.cpp's own dry run.
 """
