@@ -5,6 +5,8 @@ stand-ins' fit targets, the argv and the cache key. The lines below are llama.cp
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ from tui.core.options.argv import settings_from_argv
 from tui.core.options.reader import value, values
 from tui.core.planning.breakdown import DryRunLog
 from tui.core.planning.devices import DeviceSpec
-from tui.core.planning.exact import cache_key, dry_run_args
+from tui.core.planning.exact import ExactResult, cache_key, dry_run_args
+from tui.core.planning.exact_runner import ExactRunner
 from tui.core.planning.fitchoice import FitChoice, choice_from_trace
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.sparse import header_bytes, header_hash, needs_sparse, sparse_copy
@@ -204,3 +207,48 @@ def test_stand_in_targets_make_fit_see_the_simulated_free_memory() -> None:
     assert fit_targets(devs, [512, 256], host_mib=64000) == [64000 - 20000 + 512, 64000 - 10000 + 256]
     with pytest.raises(StandInError, match="more than this machine's 16000 MiB"):
         fit_targets(devs, [1024], host_mib=16000)
+
+
+def _fake_plan(started: threading.Event) -> Callable[..., ExactResult]:
+    def fake(settings: str, *, cancel: threading.Event) -> ExactResult:
+        if settings == "slow":
+            started.set()
+            cancel.wait(30)  # bounded: a newer submit cancels it at once
+            return ExactResult("cancelled", "cancelled")
+        return ExactResult("exact", settings)
+    return fake
+
+
+def test_runner_delivers_only_the_newest_request() -> None:
+    started, delivered = threading.Event(), threading.Event()
+    got: list[tuple[int, str]] = []
+    runner = ExactRunner(lambda rid, res: (got.append((rid, res.reason)), delivered.set()), debounce_s=0,
+                         plan_fn=_fake_plan(started))
+    try:
+        runner.submit("slow")
+        assert started.wait(10)
+        newest = runner.submit("B")
+        assert delivered.wait(10)
+    finally:
+        runner.close()
+    assert got == [(newest, "B")]
+
+
+def test_runner_debounces_and_never_delivers_a_stale_result() -> None:
+    got: list[tuple[int, str]] = []
+    last_done = threading.Event()
+    names: dict[int, str] = {}
+
+    def on_result(rid: int, res: ExactResult) -> None:
+        got.append((rid, res.reason))
+        if rid == 3:
+            last_done.set()
+
+    runner = ExactRunner(on_result, debounce_s=0.2, plan_fn=_fake_plan(threading.Event()))
+    try:
+        for s in ("A", "B", "C"):
+            names[runner.submit(s)] = s
+        assert last_done.wait(10)
+    finally:
+        runner.close()
+    assert got[-1] == (3, "C") and all(names[rid] == reason for rid, reason in got)
