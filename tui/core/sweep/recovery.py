@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from tui.core.options.lookup import default
 from tui.core.options.settings import Settings
 from tui.core.server.failures import FailureKind
 from tui.core.sweep.backend import ALLOC_FAIL, Backend, LaunchOutcome
@@ -42,7 +43,7 @@ class Recovery:
         step = self.fit_step_mib if knob == "fit_target" else CTX_STEP
         origin: int
         if knob == "fit_target":
-            origin = start = int(settings.fit_target[0]) if settings.fit_target else 1024
+            origin = start = int(settings.fit_target[0]) if settings.fit_target else int(default("--fit-target"))  # type: ignore[call-overload]
             # fit changes nothing while the target is at most the free memory left after its
             # projection ("no changes needed"), so every such value fails like the start: skip them.
             if failed.fit_headroom_mib is not None and failed.fit_headroom_mib > start:
