@@ -133,14 +133,14 @@ def test_fit_moves_layers_on_small_simulated_gpus_and_its_choice_is_measured(
         assert d.needed_mib <= d.free_mib - d.margin_mib + 1.0, d.to_dict()
     # the same configuration loaded for real over two RPC servers (fit off: exactly as chosen)
     with RpcServers(rpc_server_bin, 2) as rpc:
-        stand_in_keys = [o.rsplit("=", 1)[1] for o in res.fit.overrides if not o.endswith("=CPU")]
-        ot = [o.rsplit("=", 1)[0] + "=" + (rpc.keys[1] if not o.endswith("=CPU") else "CPU") for o in res.fit.overrides]
+        keymap = dict(zip(["CUDA0", "CUDA1"], rpc.keys))
+        named = [o.rsplit("=", 1)[1] for o in res.fit.overrides]
+        ot = [o.rsplit("=", 1)[0] + "=" + keymap.get(o.rsplit("=", 1)[1], "CPU") for o in res.fit.overrides]
         real_flags = without(flags, "-ot") + (["-ot", ",".join(ot)] if ot else [])
         # --rpc first: -ot only knows the buffer types of devices added before it
         real = probe_launch(server_bin, ["-m", str(model), "--rpc", rpc.endpoints, *args, *real_flags, "-fit", "off",
                                          *COMMON], timeout_s=120)
-        keymap = dict(zip(["CUDA0", "CUDA1"], rpc.keys))
-    assert all(k.startswith("RPC0[127.0.0.1:") for k in stand_in_keys)
+    assert named and all(k in ("CPU", "CUDA0", "CUDA1") for k in named)  # named as the simulated devices
     assert real.ready, real.log[-2000:]
     _compare(res, real.report, keymap, compute_tol=1.02)
 
@@ -217,3 +217,10 @@ def test_exact_mode_check_says_why_not(tmp_path: Path, server_bin: Path) -> None
     old = _script(tmp_path, "import sys\nprint('error: invalid argument: --log-jsonl', file=sys.stderr)\nsys.exit(1)")
     res = check_exact_mode(old, root=tmp_path / "old")
     assert not res.ok and "too old" in res.message
+
+
+def test_gpus_the_server_cannot_see_are_unavailable_not_misread(server_bin: Path, tiny_models: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    s = settings_from_argv(["-m", str(tiny_models["tiny-mtp"]), "-c", "4096"]).settings
+    res = exact_plan(s, [DeviceSpec("CUDA0", "RTX 4090", 24576, 24000)], server_bin, use_cache=False, root=tmp_path)
+    assert res.status == "unavailable" and "offloads to 0 device(s) where the plan has 1" in res.reason

@@ -383,6 +383,11 @@ def _measure(job: _Job) -> ExactResult:
         return ExactResult("unavailable", f"the plan shape for fit's choice could not be built: {e}", runs=runs)
     est.fit = FitOutcome(settings.fit is not False, choice.action, choice.message, n_ctx=choice.n_ctx,
                          n_gpu_layers=choice.n_gpu_layers)
+    planned = sum(1 for d in est.devices if d.key != HOST)
+    if target is not None and len(target.devices()) != planned:
+        return ExactResult("unavailable", f"this llama-server offloads to {len(target.devices())} device(s) where the plan "
+                           f"has {planned} (a CPU build cannot measure GPUs: simulate them with stand-ins, or use the "
+                           "build that runs on them).", runs=runs)
     mtp = est.resolved.mtp
     sources = apply_measurements(est, target, draft, job.keymap, mtp)  # type: ignore[arg-type]
     warnings = []
