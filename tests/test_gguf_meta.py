@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import re
 import struct
 from pathlib import Path
 
@@ -11,7 +13,10 @@ import pytest
 
 from tui.core.planning.gguf_meta import GGUFError
 
+from tui.core.options.settings import Settings
+from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_reader import read_gguf
+from tui.core.planning.plan import plan
 from tests.helpers.shapemodel import QWEN36_35B_A3B, write_shape_model
 from tui.core.tinymodel import PRESETS, write_tiny_model
 
@@ -169,3 +174,58 @@ def test_per_layer_head_counts_and_recurrent_layers_array(tmp_path: Path) -> Non
     assert h.n_head_kv == [4, 2, 4, 4]  # 0 -> head_count (llama-model.cpp default)
     assert h.recurrent == [True, False, True, False]
     assert h.attention_layers() == [1, 3]
+
+
+#: a damaged-header error names the file and the field or byte offset it tripped on
+_NAMES_WHERE = re.compile(r"offset \d+|'[^']+'|\b[a-z_0-9]+\.[a-z_0-9.]+\b")
+
+
+def _flipped(data: bytes, seed: int) -> bytes:
+    """1-8 random bit flips in the first 64 KiB (the header, mostly the tokenizer, and the tensor table)."""
+    rng = random.Random(seed)
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        b[rng.randrange(min(65536, len(b)))] ^= 1 << rng.randrange(8)
+    return bytes(b)
+
+
+def test_damaged_headers_are_clear_errors_or_plan(tiny: Path, tmp_path: Path) -> None:
+    """Bit flips once made a length field read as gigabytes (MemoryError): every length and count is now
+    checked against the file size first. Each damaged file is a GGUFError naming where, or plans fine."""
+    data = tiny.read_bytes()
+    outcomes = {"error": 0, "planned": 0}
+    for seed in range(80):
+        p = tmp_path / f"flip{seed}.gguf"
+        p.write_bytes(_flipped(data, seed))
+        try:
+            meta = read_gguf(p)
+            plan(meta, Settings(model=str(p), ctx_size=4096, spec_type=["draft-mtp"]))
+            outcomes["planned"] += 1
+        except (GGUFError, PlanError) as exc:
+            msg = str(exc)
+            assert str(p) in msg or p.name in msg, (seed, msg)
+            assert _NAMES_WHERE.search(msg.replace(str(p), "")), (seed, msg)
+            outcomes["error"] += 1
+        p.unlink()
+    assert outcomes["error"] >= 20 and outcomes["planned"] >= 20, outcomes
+
+
+@pytest.mark.parametrize("field,at", [("n_kv", 16), ("n_tensors", 8)])
+def test_huge_counts_are_refused_before_allocating(tiny: Path, tmp_path: Path, field: str, at: int) -> None:
+    data = bytearray(tiny.read_bytes())
+    struct.pack_into("<Q", data, at, 1 << 40)
+    p = tmp_path / "huge.gguf"
+    p.write_bytes(bytes(data))
+    with pytest.raises(GGUFError, match="more than a .*-byte file"):
+        read_gguf(p)
+
+
+def test_a_string_length_read_as_gigabytes_names_the_key(tiny: Path, tmp_path: Path) -> None:
+    data = bytearray(tiny.read_bytes())
+    key = b"general.architecture"
+    at = bytes(data).index(struct.pack("<Q", len(key)) + key) + 8 + len(key) + 4  # its value's length
+    struct.pack_into("<Q", data, at, 3 << 30)
+    p = tmp_path / "long.gguf"
+    p.write_bytes(bytes(data))
+    with pytest.raises(GGUFError, match=r"general\.architecture.*offset \d+.*truncated or that field is damaged"):
+        read_gguf(p)

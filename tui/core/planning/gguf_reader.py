@@ -38,11 +38,16 @@ _Q = struct.Struct("<Q")
 _I = struct.Struct("<I")
 #: arrays longer than this are skipped (only their length is kept): token lists, merges, scores.
 MAX_KEPT_ARRAY = 4096
+#: GGML_MAX_DIMS
+MAX_DIMS = 4
+#: GGML_MAX_NAME (names are shorter)
+MAX_NAME = 64
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
 class _Window:
-    """A growing read-ahead buffer over the header; reading past EOF means a truncated file."""
+    """A growing read-ahead buffer over the header. Every length is checked against the file size
+    before anything is read or allocated, so a damaged length field is a GGUFError, not a MemoryError."""
 
     def __init__(self, path: Path, fh: Any, file_size: int = 0) -> None:
         self.path = path
@@ -51,7 +56,22 @@ class _Window:
         self.buf = bytearray()
         self.pos = 0
 
-    def need(self, n: int) -> None:
+    def bad(self, what: str, at: int | None = None) -> GGUFError:
+        return GGUFError(f"{self.path}: {what} (at byte offset {self.pos if at is None else at}); the GGUF header "
+                         "is damaged or truncated. Fetch or convert the file again.")
+
+    def check(self, n: int, what: str) -> None:
+        """Raise unless `n` more bytes from the current position lie inside the file."""
+        left = self._file_size - self.pos
+        if n > left:
+            raise GGUFError(
+                f"{self.path}: {what} at byte offset {self.pos} needs {n} bytes but the file ends at byte "
+                f"{self._file_size} ({max(left, 0)} left): the GGUF header is truncated or that field is damaged. "
+                "The download or copy is incomplete or corrupt: fetch the file again."
+            )
+
+    def need(self, n: int, what: str = "the header") -> None:
+        self.check(n, what)
         want = self.pos + n - len(self.buf)
         if want <= 0:
             return
@@ -63,81 +83,90 @@ class _Window:
                 "header continues). The download or copy is incomplete: fetch the file again."
             )
 
-    def u32(self) -> int:
-        self.need(4)
+    def u32(self, what: str = "a u32") -> int:
+        self.need(4, what)
         (v,) = _I.unpack_from(self.buf, self.pos)
         self.pos += 4
         return v
 
-    def u64(self) -> int:
-        self.need(8)
+    def u64(self, what: str = "a u64") -> int:
+        self.need(8, what)
         (v,) = _Q.unpack_from(self.buf, self.pos)
         self.pos += 8
         return v
 
-    def string(self) -> str:
-        n = self.u64()
-        if n > 1 << 30:
-            raise GGUFError(f"{self.path}: a string in the GGUF header claims {n} bytes; the header is corrupt.")
-        self.need(n)
+    def string(self, what: str = "a string") -> str:
+        n = self.u64(f"the length of {what}")
+        self.pos -= 8
+        self.check(8 + n, f"{what} (length {n})")
+        self.pos += 8
+        self.need(n, what)
         s = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8", errors="replace")
         self.pos += n
         return s
 
-    def skip_strings(self, count: int) -> None:
+    def skip_strings(self, count: int, key: str) -> None:
         """Skip `count` length-prefixed strings (the tokenizer's 250k tokens and merges)."""
-        # read ahead generously (tokens average < 24 bytes), then walk with no bounds check per item
-        self.need(min(count * 24, max(8, self._file_size - self.pos)))
+        self.check(8 * count, f"key {key!r}: an array of {count} strings")
+        # read ahead generously (tokens average < 24 bytes), then walk, checking each length
+        self.need(min(count * 24, max(8, self._file_size - self.pos)), f"key {key!r}")
         buf = self.buf
         unpack = _Q.unpack_from
         pos = self.pos
+        size = self._file_size
         left = count
         while left:
             k = -1
             try:
                 for k in range(left):
+                    start = pos
                     pos += 8 + unpack(buf, pos)[0]
+                    if pos > size:
+                        raise self.bad(f"key {key!r}: string {count - left + k} of {count} claims "
+                                       f"{pos - start - 8} bytes, past the end of the file", at=start)
                 left = 0
             except struct.error:  # ran past the window: read more and go on from item k
                 left -= k
                 self.pos = pos
-                self.need(max(8, left * 24))
+                self.need(max(8, min(left * 24, size - pos)), f"key {key!r}: string {count - left} of {count}")
                 buf = self.buf
         self.pos = pos
-        self.need(0)  # the last string may end past the window: make sure those bytes exist
+        self.need(0)
 
-    def value(self, vtype: int, key: str) -> Any:
+    def value(self, vtype: int, key: str, depth: int = 0) -> Any:
         if vtype in _SCALAR:
             st = _SCALAR[vtype]
-            self.need(st.size)
+            self.need(st.size, f"the value of key {key!r}")
             (v,) = st.unpack_from(self.buf, self.pos)
             self.pos += st.size
             return v
         if vtype == _STR:
-            return self.string()
+            return self.string(f"the value of key {key!r}")
         if vtype == _ARR:
-            etype = self.u32()
-            count = self.u64()
+            etype = self.u32(f"the element type of key {key!r}")
+            count = self.u64(f"the length of key {key!r}")
             if etype == _STR:
                 if count <= 64:
-                    return [self.string() for _ in range(count)]
-                self.skip_strings(count)
+                    return [self.string(f"an element of key {key!r}") for _ in range(count)]
+                self.skip_strings(count, key)
                 return ArrayInfo(etype, count)
             if etype in _SCALAR:
                 st = _SCALAR[etype]
                 nbytes = st.size * count
+                self.need(nbytes, f"key {key!r}: an array of {count} elements")
                 if count <= MAX_KEPT_ARRAY:
-                    self.need(nbytes)
                     vals = list(struct.unpack_from(f"<{count}{st.format[-1]}", self.buf, self.pos))
                     self.pos += nbytes
                     return vals
-                self.need(nbytes)
                 self.pos += nbytes
                 return ArrayInfo(etype, count)
             if etype == _ARR:
-                return [self.value(_ARR, key) for _ in range(count)]
-            raise GGUFError(f"{self.path}: key {key!r} has an array of unknown element type {etype}; the header is corrupt.")
-        raise GGUFError(f"{self.path}: key {key!r} has unknown value type {vtype}; the header is corrupt or newer than mtp-tune.")
+                if depth >= 4:
+                    raise self.bad(f"key {key!r} nests arrays more than 4 deep")
+                self.check(12 * count, f"key {key!r}: an array of {count} arrays")
+                return [self.value(_ARR, key, depth + 1) for _ in range(count)]
+            raise self.bad(f"key {key!r} has an array of unknown element type {etype}")
+        raise self.bad(f"key {key!r} has unknown value type {vtype} (or the header is newer than mtp-tune)")
 
 
 def read_gguf(path: str | Path) -> GGUFMeta:
@@ -162,32 +191,39 @@ def read_gguf(path: str | Path) -> GGUFMeta:
             )
         w.buf += head
         w.pos = 4
-        version = w.u32()
+        version = w.u32("the GGUF version")
         if version not in (2, 3):
             raise GGUFError(f"{p}: GGUF version {version} is not supported (only 2 and 3). Re-convert the model with a current llama.cpp.")
-        n_tensors = w.u64()
-        n_kv = w.u64()
-        if n_tensors > 1_000_000 or n_kv > 1_000_000:
-            raise GGUFError(f"{p}: the header claims {n_tensors} tensors and {n_kv} keys; the file is corrupt.")
+        n_tensors = w.u64("the tensor count")
+        n_kv = w.u64("the key count")
+        # each key takes at least 13 bytes (length, type, one byte of value), each tensor info 24
+        if 13 * n_kv + 24 * n_tensors > file_size - w.pos:
+            raise w.bad(f"the header claims {n_tensors} tensors and {n_kv} keys, more than a {file_size}-byte file "
+                        "can hold", at=8)
         kv: dict[str, Any] = {}
-        for _ in range(n_kv):
-            key = w.string()
-            vtype = w.u32()
+        for i in range(n_kv):
+            key = w.string(f"the name of key {i}")
+            vtype = w.u32(f"the type of key {key!r}")
             kv[key] = w.value(vtype, key)
         alignment = kv.get("general.alignment", DEFAULT_ALIGNMENT)
-        if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+        if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
             raise GGUFError(f"{p}: general.alignment = {alignment!r} is not a power of two; the header is corrupt.")
         raw: list[tuple[str, tuple[int, ...], int, int]] = []
-        for _ in range(n_tensors):
-            name = w.string()
-            n_dims = w.u32()
-            if n_dims > 8:
-                raise GGUFError(f"{p}: tensor {name!r} claims {n_dims} dimensions; the header is corrupt.")
-            w.need(8 * n_dims)
+        for i in range(n_tensors):
+            at = w.pos
+            name = w.string(f"the name of tensor {i}")
+            if len(name) >= MAX_NAME:
+                raise w.bad(f"the name of tensor {i} is {len(name)} bytes long (ggml allows {MAX_NAME - 1})", at=at)
+            n_dims = w.u32(f"the dimension count of tensor {name!r}")
+            if n_dims > MAX_DIMS:
+                raise w.bad(f"tensor {name!r} claims {n_dims} dimensions (ggml allows {MAX_DIMS})", at=w.pos - 4)
+            w.need(8 * n_dims, f"the shape of tensor {name!r}")
             dims = struct.unpack_from(f"<{n_dims}Q", w.buf, w.pos)
             w.pos += 8 * n_dims
-            ttype = w.u32()
-            off = w.u64()
+            ttype = w.u32(f"the type of tensor {name!r}")
+            off = w.u64(f"the data offset of tensor {name!r}")
+            if off % alignment:
+                raise w.bad(f"tensor {name!r} has data offset {off}, not a multiple of the alignment {alignment}", at=w.pos - 8)
             raw.append((name, tuple(dims), ttype, off))
         header_end = w.pos
     data_offset = (header_end + alignment - 1) // alignment * alignment
