@@ -252,3 +252,10 @@ def test_runner_debounces_and_never_delivers_a_stale_result() -> None:
     finally:
         runner.close()
     assert got[-1] == (3, "C") and all(names[rid] == reason for rid, reason in got)
+
+
+def test_an_assert_in_the_server_is_a_fatal_error_named_plainly() -> None:
+    log = DryRunLog()
+    log.feed(_log("cmn  common_init_: fitting params to device memory ..."))
+    log.feed("/src/llama.cpp/src/llama-vocab.cpp:2578: GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed")
+    assert log.done and log.errors == ["GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed"]

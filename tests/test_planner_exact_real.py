@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -224,3 +225,22 @@ def test_gpus_the_server_cannot_see_are_unavailable_not_misread(server_bin: Path
     s = settings_from_argv(["-m", str(tiny_models["tiny-mtp"]), "-c", "4096"]).settings
     res = exact_plan(s, [DeviceSpec("CUDA0", "RTX 4090", 24576, 24000)], server_bin, use_cache=False, root=tmp_path)
     assert res.status == "unavailable" and "offloads to 0 device(s) where the plan has 1" in res.reason
+
+
+def test_damaged_headers_give_a_sentence_never_a_traceback(server_bin: Path, tiny_models: dict[str, Path],
+                                                           tmp_path: Path) -> None:
+    data = tiny_models["tiny-mtp"].read_bytes()
+    rng = random.Random(13)
+    statuses = []
+    for i in range(20):
+        buf = bytearray(data)
+        for _ in range(8):
+            buf[rng.randrange(0, min(len(buf), 64 * 1024))] ^= 1 << rng.randrange(8)
+        bad = tmp_path / f"flipped-{i}.gguf"
+        bad.write_bytes(bytes(buf))
+        res = exact_plan(settings_from_argv(["-m", str(bad)]).settings, [], server_bin, use_cache=False,
+                         root=tmp_path / "cache", timeout_s=30)
+        assert res.status in ("exact", "unavailable"), res
+        assert res.status == "exact" or (res.reason and "\n" not in res.reason), res.reason
+        statuses.append(res.status)
+    assert "unavailable" in statuses

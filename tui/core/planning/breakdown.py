@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import dataclass, field
 
 from tui.core.server.memreport import MemoryReport
@@ -37,6 +38,7 @@ RE_OVERFLOW = re.compile(r"set ngl_per_device\[(\d+)\]\.\(n_layer, n_part, overf
 RE_TRY_ATTN = re.compile(r"trying to fit one extra layer with overflow_type=LAYER_FRACTION_ATTN")
 RE_MODEL_LOAD = re.compile(r"llama_model_loader: loaded meta data")
 RE_LOAD_ERROR = re.compile(r"(error loading model[^\n]*|unknown model architecture[^\n]*|failed to load model[^\n]*)")
+RE_ABORT = re.compile(r"(GGML_ASSERT\(.*\) failed|terminate called after throwing[^\n]*)")
 RE_RPC_ERROR = re.compile(r"(Failed to connect to \S+|RPC handshake failed for \S+)")
 RE_ARG_ERROR = re.compile(r"(error: invalid argument: \S+|error while handling argument[^\n]*|unknown argument: \S+)")
 
@@ -106,6 +108,7 @@ class DryRunLog:
         self.fit = FitTrace()
         self.errors: list[str] = []
         self.lines = 0
+        self.tail: deque[str] = deque(maxlen=6)  # the last lines, for saying why a run ended early
         self._current: Measurement | None = None
         self._label: str | None = None
         self._label_ctx: int | None = None
@@ -134,12 +137,14 @@ class DryRunLog:
         self._line(text, "")
 
     def _line(self, msg: str, level: str) -> None:
+        if msg.strip():
+            self.tail.append(msg.strip())
         if self.fit.started and not self.fit.finished:
             self._fit_line(msg)
         elif RE_FIT_START.search(msg):
             self.fit.started = True
-        if level == "error" or (not level and ("error" in msg or "Failed" in msg)):
-            m = RE_LOAD_ERROR.search(msg) or RE_ARG_ERROR.search(msg) or RE_RPC_ERROR.search(msg)
+        if level == "error" or (not level and any(k in msg for k in ("error", "Failed", "GGML_ASSERT", "terminate"))):
+            m = RE_LOAD_ERROR.search(msg) or RE_ARG_ERROR.search(msg) or RE_RPC_ERROR.search(msg) or RE_ABORT.search(msg)
             if m and m.group(1) not in self.errors:
                 self.errors.append(m.group(1).strip())
 

@@ -45,6 +45,8 @@ from tui.core.server.supervisor import Supervisor
 
 CACHE_VERSION = 2
 DEFAULT_TIMEOUT_S = 60.0
+#: real devices' free memory enters the cache key in steps of this many MiB
+FREE_BUCKET_MIB = 512
 #: options that never change what llama.cpp allocates (left out of the cache key)
 _NO_MEMORY = ("--threads", "--threads-batch", "--host", "--port", "--api-key", "--metrics", "--alias")
 
@@ -156,6 +158,8 @@ def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, ca
     finally:
         sup.close()
         done.set()
+    if not outcome and not log.errors and sup.log_path is not None:  # keep only the logs of runs that failed
+        sup.log_path.unlink(missing_ok=True)
     return log, outcome
 
 
@@ -171,7 +175,10 @@ def _why_unavailable(log: DryRunLog, outcome: str, timeout_s: float) -> str | No
     if target is None:
         if not log.fit.started:
             return "this llama-server printed no --fit measurement (too old, or it failed before loading the model)."
-        return "llama-server's dry run ended before it printed its memory breakdown (fit_memory_breakdown)."
+        last = next((t for t in reversed(log.tail) if "error" in t.lower() or "fail" in t.lower() or "abort" in t.lower()),
+                    log.tail[-1] if log.tail else "")
+        return ("llama-server's dry run ended before it printed its memory breakdown"
+                + (f" (its last words: {last[:200]!r})." if last else "."))
     return None
 
 
@@ -186,8 +193,11 @@ def _binary_id(path: Path) -> list[Any]:
 def cache_key(digest: str, args: Sequence[str], devices: Sequence[DeviceSpec], server_bin: Path, stand_in: bool) -> str:
     # the model path is not part of the key (the header hash is): drop -m and its value
     rest = without(list(args), "-m", "--model")
-    payload = json.dumps([CACHE_VERSION, digest, rest, [[d.key, d.total_mib, d.free_mib, d.remote] for d in devices],
-                          _binary_id(server_bin), stand_in], sort_keys=True)
+    # a real GPU's free memory is read by llama.cpp itself and drifts by MiBs between readings: key it
+    # coarsely; a simulated device's free memory is the simulation itself
+    devs = [[d.key, d.total_mib, d.free_mib if (stand_in and not d.remote) else round(d.free_mib / FREE_BUCKET_MIB), d.remote]
+            for d in devices]
+    payload = json.dumps([CACHE_VERSION, digest, rest, devs, _binary_id(server_bin), stand_in], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
@@ -253,6 +263,8 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
         digest = header_hash(meta)
     except (GGUFError, OSError) as e:
         return unavailable(str(e).split("\n")[0])
+    except (ValueError, MemoryError, UnicodeError) as e:  # a damaged header the reader did not name
+        return unavailable(f"{settings.model}: the GGUF header could not be read ({type(e).__name__}: {e}).")
     devices = list(devices)
     local = [d for d in devices if not d.remote] if stand_in else []
     remote_eps = [d.key[5:-1] for d in devices if d.remote and d.key.startswith("RPC0[")]
