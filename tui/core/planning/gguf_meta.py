@@ -24,15 +24,6 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
 }
 TYPE_IDS: dict[str, int] = {name: tid for tid, (name, _, _) in GGML_TYPES.items()}
 
-#: Architectures whose memory layout the planner models exactly (hybrid GDN + attention with MTP).
-HYBRID_QWEN_ARCHS: frozenset[str] = frozenset({"qwen35", "qwen35moe", "qwen3next"})
-#: Plain transformer architectures: every trunk layer has a KV cache (NextN layers go to the draft).
-PLAIN_ARCHS: frozenset[str] = frozenset({
-    "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "mistral3", "phi3", "gemma", "starcoder2",
-    "deepseek", "glm4", "glm4moe", "olmo2", "granite", "granitemoe", "ernie4_5", "ernie4_5-moe",
-})
-
-
 class GGUFError(ValueError):
     """The file is not a readable GGUF; the message names the file and what to do."""
 
@@ -89,8 +80,18 @@ class HParams:
     ssm_inner_size: int = 0
     full_attention_interval: int | None = None
     recurrent: list[bool] = field(default_factory=list)  # is_recr(il)
-    sliding_window: int = 0
+    sliding_window: int = 0  # n_swa
     known: bool = True  # False: unknown architecture, planned as weights + plain KV
+    n_ff_layer: list[int] = field(default_factory=list)
+    head_dim_k_swa: int = 0
+    head_dim_v_swa: int = 0
+    mla: bool = False  # K-only latent cache (kv_lora_rank + rope dims in key_length), no V
+    n_lora_kv: int = 0
+    is_swa: list[bool] = field(default_factory=list)
+    kv_main: list[int] | None = None  # layers with KV in the main context (None: trunk non-recurrent)
+    kv_draft: list[int] = field(default_factory=list)  # layers with KV in the MTP context
+    indexer_head_size: int = 0  # DSA lightning indexer: one K head of this size per indexed layer
+    idx_main: list[int] = field(default_factory=list)
 
     @property
     def n_layer(self) -> int:
@@ -105,8 +106,23 @@ class HParams:
         return bool(self.recurrent[il]) if il < len(self.recurrent) else False
 
     def attention_layers(self) -> list[int]:
-        """Trunk layers that hold a KV cache in the main context."""
+        """Layers that hold a KV cache in the main context."""
+        if self.kv_main is not None:
+            return list(self.kv_main)
         return [il for il in range(self.n_layer) if not self.is_recr(il)]
+
+    def swa(self, il: int) -> bool:
+        return bool(self.is_swa[il]) if il < len(self.is_swa) else False
+
+    def n_embd_k_gqa(self, il: int) -> int:
+        return (self.head_dim_k_swa if self.swa(il) and self.head_dim_k_swa else self.head_dim_k) * self.n_head_kv[il]
+
+    def n_embd_v_gqa(self, il: int) -> int:
+        return (self.head_dim_v_swa if self.swa(il) and self.head_dim_v_swa else self.head_dim_v) * self.n_head_kv[il]
+
+    def n_embd_v_gqa_max(self) -> int:
+        """The V row width of every layer when V is stored transposed (no flash attention)."""
+        return max((self.n_embd_v_gqa(il) for il in range(self.n_layer_all)), default=0)
 
     def recurrent_layers(self) -> list[int]:
         return [il for il in range(self.n_layer) if self.is_recr(il)]

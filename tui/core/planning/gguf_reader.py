@@ -13,16 +13,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from tui.core.planning.gguf_meta import (
-    GGML_TYPES,
-    HYBRID_QWEN_ARCHS,
-    PLAIN_ARCHS,
-    ArrayInfo,
-    GGUFError,
-    GGUFMeta,
-    HParams,
-    TensorInfo,
-)
+from tui.core.planning.gguf_meta import GGML_TYPES, ArrayInfo, GGUFError, GGUFMeta, TensorInfo
+from tui.core.planning.hparams import hparams_from_kv
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -251,93 +243,5 @@ def read_gguf(path: str | Path) -> GGUFMeta:
             f"{p.name}: the tensor data is truncated ({file_size} bytes, the table needs {last_end}); "
             "llama-server will refuse to load it."
         )
-    hp = _hparams(p, kv, tensors, warnings)
+    hp = hparams_from_kv(p, kv, tensors, warnings)
     return GGUFMeta(p, version, file_size, alignment, data_offset, kv, tensors, hp, warnings)
-
-
-def _per_layer(value: Any, n: int, default: int) -> list[int]:
-    if value is None:
-        return [default] * n
-    if isinstance(value, list):
-        vals = [int(v) for v in value][:n]
-        return vals + [vals[-1] if vals else default] * (n - len(vals))
-    return [int(value)] * n
-
-
-def _hparams(p: Path, kv: dict[str, Any], tensors: list[TensorInfo], warnings: list[str]) -> HParams:
-    arch = kv.get("general.architecture")
-    if not isinstance(arch, str):
-        raise GGUFError(f"{p}: general.architecture is missing; this GGUF is not a llama.cpp model file.")
-
-    def g(key: str, default: Any = None) -> Any:
-        return kv.get(f"{arch}.{key}", default)
-
-    n_layer_all = g("block_count")
-    if not isinstance(n_layer_all, int):
-        layers = {t.layer for t in tensors if t.layer is not None}
-        n_layer_all = max(layers) + 1 if layers else 0
-        warnings.append(f"{arch}.block_count is missing; counted {n_layer_all} blocks from the tensor names.")
-    n_nextn = int(g("nextn_predict_layers", 0) or 0)
-    n_embd = int(g("embedding_length", 0) or 0)
-    n_head = _per_layer(g("attention.head_count"), n_layer_all, 0)
-    n_head_kv = _per_layer(g("attention.head_count_kv"), n_layer_all, 0)
-    n_head_kv = [kvh if kvh or not h else h for kvh, h in zip(n_head_kv, n_head)]  # default: head_count
-    h0 = max(n_head) if n_head else 0
-    hd_default = n_embd // h0 if h0 else 0
-    hd_k = int(g("attention.key_length", hd_default) or hd_default)
-    hd_v = int(g("attention.value_length", hd_default) or hd_default)
-    tokens = kv.get("tokenizer.ggml.tokens")
-    n_vocab = tokens.length if isinstance(tokens, ArrayInfo) else len(tokens) if isinstance(tokens, list) else 0
-    emb = next((t for t in tensors if t.name == "token_embd.weight"), None)
-    if emb is not None and len(emb.shape) == 2:
-        n_vocab = n_vocab or emb.shape[1]
-    n_ff_v = g("feed_forward_length", 0)
-    n_ff = int(max(n_ff_v) if isinstance(n_ff_v, list) else (n_ff_v or 0))
-    n_ff_exp_v = g("expert_feed_forward_length", 0)
-    n_ff_exp = int(max(n_ff_exp_v) if isinstance(n_ff_exp_v, list) else (n_ff_exp_v or 0))
-    hp = HParams(
-        arch=arch,
-        n_layer_all=n_layer_all,
-        n_nextn=n_nextn,
-        n_embd=n_embd,
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        head_dim_k=hd_k,
-        head_dim_v=hd_v,
-        n_ctx_train=int(g("context_length", 0) or 0),
-        n_vocab=n_vocab,
-        n_expert=int(g("expert_count", 0) or 0),
-        n_expert_used=int(g("expert_used_count", 0) or 0),
-        n_ff=n_ff,
-        n_ff_exp=n_ff_exp,
-        n_ff_shexp=int(g("expert_shared_feed_forward_length", 0) or 0),
-        ssm_conv_kernel=int(g("ssm.conv_kernel", 0) or 0),
-        ssm_state_size=int(g("ssm.state_size", 0) or 0),
-        ssm_group_count=int(g("ssm.group_count", 0) or 0),
-        ssm_time_step_rank=int(g("ssm.time_step_rank", 0) or 0),
-        ssm_inner_size=int(g("ssm.inner_size", 0) or 0),
-        sliding_window=int(g("attention.sliding_window", 0) or 0),
-    )
-    n_layer = hp.n_layer
-    if arch in HYBRID_QWEN_ARCHS:
-        rl = g("attention.recurrent_layers")
-        if isinstance(rl, list):
-            hp.recurrent = [bool(x) for x in rl][:n_layer_all] + [False] * max(0, n_layer_all - len(rl))
-        else:
-            fai = int(g("full_attention_interval", 4) or 4)
-            hp.full_attention_interval = fai
-            hp.recurrent = [il < n_layer and (il + 1) % fai != 0 for il in range(n_layer_all)]
-    elif arch in PLAIN_ARCHS:
-        hp.recurrent = [False] * n_layer_all
-    else:
-        hp.known = False
-        hp.recurrent = [False] * n_layer_all
-        warnings.append(
-            f"architecture {arch!r} is not modelled by mtp-tune's planner: weights are exact, the KV cache is "
-            "estimated as plain attention on every layer, recurrent state and compute buffers are rough."
-        )
-    if hp.sliding_window and hp.known:
-        warnings.append(f"{arch} uses sliding-window attention; the planner sizes every layer's KV for the full context (an overestimate).")
-    if not n_embd or not any(n_head):
-        warnings.append(f"{arch}: embedding_length or attention.head_count is missing; KV and compute estimates are unreliable.")
-    return hp

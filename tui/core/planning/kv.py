@@ -1,15 +1,19 @@
 """KV cache, MTP draft KV, recurrent state and output buffers: closed forms, exact to the byte.
 
-KV: attention layers only (hybrid models), per-layer KV heads, n_ctx padded to 256, unified or per
-slot; the MTP draft KV on the NextN layers with `-ctkd/-ctvd` (default f16, not `-ctk`). Recurrent
-state: rows = max(1, np) x (1 + n_rs_seq). Output: logits for n_seq_max rows, in host memory.
+Per layer, as llama_kv_cache allocates: K is `n_embd_k_gqa(il)` wide, V `n_embd_v_gqa(il)` (the widest
+layer's when V is transposed, i.e. without flash attention), none with MLA; cells are n_ctx padded to
+256, one stream per slot unless unified. Sliding-window layers (llama_kv_cache_iswa) keep
+`pad(min(n_ctx_seq, n_swa x (np if unified else 1) + n_ubatch), 256)` cells unless --swa-full. DSA adds a
+one-head indexer K cache. The MTP draft KV is the NextN block(s) with `-ctkd/-ctvd`. Recurrent state:
+rows = max(1, np) x (1 + n_rs_seq) of (n_embd_r + n_embd_s) floats per recurrent layer. Output: logits
+for n_seq_max rows, in host memory.
 """
 
 from __future__ import annotations
 
 from tui.core.planning.devices import HOST
 from tui.core.planning.gguf_meta import HParams
-from tui.core.planning.resolve import KV_BPE, Resolved
+from tui.core.planning.resolve import KV_BPE, Resolved, pad
 from tui.core.planning.result import MiB, DevicePlan
 
 #: element block of the unquantised KV types (the quantised ones use blocks of 32)
@@ -24,22 +28,33 @@ def row_bytes(n: int, t: str) -> int:
     return (n // 32) * int(KV_BPE[t] * 32)
 
 
+def cells(hp: HParams, r: Resolved, il: int) -> int:
+    """Cells of layer il's cache over all streams (llama_kv_cache_iswa's SWA size for SWA layers)."""
+    base = r.n_ctx_seq
+    if hp.swa(il) and hp.sliding_window and not r.swa_full:
+        base = pad(min(base, hp.sliding_window * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch), 256)
+    return base * r.n_stream
+
+
+def layer_kv_bytes(hp: HParams, r: Resolved, il: int, type_k: str, type_v: str) -> int:
+    n = cells(hp, r, il)
+    k = row_bytes(hp.n_embd_k_gqa(il), type_k)
+    if hp.mla:
+        return n * k
+    v_width = hp.n_embd_v_gqa(il) if r.flash_attn else hp.n_embd_v_gqa_max()
+    return n * (k + row_bytes(v_width, type_v))
+
+
 def add_caches(hp: HParams, r: Resolved, dplans: dict[str, DevicePlan], layer_dev: list[str]) -> None:
     """KV, draft KV and recurrent state on their layers' devices (the host with -nkvo); output on the host."""
     kv_dev = (lambda il: layer_dev[il]) if r.offload_kqv else (lambda il: HOST)
-    cells = r.n_ctx_seq * r.n_stream
-    hd_k, hd_v = hp.head_dim_k, hp.head_dim_v
-    attn_layers = hp.attention_layers()
-    vmax = 0 if r.flash_attn else max((hp.n_head_kv[il] for il in attn_layers), default=0)
-    for il in attn_layers:
-        heads = hp.n_head_kv[il]
-        b = cells * (row_bytes(heads * hd_k, r.type_k) + row_bytes((heads if r.flash_attn else vmax) * hd_v, r.type_v))
-        dplans[kv_dev(il)].components["kv"] += b / MiB
-    if r.mtp:  # draft KV: NextN layers only, -ctkd/-ctvd
-        for il in hp.nextn_layers():
-            heads = hp.n_head_kv[il]
-            b = cells * (row_bytes(heads * hd_k, r.type_k_draft) + row_bytes(heads * hd_v, r.type_v_draft))
-            dplans[kv_dev(il)].components["draft_kv"] += b / MiB
+    for il in hp.attention_layers():
+        dplans[kv_dev(il)].components["kv"] += layer_kv_bytes(hp, r, il, r.type_k, r.type_v) / MiB
+    for il in hp.idx_main:  # DSA indexer keys: one head, the K type, every cell
+        dplans[kv_dev(il)].components["kv"] += r.n_ctx_seq * r.n_stream * row_bytes(hp.indexer_head_size, r.type_k) / MiB
+    if r.mtp:  # draft KV: the NextN layers only, -ctkd/-ctvd
+        for il in hp.kv_draft or hp.nextn_layers():
+            dplans[kv_dev(il)].components["draft_kv"] += layer_kv_bytes(hp, r, il, r.type_k_draft, r.type_v_draft) / MiB
     if hp.is_hybrid:
         rows = max(1, r.n_seq_max) * (1 + r.n_rs_seq)
         per_layer = 4 * (hp.n_embd_r + hp.n_embd_s) * rows

@@ -71,6 +71,7 @@ class Resolved:
     fit_target_mib: tuple[int, ...]
     fit_ctx: int
     offload_kqv: bool
+    swa_full: bool = False  # --swa-full: sliding-window layers keep the whole context
 
 
 
@@ -171,6 +172,7 @@ def resolve(s: Settings, hp: HParams, ctx_override: int | None = None) -> Resolv
         use_mmap=lm in ("auto", "mmap", "mmap+mlock"), fit=s.fit is not False, fit_target_mib=ft,
         fit_ctx=s.fit_ctx or DEFAULT_FIT_CTX,
         offload_kqv=reader.present(extra, "--kv-offload") is not False,
+        swa_full=reader.present(extra, "--swa-full") is True,
     )
 
 
