@@ -27,7 +27,8 @@ from tests.helpers.shapemodel import write_shape_model  # noqa: E402
 from tui.core import provision  # noqa: E402
 from tui.core.options.argv import settings_from_argv  # noqa: E402
 from tui.core.planning.devices import DeviceSpec  # noqa: E402
-from tui.core.planning.exact import dry_run_args, exact_plan, run_dry  # noqa: E402
+from tui.core.planning.dryrun import dry_run_args, run_dry  # noqa: E402
+from tui.core.planning.exact import exact_plan  # noqa: E402
 from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
 from tui.core.planning.reconcile import reconcile  # noqa: E402
 from tui.core.planning.sparse import sparse_copy  # noqa: E402

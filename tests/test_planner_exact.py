@@ -15,7 +15,8 @@ from tui.core.options.argv import settings_from_argv
 from tui.core.options.reader import value, values
 from tui.core.planning.breakdown import DryRunLog
 from tui.core.planning.devices import DeviceSpec
-from tui.core.planning.exact import ExactResult, cache_key, dry_run_args
+from tui.core.planning.dryrun import dry_run_args
+from tui.core.planning.exact import ExactResult, cache_key
 from tui.core.planning.exact_runner import ExactRunner
 from tui.core.planning.fitchoice import FitChoice, choice_from_trace
 from tui.core.planning.gguf_reader import read_gguf

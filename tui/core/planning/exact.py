@@ -26,11 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tui.core.options.argv import settings_to_argv
 from tui.core.options.reader import without
 from tui.core.options.settings import Settings
-from tui.core.paths import cache_dir
 from tui.core.planning.breakdown import DryRunLog
+from tui.core.planning.dryrun import default_root, dry_run_args, run_dry, why_unavailable
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.errors import PlanError
 from tui.core.planning.fitchoice import FitChoice, choice_from_trace
@@ -41,14 +40,11 @@ from tui.core.planning.plan import plan
 from tui.core.planning.result import FitOutcome, Plan
 from tui.core.planning.sparse import header_hash, needs_sparse, sparse_copy
 from tui.core.planning.standin import StandInError, StandIns, caveats, fit_targets
-from tui.core.server.supervisor import Supervisor
 
 CACHE_VERSION = 2
 DEFAULT_TIMEOUT_S = 60.0
 #: real devices' free memory enters the cache key in steps of this many MiB
 FREE_BUCKET_MIB = 512
-#: options that never change what llama.cpp allocates (left out of the cache key)
-_NO_MEMORY = ("--threads", "--threads-batch", "--host", "--port", "--api-key", "--metrics", "--alias")
 
 
 @dataclass
@@ -88,100 +84,6 @@ def unavailable(reason: str, seconds: float = 0.0) -> ExactResult:
     return ExactResult("unavailable", reason, seconds=seconds)
 
 
-# ---- argv --------------------------------------------------------------------------------------
-
-
-def dry_run_args(settings: Settings, model: str | Path, *, pin: FitChoice | None = None, rpc: Sequence[str] = (),
-                 fit_targets: Sequence[int] = (), n_ctx_train: int = 0) -> list[str]:
-    """llama-server's arguments for a dry run of `settings` (no binary, no host/port)."""
-    s = replace(settings, model=str(model), hf_repo=None, fit=True, port=None, api_key=None, metrics=False)
-    if settings.fit is False:  # --fit off loads as given: pin what fit could change
-        s = replace(s, ctx_size=settings.ctx_size or (n_ctx_train or None),
-                    n_gpu_layers=settings.n_gpu_layers if settings.n_gpu_layers not in (None, "auto", "-1") else "all")
-    extra = list(s.extra_args)
-    if pin is not None:
-        s = replace(s, ctx_size=pin.n_ctx or s.ctx_size)
-        if pin.n_gpu_layers is not None:
-            s = replace(s, n_gpu_layers=str(pin.n_gpu_layers))
-        if pin.tensor_split:
-            s = replace(s, tensor_split=list(pin.tensor_split))
-        if pin.overrides:
-            extra += ["-ot", ",".join(pin.overrides)]
-    if rpc:
-        s = replace(s, rpc=list(rpc))
-    if fit_targets:
-        s = replace(s, fit_target=list(fit_targets))
-    argv = without(settings_to_argv(replace(s, extra_args=extra)), *_NO_MEMORY)
-    return [*argv, "--log-jsonl", "-lv", "5", "--no-warmup", "-t", "1"]
-
-
-# ---- one dry run -------------------------------------------------------------------------------
-
-
-def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, cancel: threading.Event | None,
-            env: Mapping[str, str] | None = None, log_dir: Path | None = None,
-            progress: Callable[[str], None] | None = None) -> tuple[DryRunLog, str]:
-    """Start the server via the Supervisor, feed its log to a DryRunLog, stop it once fit has decided.
-    Returns the log and "" or "cancelled" / "timeout" / "exited"."""
-    log = DryRunLog()
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def on_line(line: str) -> None:
-        with lock:
-            if done.is_set():
-                return
-            log.feed(line)
-            if log.done:
-                done.set()
-
-    # our own deadline stops it; the supervisor's readiness timeout only backs that up
-    sup = Supervisor(server_bin, list(args), env=env, ready_timeout=timeout_s + 60.0, stop_grace=0.5,
-                     log_dir=log_dir or (default_root() / "logs"), record_history=False, memreport_factory=None)
-    sup.on_log_line(on_line)
-    sup.add_state_listener(lambda ev: done.set() if ev.state.final else None)
-    outcome = ""
-    try:
-        sup.start()
-        if progress is not None:
-            progress("dry run started")
-        deadline = time.monotonic() + timeout_s
-        while not done.wait(0.02):
-            if cancel is not None and cancel.is_set():
-                outcome = "cancelled"
-                break
-            if time.monotonic() > deadline:
-                outcome = "timeout"
-                break
-        if not outcome and not log.done:
-            outcome = "exited"
-    finally:
-        sup.close()
-        done.set()
-    if not outcome and not log.errors and sup.log_path is not None:  # keep only the logs of runs that failed
-        sup.log_path.unlink(missing_ok=True)
-    return log, outcome
-
-
-def _why_unavailable(log: DryRunLog, outcome: str, timeout_s: float) -> str | None:
-    if outcome == "timeout":
-        return f"llama-server's dry run did not finish within {timeout_s:g} s."
-    if log.errors:
-        first = log.errors[0]
-        if "--log-jsonl" in first or "invalid argument" in first or "unknown argument" in first:
-            return f"this llama-server is too old to print its memory breakdown ({first}); exact mode needs b11434 or newer."
-        return f"llama-server could not measure this model: {first}."
-    target, _ = log.step1()
-    if target is None:
-        if not log.fit.started:
-            return "this llama-server printed no --fit measurement (too old, or it failed before loading the model)."
-        last = next((t for t in reversed(log.tail) if "error" in t.lower() or "fail" in t.lower() or "abort" in t.lower()),
-                    log.tail[-1] if log.tail else "")
-        return ("llama-server's dry run ended before it printed its memory breakdown"
-                + (f" (its last words: {last[:200]!r})." if last else "."))
-    return None
-
-
 # ---- the cache ---------------------------------------------------------------------------------
 
 
@@ -199,11 +101,6 @@ def cache_key(digest: str, args: Sequence[str], devices: Sequence[DeviceSpec], s
             for d in devices]
     payload = json.dumps([CACHE_VERSION, digest, rest, devs, _binary_id(server_bin), stand_in], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
-
-
-def default_root() -> Path:
-    """Where exact mode keeps its cache entries, sparse copies and dry-run logs."""
-    return cache_dir() / "exact"
 
 
 def _save(root: Path, key: str, res: ExactResult) -> None:
@@ -365,7 +262,7 @@ def _measure(job: _Job) -> ExactResult:
     runs = 1
     if outcome == "cancelled":
         return ExactResult("cancelled", "cancelled", runs=runs)
-    why = _why_unavailable(log, outcome, job.timeout_s)
+    why = why_unavailable(log, outcome, job.timeout_s)
     if why:
         return ExactResult("unavailable", why, runs=runs)
     n_offload = len(log.step1()[0].devices())  # type: ignore[union-attr]
@@ -382,7 +279,7 @@ def _measure(job: _Job) -> ExactResult:
         runs += 1
         if outcome == "cancelled":
             return ExactResult("cancelled", "cancelled", runs=runs)
-        why = _why_unavailable(log, outcome, job.timeout_s)
+        why = why_unavailable(log, outcome, job.timeout_s)
         if why:
             return ExactResult("unavailable", "measuring what --fit chose: " + why, runs=runs)
         if not choice.changed:
@@ -425,6 +322,3 @@ def _from_cache(data: dict[str, Any], meta: GGUFMeta, settings: Settings, device
         return None
     return ExactResult("exact", "", est, choice, sources, list(data.get("warnings", [])), cached=True,
                        runs=int(data.get("runs", 0)))
-
-
-__all__ = ["ExactResult", "FitChoice", "DeviceSource", "exact_plan", "dry_run_args", "run_dry", "HOST"]
