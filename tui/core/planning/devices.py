@@ -68,20 +68,30 @@ def local_order(devices: Sequence[GpuDevice], env: Mapping[str, str] | None = No
     return [by_index[i] for i in order if i in by_index]
 
 
-def rpc_devices(endpoints: Sequence[str], memory_mib: float | None) -> list[DeviceSpec]:
+#: RPC memory: one size for every server (total = free), or (total, free) per endpoint as read from
+#: the servers (`tui.core.gpu.rpc.read_memory`); an endpoint missing there gets `default`.
+RpcMemory = float | Mapping[str, tuple[float, float]] | None
+
+
+def rpc_devices(endpoints: Sequence[str], memory_mib: RpcMemory, default: float | None = None) -> list[DeviceSpec]:
     """One device per `--rpc` endpoint (a ggml-rpc-server serves one device unless told otherwise)."""
-    mib = float(memory_mib or 0.0)
-    return [DeviceSpec(f"RPC0[{ep}]", f"RPC{i}", mib, mib, remote=True)
-            for i, ep in enumerate(e.strip() for e in endpoints if e.strip())]
+    read = memory_mib if isinstance(memory_mib, Mapping) else {}
+    mib = float(default or 0.0) if isinstance(memory_mib, Mapping) else float(memory_mib or 0.0)
+    out = []
+    for i, ep in enumerate(e.strip() for e in endpoints if e.strip()):
+        total, free = read.get(ep, (mib, mib))
+        out.append(DeviceSpec(f"RPC0[{ep}]", f"RPC{i}", float(total), float(free), remote=True))
+    return out
 
 
 def planner_devices(snapshot: GpuSnapshot | None, rpc_endpoints: Sequence[str] = (),
-                    rpc_memory_mib: float | None = None, *, env: Mapping[str, str] | None = None) -> list[DeviceSpec]:
+                    rpc_memory_mib: RpcMemory = None, *, env: Mapping[str, str] | None = None) -> list[DeviceSpec]:
     """The offload devices in llama.cpp's order: `--rpc` devices, then the snapshot's GPUs (real or
     simulated) as CUDA0.. in CUDA order. No snapshot (or `--gpus cpu`): RPC devices only."""
-    if rpc_memory_mib is None and snapshot is not None:
-        rpc_memory_mib = _num(snapshot.host.ram_total_mib)
-    out = rpc_devices(rpc_endpoints, rpc_memory_mib)
+    host_total = _num(snapshot.host.ram_total_mib) if snapshot is not None else None
+    if rpc_memory_mib is None:
+        rpc_memory_mib = host_total
+    out = rpc_devices(rpc_endpoints, rpc_memory_mib, host_total)
     local = [d for d in (snapshot.devices if snapshot is not None else ()) if _num(d.memory_total_mib) is not None]
     for i, d in enumerate(local_order(local, env)):
         total = float(_num(d.memory_total_mib) or 0.0)

@@ -1,0 +1,187 @@
+"""Soak the TUI: N minutes of continuous probing in the demo, mtp-tune's RSS and CPU sampled over time.
+
+Goal (issue 14): memory stays flat (bounded buffers), so an overnight sweep does not keep growing.
+Everything is real: `mtp-tune --demo` in a private tmux server (a real terminal, 120x40), the demo's
+CPU llama-server; a new probe run starts as soon as the previous one is on screen. Every `--sample-s`
+seconds the mtp-tune process's RSS (/proc/PID/status VmRSS) and CPU time are read. The slope is a
+least-squares line through the samples after the warm-up (the first probe runs import modules and
+fill caches that then stay), in MB per hour. Appends to bench/RESULTS.md under "## Soak".
+
+    .venv/bin/python bench/bench_soak.py [--minutes 30] [--warmup-minutes 2] [--source DIR] [--label TEXT]
+        [--no-write]
+
+`--source DIR` runs the `tui` package found in DIR (e.g. a copy of an older tree) instead of this
+checkout's, to measure before and after a change on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import append_under  # noqa: E402
+from bench_ui import Term, base_env, cpu_seconds  # noqa: E402
+
+HEADING = "## Soak"
+#: The probe panel's line when a run is over: "ok: 6 request(s), run 12".
+RUN_DONE = re.compile(r"(\w+): (\d+) request\(s\), run (\d+)")
+RUN_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    t_s: float  # since the first sample
+    rss_mb: float
+    cpu_s: float
+    runs: int
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def slope_mb_per_hour(samples: list[Sample]) -> float:
+    """Least-squares slope of RSS over time."""
+    n = len(samples)
+    if n < 2:
+        return 0.0
+    mt = sum(s.t_s for s in samples) / n
+    mr = sum(s.rss_mb for s in samples) / n
+    var = sum((s.t_s - mt) ** 2 for s in samples)
+    if var == 0:
+        return 0.0
+    cov = sum((s.t_s - mt) * (s.rss_mb - mr) for s in samples)
+    return cov / var * 3600.0
+
+
+def soak(root: Path, env: dict[str, str], minutes: float, sample_s: float, n_predict: int,
+         progress: bool = True) -> tuple[list[Sample], int]:
+    """Launch the demo, then probe continuously for `minutes`; returns the samples and the pid."""
+    term = Term(root, env, ["--demo", "--probe-repeat", "1", "--probe-n-predict", str(n_predict)])
+    samples: list[Sample] = []
+    try:
+        term.start()
+        term.wait("READY", 300, poll=0.5)
+        pid = term.pid()
+        runs, last_run = 0, None
+        t0 = time.monotonic()
+        end = t0 + minutes * 60.0
+        next_sample = t0
+        term.keys("p")
+        run_deadline = time.monotonic() + RUN_TIMEOUT_S
+        while True:
+            now = time.monotonic()
+            if now >= next_sample:
+                samples.append(Sample(now - t0, rss_mb(pid), cpu_seconds(pid), runs))
+                next_sample += sample_s
+                if progress:
+                    s = samples[-1]
+                    print(f"  {s.t_s / 60:5.1f} min  RSS {s.rss_mb:6.1f} MB  CPU {s.cpu_s:7.1f} s  runs {runs}",
+                          flush=True)
+            if now >= end:
+                break
+            match = RUN_DONE.search(term.screen())
+            if match and match.group(3) != last_run:
+                last_run = match.group(3)
+                runs += 1
+                term.keys("p")
+                run_deadline = time.monotonic() + RUN_TIMEOUT_S
+            elif now > run_deadline:
+                raise SystemExit(f"bench_soak: no probe run finished in {RUN_TIMEOUT_S:.0f} s:\n{term.screen()}")
+            time.sleep(0.5)
+        term.keys("q")
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        term.close()
+    return samples, pid
+
+
+def summarise(samples: list[Sample], warmup_s: float) -> dict[str, float]:
+    after = [s for s in samples if s.t_s >= warmup_s] or samples
+    first, last = samples[0], samples[-1]
+    wall = last.t_s - first.t_s
+    return {
+        "minutes": wall / 60.0,
+        "rss_start": first.rss_mb, "rss_end": last.rss_mb, "rss_max": max(s.rss_mb for s in samples),
+        "rss_after_warmup": after[0].rss_mb,
+        "slope_all": slope_mb_per_hour(samples), "slope_after_warmup": slope_mb_per_hour(after),
+        "cpu_percent": 100.0 * (last.cpu_s - first.cpu_s) / wall if wall > 0 else 0.0,
+        "runs": float(last.runs),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0, help="how long to probe (default 30)")
+    parser.add_argument("--warmup-minutes", type=float, default=2.0, help="left out of the slope (default 2)")
+    parser.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples (default 10)")
+    parser.add_argument("--n-predict", type=int, default=128, help="tokens per probe request (the demo's 128)")
+    parser.add_argument("--source", type=Path, help="a directory holding the `tui` package to run instead")
+    parser.add_argument("--label", default="", help="what was measured (e.g. 'before: unbounded log tail')")
+    parser.add_argument("--csv", type=Path, help="also write the samples here")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    if args.minutes <= 0:
+        raise SystemExit("bench_soak: --minutes must be positive")
+    if shutil.which("tmux") is None:
+        raise SystemExit("bench_soak: tmux is required")
+
+    from tui.core.demo import prepare_demo
+
+    setup = prepare_demo()
+    load = os.getloadavg()[0]
+    started = dt.datetime.now(dt.timezone.utc)
+    with tempfile.TemporaryDirectory(prefix="mtp-bench-soak-") as tmp:
+        root = Path(tmp)
+        env = base_env(root, setup.server)
+        if args.source is not None:
+            env["PYTHONPATH"] = str(args.source.resolve())
+        samples, _pid = soak(root, env, args.minutes, args.sample_s, args.n_predict)
+    if args.csv:
+        args.csv.write_text("t_s,rss_mb,cpu_s,runs\n" + "".join(
+            f"{s.t_s:.1f},{s.rss_mb:.2f},{s.cpu_s:.2f},{s.runs}\n" for s in samples))
+    r = summarise(samples, args.warmup_minutes * 60.0)
+    label = f" ({args.label})" if args.label else ""
+    section = f"""
+### {started.strftime('%Y-%m-%d %H:%M UTC')}{label}
+
+Command: `{shlex.join([Path(sys.executable).name, *sys.argv])}`  
+Ran for **{r['minutes']:.1f} minutes** of continuous probing ({int(r['runs'])} probe runs of the tasks suite, one pass,
+{args.n_predict} tokens per request) in `mtp-tune --demo` (tmux 120x40, real CPU llama-server, {setup.model.name}).
+Machine: {platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f}
+at start (shared with other work). RSS of the mtp-tune process sampled every {args.sample_s:.0f} s.
+
+| measure | result | goal |
+|---|---|---|
+| RSS at start -> end, MB | {r['rss_start']:.1f} -> {r['rss_end']:.1f} (max {r['rss_max']:.1f}) | |
+| RSS slope after the first {args.warmup_minutes:g} min (from {r['rss_after_warmup']:.1f} MB), MB/hour | **{r['slope_after_warmup']:+.2f}** | flat (< 1) |
+| RSS slope over the whole run, MB/hour | {r['slope_all']:+.2f} | |
+| CPU of mtp-tune while probing, % of one core | {r['cpu_percent']:.1f} | |
+"""
+    print(section)
+    if not args.no_write:
+        append_under(HEADING, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
