@@ -25,6 +25,7 @@ from textual.widgets import Footer, Header
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui import themes as theme_loader
+from tui.ui import tuning_actions
 from tui.ui.backend import Backend
 from tui.ui.messages import (
     Planned, ProbeFinished, ProbeUpdated, Sampled, ServerActionDone, ServerUpdated,
@@ -34,6 +35,7 @@ from tui.ui.view import PlanView, ProbeState, ServerStatus
 from tui.ui.widgets.probe_panel import ProbePanel
 from tui.ui.widgets.server_panel import ServerPanel
 from tui.ui.widgets.settings_form import FieldProblem, SettingsForm
+from tui.ui.widgets.tuning_panel import TuningPanel
 from tui.ui.widgets.vram_bars import VramBars
 
 NARROW_WIDTH = 110
@@ -55,6 +57,10 @@ class MtpTuneApp(App[int]):
         Binding("x", "cancel_probes", "Cancel", show=False),
         Binding("o", "raw_log", "Log"),
         Binding("h", "runs", "Runs"),
+        Binding("w", "sweep", "Sweep"),
+        Binding("a", "mtp_ab", "MTP on/off"),
+        Binding("c", "search_ctx", "Largest ctx", show=False),
+        Binding("F", "search_fit", "Smallest fit-target", show=False),
         Binding("f", "profiles", "Profiles"),
         Binding("e", "edit", "Edit"),
         Binding("t", "next_theme", "Theme"),
@@ -105,11 +111,12 @@ class MtpTuneApp(App[int]):
             with Vertical(id="right"):
                 yield ServerPanel(id="server")
                 yield ProbePanel(self.probes.suites, defer_plots=self.fixed is None, id="probes")
+        yield TuningPanel(id="tuning")
         yield Footer(compact=True)
 
     #: Actions that only make sense on the main screen (hidden from the footer elsewhere).
     MAIN_ONLY = frozenset({"launch", "restart", "stop_server", "run_probes", "cancel_probes", "raw_log", "runs",
-                           "profiles", "edit", "next_theme", "help"})
+                           "profiles", "edit", "next_theme", "help", "sweep", "mtp_ab", "search_ctx", "search_fit"})
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self.MAIN_ONLY and len(self.screen_stack) > 1:
@@ -126,6 +133,7 @@ class MtpTuneApp(App[int]):
         self.form = self.query_one(SettingsForm)
         self.server_panel = self.query_one(ServerPanel)
         self.probe_panel = self.query_one(ProbePanel)
+        self.tuning = self.query_one(TuningPanel)
         for problem in self._theme_problems:
             self.notify(problem.message, title="Theme not loaded", severity="warning", timeout=10)
         self._apply_size_classes()
@@ -364,6 +372,22 @@ class MtpTuneApp(App[int]):
 
         self.push_screen(ProfileDialog(self.backend, self.settings), loaded)
 
+    def action_sweep(self) -> None:
+        """Sweep the knobs that matter from the settings on screen (tui/ui/tuning_actions.py)."""
+        tuning_actions.open_sweep(self)
+
+    def action_mtp_ab(self) -> None:
+        """MTP on vs off, interleaved, and the verdict for the workload."""
+        tuning_actions.open_ab(self)
+
+    def action_search_ctx(self) -> None:
+        """The largest context that fits (planned, then confirmed by a launch)."""
+        tuning_actions.open_search(self, "ctx")
+
+    def action_search_fit(self) -> None:
+        """The smallest --fit-target that survives the first decode."""
+        tuning_actions.open_search(self, "fit")
+
     def action_help(self) -> None:
         """Keys and what each panel shows."""
         from tui.ui.screens.help import HelpScreen
@@ -391,6 +415,10 @@ class MtpTuneApp(App[int]):
             ("Cancel probes", "cancel the probe run", self.action_cancel_probes),
             ("Server log", "the whole server log", self.action_raw_log),
             ("Runs", "history, compare, export", self.action_runs),
+            ("Sweep", "axes over the knobs that matter, planned, measured, best saved", self.action_sweep),
+            ("MTP on vs off", "interleaved passes, the verdict for your workload", self.action_mtp_ab),
+            ("Largest context", "the largest --ctx-size that fits (plan, then a launch)", self.action_search_ctx),
+            ("Smallest fit-target", "the smallest --fit-target that survives the first decode", self.action_search_fit),
             ("Profiles", "save TOML, write INI section, load, import command line", self.action_profiles),
             ("Next theme", "cycle mtp-tune's themes", self.action_next_theme),
         ):

@@ -72,3 +72,77 @@ class ProbeFinished(Message):
         self.state = state
         self.run_id = run_id
         self.error = error
+
+
+# --- tuning actions (sweep, MTP on/off, searches): posted by their workers to the TuningPanel ---
+
+
+class SweepProgressed(Message):
+    """New sweep progress (a SweepView); the newest replaces a pending one."""
+
+    def __init__(self, view: Any) -> None:
+        super().__init__()
+        self.view = view
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SweepProgressed)
+
+
+class SweepFinished(Message):
+    """The sweep ended (done, cancelled, budget or failed); `error` is a paragraph when it failed."""
+
+    def __init__(self, view: Any, error: str | None = None) -> None:
+        super().__init__()
+        self.view = view
+        self.error = error
+
+
+class AbProgressed(Message):
+    """An MTP on/off TuneEvent; the newest replaces a pending one."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AbProgressed)
+
+
+class AbFinished(Message):
+    """The MTP on/off run ended with its MtpVerdict (None when it could not start)."""
+
+    def __init__(self, verdict: Any, error: str | None = None) -> None:
+        super().__init__()
+        self.verdict = verdict
+        self.error = error
+
+
+class SearchProgressed(Message):
+    """A search's TuneEvent (every trial counts: these are not collapsed)."""
+
+    def __init__(self, knob: str, event: Any) -> None:
+        super().__init__()
+        self.knob = knob
+        self.event = event
+
+
+class SearchFinished(Message):
+    """A search ended with its SearchResult (None when it could not run)."""
+
+    def __init__(self, knob: str, result: Any, error: str | None = None) -> None:
+        super().__init__()
+        self.knob = knob
+        self.result = result
+        self.error = error
+
+
+class SweepPreviewed(Message):
+    """The sweep screen's grid planned (a SweepView, or an error naming the field); newest wins by `seq`."""
+
+    def __init__(self, seq: int, view: Any, defn: Any = None, plans: Any = None, error: str | None = None) -> None:
+        super().__init__()
+        self.seq = seq
+        self.view = view
+        self.defn = defn
+        self.plans = plans
+        self.error = error

@@ -1,0 +1,163 @@
+"""The sweep screen (`w`) against the real llama-server: a 2x2 grid planned before it runs, run with
+progress, the table with medians and spread and the best marked, the best saved as a TOML profile
+and an INI section in one key, the sweep going on behind the main screen, cancel and resume."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input, Select
+
+from tui.core.hwprofiles import PROFILES, parse_gpus_spec
+from tui.core.paths import config_dir
+from tui.core.options.settings import Settings
+from tui.core.sweep import load_state
+from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.options import AppOptions
+from tui.ui.screens.sweep import SweepScreen
+from tui.ui.widgets.sweep_table import SweepTable
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+
+SUITE = """\
+name = "sweep-ui"
+[[prompts]]
+name = "count"
+prompt = "Count from one to ten in words."
+"""
+
+
+async def until(pilot, predicate, timeout: float = 120.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    return bool(predicate())
+
+
+def options(model: Path, server_bin: Path, tmp_path: Path, hardware: Any = None, **extra: Any) -> AppOptions:
+    settings = Settings(model=str(model), ctx_size=1024, parallel=1, threads=1, threads_batch=1,
+                        spec_type=["draft-mtp"], spec_draft_n_max=3, **extra)
+    suites = config_dir() / "suites"
+    suites.mkdir(parents=True, exist_ok=True)
+    (suites / "sweep-ui.toml").write_text(SUITE)
+    return AppOptions(settings=settings, server_bin=server_bin, hardware=hardware or PROFILES["rtx3060-laptop-6g"],
+                      simulate=True, cursor_blink=False, server_log_dir=tmp_path / "logs", probe_repeat=2,
+                      probe_n_predict=16, probe_suite=str(suites / "sweep-ui.toml"), sample_interval_s=0.5)
+
+
+async def open_sweep(pilot, app: MtpTuneApp, ub: str = "256,512") -> SweepScreen:  # noqa: ANN001
+    await pilot.press("w")
+    assert await until(pilot, lambda: isinstance(app.screen, SweepScreen))
+    screen = app.screen
+    assert isinstance(screen, SweepScreen)
+    assert screen.query_one("#axis-0", Input).value == "on,off"  # MTP on and off to start with
+    seen = screen.previews
+    screen.query_one("#axis-4", Input).value = ub  # the ubatch axis
+    assert await until(pilot, lambda: screen.previews > seen and screen.defn is not None
+                       and len(screen.defn.axes) == 2), screen.problem
+    return screen
+
+
+async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_sweep(pilot, app)
+        view = screen._shown
+        assert view is not None and [r.values for r in view.rows] == [("on", "256"), ("on", "512"),
+                                                                       ("off", "256"), ("off", "512")]
+        # Planned before it runs: memory and risk on every row, nothing measured yet.
+        assert all(r.status == "pending" and r.planned_mib and r.risk == "ok" for r in view.rows), view.rows
+        assert screen.query_one(SweepTable).row_count == 4
+
+        t0 = time.monotonic()
+        await pilot.press("g")
+        assert await until(pilot, lambda: app.tuning.running == "sweep")
+        # Back to the main screen: the sweep goes on and says so there.
+        assert await until(pilot, lambda: app.tuning.sweep_view is not None and app.tuning.sweep_view.done >= 1)
+        await pilot.press("escape")
+        assert await until(pilot, lambda: not isinstance(app.screen, SweepScreen))
+        if app.tuning.running == "sweep":
+            assert "sweep" in str(app.tuning.render()) and app.tuning.has_class("-active")
+        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1), app.tuning.sweep_view
+        wall = time.monotonic() - t0
+        print(f"2x2 sweep from the TUI: {wall:.1f} s")
+        final = app.tuning.sweep_view
+        assert final is not None and not final.running and final.error is None
+        assert [r.status for r in final.rows] == ["ok"] * 4, final.rows
+        assert all(r.tg and r.pp and r.tg_spread is not None for r in final.rows)  # medians with spread
+        assert [r.acceptance is not None for r in final.rows] == [True, True, False, False]
+        best = [r for r in final.rows if r.mark == "BEST"]
+        assert len(best) == 1 and best[0].number == final.best
+        assert final.summary and final.summary[0].startswith(f"Best for TG t/s: #{final.best}")
+        assert "last sweep" in str(app.tuning.render())
+
+        # w again shows the finished table; b saves the best row as a profile and an INI section.
+        await pilot.press("w")
+        assert await until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen.defn is not None)
+        screen = app.screen
+        assert await until(pilot, lambda: screen._shown is not None and screen._shown.best == final.best)
+        screen.query_one("#sweep-save-as", Input).value = "ui-best"
+        await pilot.pause()
+        await pilot.press("b")
+        profile = config_dir() / "profiles" / "ui-best.toml"
+        ini = config_dir() / "presets.ini"
+        assert await until(pilot, lambda: profile.is_file() and ini.is_file()), [n.message for n in app._notifications]
+        assert "[ui-best]" in ini.read_text()
+        best_ub = best[0].values[1]
+        assert f"ubatch-size = {best_ub}" in ini.read_text() or f"ub = {best_ub}" in ini.read_text(), ini.read_text()
+        await pilot.press("escape", "q")
+        assert await until(pilot, lambda: not app.is_running, timeout=30)
+
+
+async def test_sweep_cancel_then_resume(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_sweep(pilot, app)
+        await pilot.press("g")
+        assert await until(pilot, lambda: app.tuning.sweep_view is not None and app.tuning.sweep_view.done >= 1)
+        await pilot.press("x")
+        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1)
+        first = app.tuning.sweep_view
+        assert first is not None and "cancelled" in first.message
+        done_first = [r.number for r in first.rows if r.status == "ok"]
+        assert 1 <= len(done_first) < 4, first.rows
+        state = load_state(screen.defn.sweep_id)
+        assert state is not None and len(state.rows) == len(done_first)
+
+        await pilot.press("g")  # resume: only the rows not done run
+        assert await until(pilot, lambda: app.tuning.sweeps_finished == 2)
+        final = app.tuning.sweep_view
+        assert final is not None and [r.status for r in final.rows] == ["ok"] * 4
+        state = load_state(screen.defn.sweep_id)
+        assert state is not None and len(state.sessions) == 2
+        assert state.sessions[1]["launches"] == 4 - len(done_first)
+        await pilot.press("escape", "q")
+        assert await until(pilot, lambda: not app.is_running, timeout=30)
+
+
+async def test_predicted_oom_rows_marked_and_skipped(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """A context too large for the (simulated) GPU is marked oom before the run and skipped in it."""
+    hw = parse_gpus_spec("1x512MiB")  # --fit off: nothing moves to the host to make it fit
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path, hardware=hw, fit=False, fit_target=[64]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("w")
+        assert await until(pilot, lambda: isinstance(app.screen, SweepScreen))
+        screen = app.screen
+        screen.query_one("#axis-0", Input).value = ""
+        seen = screen.previews
+        screen.query_one("#axis-5", Input).value = "1024,262144"  # ctx
+        assert await until(pilot, lambda: screen.previews > seen and screen.defn is not None
+                           and screen.defn.axes[0].name == "c")
+        rows = screen._shown.rows
+        assert [r.risk for r in rows] == ["ok", "oom"], rows
+        assert "predicted to OOM (skipped)" in screen._shown.message
+        await pilot.press("g")
+        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1)
+        final = app.tuning.sweep_view
+        assert [r.status for r in final.rows] == ["ok", "predicted_oom"], final.rows
+        assert "OOM" in final.rows[1].note
+        await pilot.press("escape", "q")
+        assert await until(pilot, lambda: not app.is_running, timeout=30)
