@@ -84,8 +84,13 @@ def _tensor_table(s: ShapeSpec) -> list[tuple[str, tuple[int, ...], QT]]:
             (f"blk.{i}.ssm_conv1d.weight", (s.ssm_conv, conv_dim), F32),
             (f"blk.{i}.ssm_dt.bias", (s.ssm_v_heads,), F32),
             (f"blk.{i}.ssm_a", (s.ssm_v_heads,), F32),
-            (f"blk.{i}.ssm_beta.weight", (E, s.ssm_v_heads), P),
-            (f"blk.{i}.ssm_alpha.weight", (E, s.ssm_v_heads), P),
+        ])
+        if s.arch == "qwen3next":
+            out.append((f"blk.{i}.ssm_ba.weight", (E, 2 * s.ssm_v_heads), P))
+        else:
+            out.extend([(f"blk.{i}.ssm_beta.weight", (E, s.ssm_v_heads), P),
+                        (f"blk.{i}.ssm_alpha.weight", (E, s.ssm_v_heads), P)])
+        out.extend([
             (f"blk.{i}.ssm_norm.weight", (s.ssm_head_dim,), F32),
             (f"blk.{i}.ssm_out.weight", (value_dim, E), P),
         ])
@@ -135,49 +140,59 @@ def _nbytes(shape: tuple[int, ...], qtype: QT) -> int:
 
 def write_shape_model(path: str | Path, spec: ShapeSpec = QWEN36_35B_A3B) -> Path:
     """Write the sparse shape-only GGUF; return its path. Takes about a second, a few MB on disk."""
+    a = spec.arch
+    n_all = spec.n_layer + (1 if spec.mtp else 0)
+    keys: dict[str, object] = {
+        f"{a}.context_length": spec.ctx_train, f"{a}.embedding_length": spec.n_embd, f"{a}.block_count": n_all,
+        f"{a}.attention.head_count": spec.n_head, f"{a}.attention.head_count_kv": spec.n_head_kv,
+        f"{a}.attention.key_length": spec.head_dim, f"{a}.attention.value_length": spec.head_dim,
+        f"{a}.attention.layer_norm_rms_epsilon": 1e-6, f"{a}.rope.freq_base": 10000000.0,
+        f"{a}.rope.dimension_count": spec.n_rot, f"{a}.rope.dimension_sections": [11, 11, 10, 0],
+        f"{a}.ssm.conv_kernel": spec.ssm_conv, f"{a}.ssm.state_size": spec.ssm_head_dim,
+        f"{a}.ssm.group_count": spec.ssm_k_heads, f"{a}.ssm.time_step_rank": spec.ssm_v_heads,
+        f"{a}.ssm.inner_size": spec.ssm_head_dim * spec.ssm_v_heads,
+        f"{a}.full_attention_interval": spec.full_attn_interval, f"{a}.expert_count": spec.n_expert,
+        f"{a}.expert_used_count": spec.n_expert_used, f"{a}.expert_feed_forward_length": spec.n_ff_exp,
+        f"{a}.expert_shared_feed_forward_length": spec.n_ff_shexp,
+    }
+    if spec.mtp:
+        keys[f"{a}.nextn_predict_layers"] = 1
+    return write_sparse_gguf(path, a, spec.name, keys, _tensor_table(spec), spec.n_vocab, spec.n_merges)
+
+
+def write_sparse_gguf(path: str | Path, arch: str, name: str, keys: dict[str, object],
+                      tensors: list[tuple[str, tuple[int, ...], QT]], n_vocab: int, n_merges: int = 0) -> Path:
+    """A GGUF with these keys (ints as u32, floats as f32, lists as arrays, bools, strings), a byte-level
+    BPE vocabulary padded to `n_vocab` tokens, and this tensor table, with no data blocks on disk."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".part")
-    w = gguf.GGUFWriter(str(tmp), spec.arch)
-    a = spec.arch
-    n_all = spec.n_layer + (1 if spec.mtp else 0)
-    w.add_string("general.name", spec.name)
+    w = gguf.GGUFWriter(str(tmp), arch)
+    w.add_string("general.name", name)
     w.add_string("general.type", "model")
     w.add_uint32("general.file_type", 15)  # MOSTLY_Q4_K_M
     w.add_uint32("general.quantization_version", 2)
-    w.add_uint32(f"{a}.context_length", spec.ctx_train)
-    w.add_uint32(f"{a}.embedding_length", spec.n_embd)
-    w.add_uint32(f"{a}.block_count", n_all)
-    if spec.mtp:
-        w.add_uint32(f"{a}.nextn_predict_layers", 1)
-    w.add_uint32(f"{a}.attention.head_count", spec.n_head)
-    w.add_uint32(f"{a}.attention.head_count_kv", spec.n_head_kv)
-    w.add_uint32(f"{a}.attention.key_length", spec.head_dim)
-    w.add_uint32(f"{a}.attention.value_length", spec.head_dim)
-    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
-    w.add_float32(f"{a}.rope.freq_base", 10000000.0)
-    w.add_uint32(f"{a}.rope.dimension_count", spec.n_rot)
-    w.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
-    w.add_uint32(f"{a}.ssm.conv_kernel", spec.ssm_conv)
-    w.add_uint32(f"{a}.ssm.state_size", spec.ssm_head_dim)
-    w.add_uint32(f"{a}.ssm.group_count", spec.ssm_k_heads)
-    w.add_uint32(f"{a}.ssm.time_step_rank", spec.ssm_v_heads)
-    w.add_uint32(f"{a}.ssm.inner_size", spec.ssm_head_dim * spec.ssm_v_heads)
-    w.add_uint32(f"{a}.full_attention_interval", spec.full_attn_interval)
-    w.add_uint32(f"{a}.expert_count", spec.n_expert)
-    w.add_uint32(f"{a}.expert_used_count", spec.n_expert_used)
-    w.add_uint32(f"{a}.expert_feed_forward_length", spec.n_ff_exp)
-    w.add_uint32(f"{a}.expert_shared_feed_forward_length", spec.n_ff_shexp)
+    for k, v in keys.items():
+        if isinstance(v, bool):
+            w.add_bool(k, v)
+        elif isinstance(v, int):
+            w.add_uint32(k, v)
+        elif isinstance(v, float):
+            w.add_float32(k, v)
+        elif isinstance(v, str):
+            w.add_string(k, v)
+        else:
+            w.add_array(k, list(v))  # type: ignore[call-overload]
     vocab = build_vocab(200)
     base = len(vocab.tokens)
-    tokens = vocab.tokens + [f"<|shape_{i}|>" for i in range(spec.n_vocab - base)]
-    types = vocab.types + [1] * (spec.n_vocab - base)
+    tokens = vocab.tokens + [f"<|shape_{i}|>" for i in range(n_vocab - base)]
+    types = vocab.types + [1] * (n_vocab - base)
     w.add_string("tokenizer.ggml.model", "gpt2")
     w.add_string("tokenizer.ggml.pre", "qwen35")
     w.add_array("tokenizer.ggml.tokens", tokens)
     w.add_array("tokenizer.ggml.token_type", types)
     # a real Qwen3.6 GGUF carries ~247k merges: keep the header as large as the real one
-    merges = vocab.merges + [f"S{i} x{i}" for i in range(spec.n_merges - len(vocab.merges))]
+    merges = vocab.merges + [f"S{i} x{i}" for i in range(max(0, n_merges - len(vocab.merges)))]
     w.add_array("tokenizer.ggml.merges", merges)
     w.add_uint32("tokenizer.ggml.eos_token_id", vocab.special["<|im_end|>"])
     w.add_uint32("tokenizer.ggml.bos_token_id", vocab.special["<|endoftext|>"])
@@ -186,10 +201,10 @@ def write_shape_model(path: str | Path, spec: ShapeSpec = QWEN36_35B_A3B) -> Pat
     w.add_string("tokenizer.chat_template", CHAT_TEMPLATE)
     align = gguf.GGUF_DEFAULT_ALIGNMENT
     data_size = 0
-    for name, shape, qtype in _tensor_table(spec):
+    for tname, shape, qtype in tensors:
         nbytes = _nbytes(shape, qtype)
         # GGUFWriter takes the numpy-order shape (reversed ggml ne)
-        w.add_tensor_info(name, tuple(reversed(shape)), np.float32, nbytes, raw_dtype=qtype)
+        w.add_tensor_info(tname, tuple(reversed(shape)), np.float32, nbytes, raw_dtype=qtype)
         data_size += (nbytes + align - 1) // align * align
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -45,6 +45,9 @@ UNMODELLED_MTP: dict[str, str] = {
     "glm5-next": "its KDA recurrent layers and indexer cache",
     "bailingmoe3": "its linear-attention recurrent layers",
 }
+#: llm_arch_supports_rs_rollback: only these keep n_rs_seq recurrent snapshots (others clamp it to 0)
+RS_ROLLBACK_ARCHS: frozenset[str] = frozenset({"kimi-k3", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5-next",
+                                               "nemotron_h", "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3"})
 KNOWN_ARCHS = HYBRID_GDN_ARCHS | NEMOTRON_ARCHS | DSA_ARCHS | PLAIN_ARCHS
 
 

@@ -14,6 +14,7 @@ from tui.core.options import reader
 from tui.core.options.lookup import default
 from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import HParams
+from tui.core.planning.hparams import RS_ROLLBACK_ARCHS
 from tui.core.options.settings import Settings, effective_spec_types
 
 # llama-server b11434's defaults, from the one option table (tui.core.options.lookup.default).
@@ -146,7 +147,7 @@ def resolve(s: Settings, hp: HParams, ctx_override: int | None = None) -> Resolv
     if not fa and tv not in ("f16", "f32", "bf16"):
         raise PlanError(f"-ctv {tv} needs flash attention, but -fa is off: use -fa on or an f16 V cache.")
     outputs = max(1, min(n_batch, n_seq * (1 + _spec_n_max(s, types, n_max))))
-    rs_seq = n_max if any(t in _RS_TYPES for t in types) else 0
+    rs_seq = n_max if any(t in _RS_TYPES for t in types) and hp.arch in RS_ROLLBACK_ARCHS else 0
     ngl_s = (s.n_gpu_layers or "auto").strip().lower()
     if ngl_s in ("auto", "all", "-1", "-2"):
         ngl = hp.n_layer_all + 1

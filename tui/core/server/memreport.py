@@ -195,7 +195,8 @@ class MemoryReport:
             return True
         m = RE_KVBUF.search(line)
         if m:
-            self.current.kv[m.group(1)] = float(m.group(2))
+            # iswa/DSA caches print one buffer line per sub-cache: they add up
+            self.current.kv[m.group(1)] = self.current.kv.get(m.group(1), 0.0) + float(m.group(2))
             return True
         m = RE_KV.search(line)
         if m:

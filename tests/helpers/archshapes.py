@@ -1,0 +1,158 @@
+"""Shape-only GGUFs (header + sparse data) of real models of several architectures, for the planner.
+
+Each builder returns (keys, tensor table) with the tensor names and shapes that the architecture's
+`load_arch_tensors` (llama.cpp b11434 src/models/*.cpp) creates. Dimensions follow the published
+configs of the named models (from their HF config.json, as recalled; none is a copy of a real file).
+llama-server loads them on the CPU backend with `-nr` (weights read as zeros, nothing read from disk),
+so the planner can be checked against the real allocator on architectures this machine cannot run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from gguf import GGMLQuantizationType as QT
+
+from tests.helpers.shapemodel import QWEN36_35B_A3B, write_shape_model, write_sparse_gguf
+
+Table = list[tuple[str, tuple[int, ...], QT]]
+F32, Q8, Q4K, Q6K = QT.F32, QT.Q8_0, QT.Q4_K, QT.Q6_K
+
+
+def _gemma3(n_layer: int, E: int, nh: int, nkv: int, hd: int, ff: int, V: int, swa: int) -> tuple[dict[str, object], Table, int]:
+    a = "gemma3"
+    keys: dict[str, object] = {
+        f"{a}.context_length": 131072, f"{a}.embedding_length": E, f"{a}.block_count": n_layer,
+        f"{a}.feed_forward_length": ff, f"{a}.attention.head_count": nh, f"{a}.attention.head_count_kv": nkv,
+        f"{a}.attention.key_length": hd, f"{a}.attention.value_length": hd,
+        f"{a}.attention.layer_norm_rms_epsilon": 1e-6, f"{a}.attention.sliding_window": swa,
+        f"{a}.rope.freq_base": 1000000.0,
+    }
+    t: Table = [("token_embd.weight", (E, V), Q6K), ("output_norm.weight", (E,), F32)]  # tied output
+    for i in range(n_layer):
+        t += [(f"blk.{i}.attn_norm.weight", (E,), F32), (f"blk.{i}.attn_q.weight", (E, hd * nh), Q8),
+              (f"blk.{i}.attn_k.weight", (E, hd * nkv), Q8), (f"blk.{i}.attn_v.weight", (E, hd * nkv), Q8),
+              (f"blk.{i}.attn_output.weight", (hd * nh, E), Q8), (f"blk.{i}.post_attention_norm.weight", (E,), F32),
+              (f"blk.{i}.attn_k_norm.weight", (hd,), F32), (f"blk.{i}.attn_q_norm.weight", (hd,), F32),
+              (f"blk.{i}.ffn_norm.weight", (E,), F32), (f"blk.{i}.ffn_gate.weight", (E, ff), Q4K),
+              (f"blk.{i}.ffn_up.weight", (E, ff), Q4K), (f"blk.{i}.ffn_down.weight", (ff, E), Q6K),
+              (f"blk.{i}.post_ffw_norm.weight", (E,), F32)]
+    return keys, t, V
+
+
+def _moe(i: int, E: int, n_exp: int, ff_exp: int, ff_sh: int, probs_b: bool = True) -> Table:
+    t: Table = [(f"blk.{i}.ffn_gate_inp.weight", (E, n_exp), F32)]
+    if probs_b:
+        t.append((f"blk.{i}.exp_probs_b.bias", (n_exp,), F32))
+    t += [(f"blk.{i}.ffn_gate_exps.weight", (E, ff_exp, n_exp), Q4K), (f"blk.{i}.ffn_up_exps.weight", (E, ff_exp, n_exp), Q4K),
+          (f"blk.{i}.ffn_down_exps.weight", (ff_exp, E, n_exp), Q4K)]
+    if ff_sh:
+        t += [(f"blk.{i}.ffn_gate_shexp.weight", (E, ff_sh), Q8), (f"blk.{i}.ffn_up_shexp.weight", (E, ff_sh), Q8),
+              (f"blk.{i}.ffn_down_shexp.weight", (ff_sh, E), Q8)]
+    return t
+
+
+def _dense_ffn(i: int, E: int, ff: int) -> Table:
+    return [(f"blk.{i}.ffn_gate.weight", (E, ff), Q4K), (f"blk.{i}.ffn_up.weight", (E, ff), Q4K),
+            (f"blk.{i}.ffn_down.weight", (ff, E), Q6K)]
+
+
+def _nextn(i: int, E: int) -> Table:
+    return [(f"blk.{i}.nextn.eh_proj.weight", (2 * E, E), Q8), (f"blk.{i}.nextn.enorm.weight", (E,), F32),
+            (f"blk.{i}.nextn.hnorm.weight", (E,), F32), (f"blk.{i}.nextn.shared_head_norm.weight", (E,), F32)]
+
+
+def _glm4moe(n_layer: int, E: int, nh: int, nkv: int, hd: int, ff: int, n_exp: int, n_used: int, ff_exp: int,
+             V: int) -> tuple[dict[str, object], Table, int]:
+    """GLM-4.5-Air family: GQA attention (no MLA), one dense lead layer, MoE with one shared expert, MTP."""
+    a = "glm4moe"
+    keys: dict[str, object] = {
+        f"{a}.context_length": 131072, f"{a}.embedding_length": E, f"{a}.block_count": n_layer + 1,
+        f"{a}.nextn_predict_layers": 1, f"{a}.feed_forward_length": ff, f"{a}.attention.head_count": nh,
+        f"{a}.attention.head_count_kv": nkv, f"{a}.attention.key_length": hd, f"{a}.attention.value_length": hd,
+        f"{a}.attention.layer_norm_rms_epsilon": 1e-5, f"{a}.rope.dimension_count": hd // 2,
+        f"{a}.rope.freq_base": 1000000.0, f"{a}.expert_count": n_exp, f"{a}.expert_used_count": n_used,
+        f"{a}.expert_feed_forward_length": ff_exp, f"{a}.expert_shared_count": 1,
+        f"{a}.leading_dense_block_count": 1, f"{a}.expert_weights_scale": 1.0, f"{a}.expert_weights_norm": True,
+    }
+    t: Table = [("token_embd.weight", (E, V), Q4K), ("output_norm.weight", (E,), F32), ("output.weight", (E, V), Q6K)]
+    for i in range(n_layer + 1):
+        t += [(f"blk.{i}.attn_norm.weight", (E,), F32), (f"blk.{i}.attn_q.weight", (E, hd * nh), Q8),
+              (f"blk.{i}.attn_k.weight", (E, hd * nkv), Q8), (f"blk.{i}.attn_v.weight", (E, hd * nkv), Q8),
+              (f"blk.{i}.attn_q.bias", (hd * nh,), F32), (f"blk.{i}.attn_k.bias", (hd * nkv,), F32),
+              (f"blk.{i}.attn_v.bias", (hd * nkv,), F32),
+              (f"blk.{i}.attn_output.weight", (hd * nh, E), Q8), (f"blk.{i}.post_attention_norm.weight", (E,), F32)]
+        t += _dense_ffn(i, E, ff) if i == 0 else _moe(i, E, n_exp, ff_exp, ff_exp)
+        if i == n_layer:
+            t += _nextn(i, E)
+    return keys, t, V
+
+
+def _deepseek2(n_layer: int, mtp: bool, E: int, nh: int, q_lora: int, kv_lora: int, rope: int, nope: int, v_hd: int,
+               ff: int, n_exp: int, n_used: int, ff_exp: int, n_shared: int, V: int) -> tuple[dict[str, object], Table, int]:
+    """DeepSeek-V2 family with MLA as converted today: key_length = kv_lora_rank + rope, one KV head, no V."""
+    a = "deepseek2"
+    n_all = n_layer + (1 if mtp else 0)
+    k_mla = nope + rope
+    keys: dict[str, object] = {
+        f"{a}.context_length": 163840, f"{a}.embedding_length": E, f"{a}.block_count": n_all,
+        f"{a}.feed_forward_length": ff, f"{a}.attention.head_count": nh, f"{a}.attention.head_count_kv": 1,
+        f"{a}.attention.key_length": kv_lora + rope, f"{a}.attention.value_length": kv_lora,
+        f"{a}.attention.key_length_mla": k_mla, f"{a}.attention.value_length_mla": v_hd,
+        f"{a}.attention.kv_lora_rank": kv_lora, f"{a}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{a}.rope.dimension_count": rope, f"{a}.rope.freq_base": 10000.0, f"{a}.expert_count": n_exp,
+        f"{a}.expert_used_count": n_used, f"{a}.expert_feed_forward_length": ff_exp,
+        f"{a}.expert_shared_count": n_shared, f"{a}.leading_dense_block_count": 1, f"{a}.expert_weights_scale": 1.0,
+    }
+    if q_lora:
+        keys[f"{a}.attention.q_lora_rank"] = q_lora
+    if mtp:
+        keys[f"{a}.nextn_predict_layers"] = 1
+    t: Table = [("token_embd.weight", (E, V), Q4K), ("output_norm.weight", (E,), F32), ("output.weight", (E, V), Q6K)]
+    for i in range(n_all):
+        t.append((f"blk.{i}.attn_norm.weight", (E,), F32))
+        if q_lora:
+            t += [(f"blk.{i}.attn_q_a_norm.weight", (q_lora,), F32), (f"blk.{i}.attn_q_a.weight", (E, q_lora), Q8),
+                  (f"blk.{i}.attn_q_b.weight", (q_lora, nh * k_mla), Q8)]
+        else:
+            t.append((f"blk.{i}.attn_q.weight", (E, nh * k_mla), Q8))
+        t += [(f"blk.{i}.attn_kv_a_norm.weight", (kv_lora,), F32), (f"blk.{i}.attn_kv_a_mqa.weight", (E, kv_lora + rope), Q8),
+              (f"blk.{i}.attn_k_b.weight", (nope, kv_lora, nh), Q8), (f"blk.{i}.attn_v_b.weight", (kv_lora, v_hd, nh), Q8),
+              (f"blk.{i}.attn_output.weight", (nh * v_hd, E), Q8), (f"blk.{i}.ffn_norm.weight", (E,), F32)]
+        t += _dense_ffn(i, E, ff) if i == 0 else _moe(i, E, n_exp, ff_exp, ff_exp * n_shared)
+        if i >= n_layer:
+            t += _nextn(i, E)
+    return keys, t, V
+
+
+def _qwen(spec_kw: dict[str, object]) -> Callable[[Path], Path]:
+    spec = replace(QWEN36_35B_A3B, **spec_kw)  # type: ignore[arg-type]
+    return lambda p: write_shape_model(p, spec)
+
+
+def _sparse(name: str, built: tuple[dict[str, object], Table, int]) -> Callable[[Path], Path]:
+    keys, table, n_vocab = built
+    arch = next(iter(keys)).split(".")[0]
+    # k-quants need rows of 256: narrower rows (Gemma-3-1B's 1152) fall back to Q8_0, as quantizers do
+    table = [(n, sh, q if sh[0] % 256 == 0 or q in (F32, Q8) else Q8) for n, sh, q in table]
+    return lambda p: write_sparse_gguf(p, arch, f"{name} shape-only (no weights)", keys, table, n_vocab)
+
+
+#: name -> writer(path); the planner's compute constants were never fitted on any of these shapes.
+ARCH_SHAPES: dict[str, Callable[[Path], Path]] = {
+    "gemma3-4b": _sparse("Gemma-3-4B", _gemma3(34, 2560, 8, 4, 256, 10240, 262144, 1024)),
+    "gemma3-1b": _sparse("Gemma-3-1B", _gemma3(26, 1152, 4, 1, 256, 6912, 262144, 512)),
+    "glm45-air": _sparse("GLM-4.5-Air", _glm4moe(46, 4096, 96, 8, 128, 10944, 128, 8, 1408, 151552)),
+    "deepseek-v2-lite": _sparse("DeepSeek-V2-Lite", _deepseek2(27, False, 2048, 16, 0, 512, 64, 128, 128, 10944, 64, 6, 1408, 2, 102400)),
+    "glm47-flash": _sparse("GLM-4.7-Flash-like (deepseek2 MLA + MTP)",
+                           _deepseek2(47, True, 2048, 20, 768, 512, 64, 192, 256, 10240, 64, 4, 1536, 1, 154880)),
+    "qwen3-next-80b": _qwen({"arch": "qwen3next", "n_layer": 48, "n_expert": 512, "n_expert_used": 10, "n_vocab": 151936,
+                             "n_merges": 151387, "name": "Qwen3-Next-80B-A3B shape-only (no weights)"}),
+}
+
+
+def write_arch_shape(name: str, path: str | Path) -> Path:
+    """Write the named shape-only GGUF (see ARCH_SHAPES)."""
+    return ARCH_SHAPES[name](Path(path))
