@@ -90,7 +90,7 @@ class SearchScreen(ModalScreen[Any]):
         answer.set_class(view.done and not view.found, "-none")
 
     def tuning_changed(self, panel: Any) -> None:
-        if self.fixed is None and panel.search_view is not None and panel.search_view.knob == self.knob:
+        if self.is_mounted and self.fixed is None and panel.search_view is not None and panel.search_view.knob == self.knob:
             self.show(panel.search_view)
 
     def action_accept(self) -> None:

@@ -253,7 +253,7 @@ class SweepScreen(Screen[None]):
 
     def tuning_changed(self, panel: Any) -> None:
         """The TuningPanel's state changed: show the sweep while it runs, and its last view after."""
-        if self.fixed is not None or panel.sweep_view is None:
+        if self.fixed is not None or panel.sweep_view is None or not self.is_mounted:
             return
         if panel.running == "sweep" or (self.defn is not None and panel.sweep_defn is not None
                                         and panel.sweep_defn.sweep_id == self.defn.sweep_id):

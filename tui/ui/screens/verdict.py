@@ -145,7 +145,7 @@ class VerdictScreen(Screen[None]):
         self.query_one("#verdict-passes", Static).update(Content(" · ".join(view.passes)))
 
     def tuning_changed(self, panel: Any) -> None:
-        if self.fixed is None and panel.verdict_view is not None:
+        if self.is_mounted and self.fixed is None and panel.verdict_view is not None:
             self.show(panel.verdict_view)
 
     @on(Input.Changed)
