@@ -29,12 +29,14 @@ from tests.test_planner_real import CPU_CASES as ESTIMATE_CASES
 from tui.core.options.argv import settings_from_argv
 from tui.core.options.reader import value, without
 from tui.core.planning.devices import HOST, DeviceSpec
+from tui.core.planning.dryrun import dry_run_args
 from tui.core.planning.exact import ExactResult, exact_plan
 from tui.core.planning.exact_check import check_exact_mode
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.core.planning.reconcile import reconcile
 from tui.core.planning.standin import RpcServers
+from tui.core.server.supervisor import Supervisor
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -244,3 +246,41 @@ def test_damaged_headers_give_a_sentence_never_a_traceback(server_bin: Path, tin
         assert res.status == "exact" or (res.reason and "\n" not in res.reason), res.reason
         statuses.append(res.status)
     assert "unavailable" in statuses
+
+
+def test_the_header_only_copy_measures_what_the_file_does(server_bin: Path, tiny_models: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    """The dry run reads no tensor data (no_alloc, load mode none): a copy whose data is a hole gives
+    llama.cpp's same figures for every component."""
+    s = settings_from_argv(["-m", str(tiny_models["tiny-moe-mtp"]), "-c", "8192", "-np", "2", "--spec-type", "draft-mtp"]).settings
+    real_file = exact_plan(s, [], server_bin, use_cache=False, root=tmp_path, sparse=False)
+    copy = exact_plan(s, [], server_bin, use_cache=False, root=tmp_path, sparse=True)
+    assert copy.sparse_copy and not real_file.sparse_copy
+    assert [d.components for d in copy.plan.devices] == [d.components for d in real_file.plan.devices]  # type: ignore[union-attr]
+    assert list((tmp_path / "sparse").glob("*.gguf"))
+
+
+def test_the_dry_run_reads_the_header_and_no_tensor_data(server_bin: Path, tmp_path: Path) -> None:
+    """llama.cpp's fit pass loads with no_alloc and load mode none: by the time fit has decided, the
+    server has read() a few MB (the 5 MB header, twice) of a 19.5 GiB file, not its data."""
+    model = write_shape_model(tmp_path / "shape.gguf")
+    s = settings_from_argv(["-m", str(model), "-c", "8192", "-np", "1", "--spec-type", "draft-mtp"]).settings
+    sup = Supervisor(server_bin, dry_run_args(s, model), log_dir=tmp_path / "logs", record_history=False,
+                     memreport_factory=None)
+    got: dict[str, int] = {}
+    decided = threading.Event()
+
+    def on_line(line: str) -> None:
+        if "fitting params to free memory took" in line and not decided.is_set():
+            io = Path(f"/proc/{sup.pid}/io").read_text()
+            got.update({k: int(v) for k, v in (ln.split(": ") for ln in io.splitlines())})
+            decided.set()
+
+    sup.on_log_line(on_line)
+    try:
+        sup.start()
+        assert decided.wait(120), sup.tail(20)
+    finally:
+        sup.close()
+    assert model.stat().st_size > 19 * 2**30
+    assert 2**20 < got["rchar"] < 64 * 2**20, got  # the header is ~5 MB; the data would be 19.5 GiB

@@ -145,11 +145,15 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
     cache, the sparse copies and the dry-run logs (default: cache_dir()/exact)."""
     t0 = time.monotonic()
     root = Path(root) if root is not None else default_root()
-    if server_bin is None:
+    if server_bin is None:  # the server mtp-tune would launch: $MTP_TUNE_LLAMA_SERVER, PATH, the cached build
         from tui.core import provision
-        server_bin = provision.cached_server()
-        if server_bin is None:
+        try:
+            found = provision.find_server()
+        except provision.ProvisionError as e:
+            return unavailable(str(e))
+        if found is None:
             return unavailable("no llama-server found (run `mtp-tune doctor`); exact mode needs one.")
+        server_bin = found.path
     server_bin = Path(server_bin)
     if not server_bin.is_file():
         return unavailable(f"llama-server {server_bin} does not exist.")
