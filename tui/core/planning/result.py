@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.core.planning.devices import HOST
+from tui.core.planning.errorband import error_band
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.planning.resolve import Resolved
 from tui.core.options.settings import Settings
@@ -84,6 +85,11 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     layer_device: list[str] = field(default_factory=list)  # device key per block, + output at [n_layer_all]
     pipeline_parallel: bool = False
+
+    @property
+    def error_band(self) -> dict[str, float]:
+        """Component -> measured error band of the estimate (%, held-out; see planning.errorband)."""
+        return error_band()
 
     def device(self, key: str) -> DevicePlan | None:
         return next((d for d in self.devices if d.key == key), None)

@@ -1,0 +1,162 @@
+"""Held-out accuracy of the planner's instant estimate (and of exact mode) against the real server.
+
+HELD-OUT set: shape-only GGUFs of architectures and shapes the estimate's compute constants were never
+fitted on (tests/helpers/archshapes.py: gemma3 iswa, deepseek2 MLA with and without MTP, glm4moe MTP,
+qwen3next), each configuration launched on the real llama-server (CPU build, -nr, until it listens) and
+compared component by component with its memory report. The CALIBRATION set is separate:
+bench_planner_accuracy.py's MATRIX/SHAPE (tiny qwen35/qwen35moe presets and the Qwen3.6-35B-A3B shape).
+Writes the per-component error band (tui/core/planning/error_bands.json) that the plan shows.
+
+    .venv/bin/python bench/bench_planner_heldout.py [--exact] [--limit N] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import append_under  # noqa: E402
+
+from tests.helpers.archshapes import write_arch_shape  # noqa: E402
+from tests.helpers.launch import probe_launch  # noqa: E402
+from tui.core import provision  # noqa: E402
+from tui.core.options.argv import settings_from_argv  # noqa: E402
+from tui.core.planning.errorband import BANDS_PATH  # noqa: E402
+from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
+from tui.core.planning.plan import plan  # noqa: E402
+from tui.core.planning.reconcile import reconcile  # noqa: E402
+
+MTP = ["--spec-type", "draft-mtp"]
+COMMON = ["-nr", "-t", "1", "-tb", "1", "--no-warmup", "-fit", "off"]
+Q8 = ["-ctk", "q8_0", "-ctv", "q8_0"]
+Q4 = ["-ctk", "q4_0", "-ctv", "q4_0"]
+_VARIANTS: list[list[str]] = [
+    ["-c", "4096", "-np", "1"],
+    ["-c", "32768", "-np", "1"],
+    ["-c", "16384", "-np", "2", "-ub", "256"],
+    ["-c", "8192", "-np", "4", "--kv-unified", "-ub", "1024"],
+    ["-c", "12288", "-np", "3", *Q8],
+    ["-c", "8192", "-np", "1", "-fa", "off", "-ub", "128"],
+    ["-c", "65536", "-np", "1", *Q4, "-ub", "2048", "-b", "2048"],
+    ["-c", "8192", "-np", "2", "-ub", "64", "--swa-full"],
+    ["-c", "20000", "-np", "1", "-ub", "384"],
+    ["-c", "8192", "-np", "2", "-ngl", "0", "-ctk", "q8_0"],
+]
+_MTP_VARIANTS: list[list[str]] = [
+    ["-c", "4096", "-np", "1", *MTP],
+    ["-c", "16384", "-np", "2", *MTP, "--spec-draft-n-max", "2", "-ctkd", "q8_0", "-ctvd", "q8_0"],
+    ["-c", "8192", "-np", "1", *MTP, "--spec-draft-n-max", "6", "-ub", "256"],
+    ["-c", "32768", "-np", "1", *MTP, *Q8, "-ub", "1024"],
+]
+#: (shape, args); shapes from tests/helpers/archshapes.py, none used for calibration
+HELD_OUT: list[tuple[str, list[str]]] = (
+    [("gemma3-1b", v) for v in _VARIANTS]
+    + [("gemma3-4b", v) for v in _VARIANTS]
+    + [("deepseek-v2-lite", v) for v in _VARIANTS]
+    + [("glm47-flash", v) for v in _VARIANTS[:6] + _MTP_VARIANTS]
+    + [("glm45-air", v) for v in _VARIANTS[:6] + _MTP_VARIANTS]
+    + [("qwen3-next-80b", v) for v in _VARIANTS[:7] + _MTP_VARIANTS]
+)
+EXACTISH = ("weights", "kv", "draft_kv", "recurrent", "output")
+
+
+def run_case(server: Path, model: Path, args: list[str], with_exact: bool) -> dict:
+    t0 = time.monotonic()
+    res = probe_launch(server, ["-m", str(model), *args, *COMMON], timeout_s=300)
+    if not res.ready:
+        return {"ready": False, "log_tail": res.log[-1500:]}
+    settings = settings_from_argv(["-m", str(model), *args, *COMMON]).settings
+    meta = read_gguf(model)
+    out = {"ready": True, "seconds": round(time.monotonic() - t0, 1),
+           "diffs": [d.to_dict() for d in reconcile(plan(meta, settings, []), res.report).diffs]}
+    if with_exact:
+        from tui.core.planning.exact import exact_plan
+        ex = exact_plan(settings, [], server, meta=meta, use_cache=False)
+        out["exact"] = [d.to_dict() for d in reconcile(ex.plan, res.report).diffs] if ex.available else ex.reason
+    return out
+
+
+def _ok(d: dict) -> bool:
+    if d["component"] in EXACTISH:
+        return abs(d["error_mib"]) <= max(1.0, 0.01 * d["reported_mib"])
+    return abs(d["error_mib"]) <= max(0.10 * d["reported_mib"], 0.5)
+
+
+def summarize(results: list[dict], key: str = "diffs") -> tuple[list[str], dict[str, float]]:
+    """Table rows per architecture and component, and the band: the 95th-percentile relative error."""
+    rows, bands = [], {}
+    ok = [r for r in results if r["ready"] and isinstance(r.get(key), list)]
+    comps = ("weights", "kv", "draft_kv", "recurrent", "output", "compute", "draft_compute")
+    for c in comps:
+        ds_all = [d for r in ok for d in r[key] if d["component"] == c and (d["reported_mib"] or d["predicted_mib"])]
+        if not ds_all:
+            continue
+        rels = sorted(abs(d["error_mib"]) / max(d["reported_mib"], 1.0) for d in ds_all)
+        bands[c] = round(100 * rels[min(len(rels) - 1, int(0.95 * len(rels)))], 2)
+        for arch in sorted({r["arch"] for r in ok}):
+            ds = [d for r in ok if r["arch"] == arch for d in r[key] if d["component"] == c
+                  and (d["reported_mib"] or d["predicted_mib"])]
+            if ds:
+                worst = max(ds, key=lambda d: abs(d["error_mib"]))
+                rows.append(f"| {c} | {arch} | {len(ds)} | {sum(map(_ok, ds))}/{len(ds)} | {abs(worst['error_mib']):.2f} | "
+                            f"{max(abs(d['error_pct'] or 0) for d in ds if d['reported_mib'] >= 1.0) if any(d['reported_mib'] >= 1.0 for d in ds) else 0:.1f} |")
+    return rows, bands
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--exact", action="store_true", help="also run exact mode per configuration")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    server = provision.cached_server() or provision.ensure_server().path
+    tmp = Path(tempfile.mkdtemp(prefix="mtp-bench-heldout-"))
+    cases = HELD_OUT[: a.limit] if a.limit else HELD_OUT
+    shapes: dict[str, Path] = {}
+    results = []
+    for name, args in cases:
+        if name not in shapes:
+            shapes[name] = write_arch_shape(name, tmp / f"{name}.gguf")
+        r = run_case(server, shapes[name], args, a.exact)
+        r.update(shape=name, arch=read_gguf(shapes[name]).hparams.arch, args=" ".join(args))
+        results.append(r)
+        bad = [f"{d['component']} {d['error_mib']:+.2f} MiB ({d['error_pct']}%)" for d in r.get("diffs", []) if not _ok(d)]
+        print(f"{name:17} {' '.join(args):64} {'NOT READY' if not r['ready'] else ('ok' if not bad else '; '.join(bad))}", flush=True)
+        if a.json:
+            a.json.write_text(json.dumps(results, indent=1))
+    rows, bands = summarize(results)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    ready = sum(r["ready"] for r in results)
+    comp = [d for r in results if r["ready"] for d in r["diffs"] if d["component"] in ("compute", "draft_compute")
+            and (d["reported_mib"] or d["predicted_mib"])]
+    lines = [f"### Held-out accuracy of the estimate (bench/bench_planner_heldout.py), {when}, commit {commit}", "",
+             f"{len(results)} configurations on {len(shapes)} shape-only models of {len({r['arch'] for r in results})} "
+             f"architectures, none used for calibration; {ready} reached ready; llama-server b11434 CPU build, -nr. "
+             f"Compute within 10 % (0.5 MiB floor): {sum(map(_ok, comp))}/{len(comp)}. "
+             "Error band (95th-percentile |error| / reported, %): " + ", ".join(f"{k} {v}" for k, v in bands.items()), "",
+             "| component | arch | comparisons | within goal | max abs MiB | max rel % |", "|---|---|---|---|---|---|", *rows]
+    if a.exact:
+        erows, _ = summarize(results, "exact")
+        lines += ["", "Exact mode vs the real load, same configurations:", "",
+                  "| component | arch | comparisons | within goal | max abs MiB | max rel % |", "|---|---|---|---|---|---|", *erows]
+    text = "\n".join(lines)
+    print(text)
+    if not a.no_write:
+        append_under("## Memory planner", text)
+        BANDS_PATH.write_text(json.dumps({"measured": when, "commit": commit, "configurations": len(results),
+                                          "architectures": sorted({r["arch"] for r in results}),
+                                          "band_pct": bands}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
