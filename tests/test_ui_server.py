@@ -95,6 +95,51 @@ async def test_quit_stops_the_server(server_bin: Path, tiny_models: dict[str, Pa
     assert pid is not None and not alive(pid)
 
 
+async def test_quit_while_a_probe_streams_cancels_it_before_the_stop(
+        server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """`q` mid-request: the probe's request is cancelled (the run ends "cancelled") before the server
+    is stopped, and no server is left. (The time it takes is measured by bench/bench_quit.py.)"""
+    import dataclasses
+
+    from tui.ui.backend import Backend
+
+    events: list[str] = []
+
+    class Recording(Backend):
+        def run_probes(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            events.append("probe started")
+            result = super().run_probes(*args, **kwargs)
+            events.append(f"probe ended: {result[0].message}")
+            return result
+
+        def server_action(self, action: str, settings: Settings | None, grace: float | None = None) -> str | None:
+            events.append(f"{action} (grace {grace})")
+            return super().server_action(action, settings, grace=grace)
+
+    options = dataclasses.replace(_options(server_bin, tiny_models["tiny-mtp"], tmp_path), probe_repeat=3,
+                                  probe_n_predict=4096)
+    app = make_app(options, Recording(options))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("l")
+        assert await wait_state(pilot, app, {"ready", "failed"}) == "ready"
+        pid = app.server.pid
+        await pilot.press("p")
+        deadline = time.monotonic() + DEADLINE_S
+        while ", pass " not in app.probes.message and time.monotonic() < deadline:
+            await pilot.pause(0.02)
+        assert ", pass " in app.probes.message, app.probes.message  # a request is on its way
+        await pilot.press("q")
+        deadline = time.monotonic() + DEADLINE_S
+        while app.is_running and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+    assert events[0] == "launch (grace None)"
+    assert events[1] == "probe started"
+    assert events[2].startswith("probe ended: cancelled"), events
+    assert events[3].startswith("stop (grace "), events  # the short grace: the request was in flight
+    assert len(events) == 4, events
+    assert pid is not None and not alive(pid)
+
+
 async def test_failure_is_explained(server_bin: Path, tmp_path: Path) -> None:
     """A model that is not a GGUF: the panel shows the explained failure, not a wall of log."""
     bad = tmp_path / "not-a-model.gguf"

@@ -75,4 +75,34 @@ def run(args: argparse.Namespace) -> int:
         from tui.ui.app import run_app
     except ImportError as exc:  # pragma: no cover - only when the UI package is broken
         return fail(f"the terminal UI could not be loaded: {exc}", 1)
-    return run_app(args, setup)
+    return _leave(run_app(args, setup))
+
+
+def _is_the_command() -> bool:
+    """True when this process is `mtp-tune` itself (the console script or `python -m tui.cli`), not a
+    test or script calling `run()` in-process."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return Path(getattr(main, "__file__", None) or "").name == "mtp-tune" or (
+        spec is not None and spec.name == "tui.cli.__main__")
+
+
+def _leave(code: int) -> int:
+    """End the process as soon as the screen is gone (the server is already stopped).
+
+    The interpreter's own teardown of Textual's object graph takes half a second or more on a busy
+    machine, after the user pressed q; exit handlers (the child cleanup among them) still run, the
+    streams are flushed, then the process ends without that teardown.
+    """
+    if not _is_the_command():
+        return code
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

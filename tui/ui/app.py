@@ -39,6 +39,12 @@ from tui.ui.widgets.tuning_panel import TuningPanel
 from tui.ui.widgets.vram_bars import VramBars
 
 NARROW_WIDTH = 110
+#: How long quitting waits for a cancelled probe to close its request before stopping the server anyway.
+QUIT_CANCEL_WAIT_S = 2.0
+#: The stop grace when quitting cancelled a request: llama-server notices a closed connection only at
+#: its next 1 s HTTP poll (HTTP_POLLING_SECONDS) and sits out SIGTERM until then; what it was
+#: computing is being thrown away, so it gets half a second before SIGKILL.
+QUIT_STOP_GRACE_S = 0.5
 SHORT_HEIGHT = 34
 
 
@@ -90,6 +96,8 @@ class MtpTuneApp(App[int]):
         self._plan_seq = 0
         self.probe_runs_finished = 0
         self._probe_cancel = threading.Event()
+        self._probe_idle = threading.Event()  # clear while a probe worker runs (quit waits for it)
+        self._probe_idle.set()
         self._quitting = False
         self.title = options.title
         self.cursor_blink_enabled = options.cursor_blink
@@ -304,6 +312,7 @@ class MtpTuneApp(App[int]):
             return
         suite = self.probe_panel.suite
         self._probe_cancel = threading.Event()
+        self._probe_idle.clear()
         self.probes = dataclasses.replace(self.probes, running=True, done=0, total=0,
                                           message=f"starting the {suite} suite…")
         self.probe_panel.show(self.probes)
@@ -322,8 +331,11 @@ class MtpTuneApp(App[int]):
         def progress(state: ProbeState) -> None:
             self.post_message(ProbeUpdated(state))
 
-        state, run_id, error = self.backend.run_probes(suite, settings, self.probes, progress, cancel)
-        self.post_message(ProbeFinished(state, run_id, error))
+        try:
+            state, run_id, error = self.backend.run_probes(suite, settings, self.probes, progress, cancel)
+            self.post_message(ProbeFinished(state, run_id, error))
+        finally:
+            self._probe_idle.set()
 
     @on(ProbeUpdated)
     def _probe_updated(self, message: ProbeUpdated) -> None:
@@ -425,15 +437,26 @@ class MtpTuneApp(App[int]):
             yield SystemCommand(title, help_text, action)
 
     async def action_quit(self) -> None:
-        """Quit, stopping the server mtp-tune started."""
+        """Quit: cancel the work in flight (the probe's streaming request), then stop the server
+        mtp-tune started. A server with a request in flight sits out its whole stop grace period, so
+        the request goes first."""
+        if self._quitting:
+            return
+        self._probe_cancel.set()
         if self.fixed is None and self.server.alive and not self.options.attach_url:
-            if self._quitting:
-                return
             self._quitting = True
             self.notify("stopping llama-server before quitting…", timeout=5)
-            self._server_worker("stop", None)
+            self._quit_worker(self._probe_idle)
             return
         self.exit(0)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="quit")
+    def _quit_worker(self, probe_idle: threading.Event) -> None:
+        """Wait (bounded) for the cancelled probe to close its request, then stop the server."""
+        busy = not probe_idle.is_set()
+        probe_idle.wait(QUIT_CANCEL_WAIT_S)
+        grace = QUIT_STOP_GRACE_S if busy else None  # None: the supervisor's own grace period
+        self.post_message(ServerActionDone("stop", self.backend.server_action("stop", None, grace=grace)))
 
     def on_unmount(self) -> None:
         self._probe_cancel.set()

@@ -133,8 +133,9 @@ class Backend:
                 self._watch(self._supervisor)
             return self._supervisor
 
-    def server_action(self, action: str, settings: Settings | None) -> str | None:
-        """launch / restart / stop, blocking until the server is ready, failed or stopped.
+    def server_action(self, action: str, settings: Settings | None, grace: float | None = None) -> str | None:
+        """launch / restart / stop, blocking until the server is ready, failed or stopped (`grace`:
+        seconds between SIGTERM and SIGKILL for a stop, None for the supervisor's own).
 
         Returns a user-facing sentence when the action could not be done (a failed launch is not
         an error here: its explanation is in `status().failure`).
@@ -145,7 +146,7 @@ class Backend:
         try:
             if action == "stop":
                 if self._supervisor is not None:
-                    self._supervisor.stop()
+                    self._supervisor.stop(grace)
                 self.running_settings = None
                 return None
             assert settings is not None
