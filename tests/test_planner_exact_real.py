@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.archshapes import write_arch_shape
 from tests.helpers.launch import probe_launch
 from tests.helpers.shapemodel import write_shape_model
 from tests.test_planner_real import CPU_CASES as ESTIMATE_CASES
@@ -284,3 +285,27 @@ def test_the_dry_run_reads_the_header_and_no_tensor_data(server_bin: Path, tmp_p
         sup.close()
     assert model.stat().st_size > 19 * 2**30
     assert 2**20 < got["rchar"] < 64 * 2**20, got  # the header is ~5 MB; the data would be 19.5 GiB
+
+
+#: shape-only GGUFs of other architectures: sliding-window (iswa) caches, MLA, MLA with MTP, glm4moe, qwen3next
+REAL_ARCHS = ("gemma3-1b", "deepseek-v2-lite")
+DRY_ARCHS = ("glm47-flash", "glm45-air", "qwen3-next-80b")  # 17-76 GB files: their real loads belong in bench/
+
+
+@pytest.mark.parametrize("name", REAL_ARCHS + DRY_ARCHS)
+def test_exact_on_other_architectures(name: str, server_bin: Path, tmp_path: Path) -> None:
+    model = write_arch_shape(name, tmp_path / f"{name}.gguf")
+    try:
+        meta = read_gguf(model)
+        mtp = meta.hparams.n_nextn > 0
+        args = ["-c", "8192", "-np", "1", "-nr", *(["--spec-type", "draft-mtp"] if mtp else [])]
+        res = _exact(model, args, server_bin)
+        host = res.plan.device(HOST).components  # type: ignore[union-attr]
+        assert res.sparse_copy == (model.stat().st_size > 2**30) and host["weights"] > 500 and host["kv"] > 0 and host["compute"] > 0
+        assert (host["draft_kv"] > 0 and host["draft_compute"] > 0) if mtp else host["draft_kv"] == 0
+        if name in REAL_ARCHS:
+            real = probe_launch(server_bin, ["-m", str(model), *args, *COMMON], timeout_s=240)
+            assert real.ready, real.log[-2000:]
+            _compare(res, real.report)
+    finally:
+        model.unlink(missing_ok=True)  # and with it the page cache its real load filled
