@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers.archshapes import write_arch_shape
 from tui.core.options.settings import Settings
+from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFError
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
@@ -51,14 +52,47 @@ def test_deepseek2_mla_keeps_one_latent_k_and_no_v(shapes: dict[str, Path]) -> N
     assert t["kv"] * MiB == 27 * 8192 * 576 * 2  # K only, f16
     t = _totals(shapes["deepseek-v2-lite"], ctx_size=8192, parallel=1, flash_attn="off")
     assert t["kv"] * MiB == 27 * 8192 * 576 * 2  # still no V without flash attention
-    t = _totals(shapes["deepseek-v2-lite"], ctx_size=8192, parallel=1, cache_type_k="q8_0")
+    t = _totals(shapes["deepseek-v2-lite"], ctx_size=8192, parallel=1, cache_type_k="q8_0", cache_type_v="q8_0")
     assert t["kv"] * MiB == 27 * 8192 * 576 // 32 * 34
 
 
+def test_mla_refuses_mixed_k_and_v_types_as_the_server_does(shapes: dict[str, Path]) -> None:
+    with pytest.raises(PlanError, match="-ctk/-ctv q8_0/f16.*different K and V"):
+        _totals(shapes["deepseek-v2-lite"], ctx_size=8192, parallel=1, cache_type_k="q8_0")
+    with pytest.raises(PlanError, match="-ctkd/-ctvd"):
+        _totals(shapes["glm47-flash"], ctx_size=4096, parallel=1, spec_type=["draft-mtp"], cache_type_k_draft="q8_0")
+
+
 def test_deepseek2_mtp_draft_kv_is_the_nextn_block(shapes: dict[str, Path]) -> None:
-    t = _totals(shapes["glm47-flash"], ctx_size=4096, parallel=1, spec_type=["draft-mtp"], cache_type_k_draft="q8_0")
+    t = _totals(shapes["glm47-flash"], ctx_size=4096, parallel=1, spec_type=["draft-mtp"], cache_type_k_draft="q8_0",
+                cache_type_v_draft="q8_0")
     assert t["kv"] * MiB == 47 * 4096 * 576 * 2
     assert t["draft_kv"] * MiB == 1 * 4096 * 576 // 32 * 34
+
+
+def test_repack_buffer_holds_the_host_q4_0_matrices(shapes: dict[str, Path], tmp_path: Path) -> None:
+    from tui.core.planning.weights import is_repacked
+    qat = write_arch_shape("gemma3-1b-qat", tmp_path / "qat.gguf")
+    meta = read_gguf(qat)
+    on = {"Q4_0"}
+    reps = [t for t in meta.tensors if is_repacked(t, frozenset(on))]
+    assert reps and all(t.type_name == "Q4_0" and len(t.shape) == 2 for t in reps)
+    assert not any(t.name.startswith("token_embd") or "norm" in t.name for t in reps)
+    pad = lambda n: (n + 31) // 32 * 32  # noqa: E731
+    import tui.core.planning.weights as w
+    w.repack_types.cache_clear()
+    orig = w.repack_types
+    try:
+        w.repack_types = lambda: frozenset(on)  # type: ignore[assignment]
+        mapped = _totals(qat, ctx_size=4096, parallel=1)
+        mapped_off = _totals(qat, ctx_size=4096, parallel=1, extra_args=["-nr"])
+        nommap = _totals(qat, ctx_size=4096, parallel=1, load_mode="none")
+    finally:
+        w.repack_types = orig  # type: ignore[assignment]
+    # with mmap the mapped range still spans the repacked tensors: CPU_REPACK comes on top
+    assert (mapped["weights"] - mapped_off["weights"]) * MiB == sum(pad(t.nbytes) for t in reps)
+    # without mmap: the plain CPU buffer and CPU_REPACK together hold every tensor once, padded
+    assert nommap["weights"] * MiB == sum(pad(t.nbytes) for t in meta.tensors)
 
 
 def test_qwen3next_keeps_no_rollback_snapshots(shapes: dict[str, Path]) -> None:

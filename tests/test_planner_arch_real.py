@@ -21,14 +21,17 @@ from tui.core.planning.reconcile import reconcile
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
-COMMON = ["-nr", "-t", "1", "-tb", "1", "--no-warmup", "-fit", "off"]
+COMMON = ["-t", "1", "-tb", "1", "--no-warmup", "-fit", "off"]
 MTP = ["--spec-type", "draft-mtp"]
 CASES = {
     # SWA layers keep pad(n_swa x 1 + ubatch, 256) cells per stream, the full layers all 8192
     "gemma3-iswa-2slots": ("gemma3-1b", ["-c", "16384", "-np", "2", "-ub", "256"]),
     "gemma3-swa-full": ("gemma3-1b", ["-c", "8192", "-np", "1", "--swa-full"]),
-    "deepseek2-mla-k-only": ("deepseek-v2-lite", ["-c", "8192", "-np", "1", "-ctk", "q8_0"]),
-    "deepseek2-mla-mtp": ("glm47-flash", ["-c", "4096", "-np", "1", *MTP, "-ctkd", "q8_0"]),
+    "deepseek2-mla-k-only": ("deepseek-v2-lite", ["-c", "8192", "-np", "1", "-ctk", "q8_0", "-ctv", "q8_0"]),
+    "deepseek2-mla-mtp": ("glm47-flash", ["-c", "4096", "-np", "1", *MTP, "-ctkd", "q8_0", "-ctvd", "q8_0"]),
+    # CPU_REPACK: the Q4_0 matrices get their own host buffer, mmap or not
+    "gemma3-qat-repack": ("gemma3-1b-qat", ["-c", "4096", "-np", "1", "--repack"]),
+    "gemma3-qat-repack-no-mmap": ("gemma3-1b-qat", ["-c", "4096", "-np", "1", "--repack", "--load-mode", "none"]),
     "glm4moe-mtp": ("glm45-air", ["-c", "4096", "-np", "2", *MTP]),
     "qwen3next-no-rollback": ("qwen3-next-80b", ["-c", "4096", "-np", "1", *MTP, "--spec-draft-n-max", "3"]),
 }
@@ -45,6 +48,7 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_arch_launch_matches_estimate(case: str, server_bin: Path, shapes: dict[str, Path]) -> None:
     name, args = CASES[case]
     model = shapes[name]
+    args = args if "--repack" in args else [*args, "-nr"]  # repacking a big shape reads gigabytes of zeros
     res = probe_launch(server_bin, ["-m", str(model), *args, *COMMON], timeout_s=240)
     assert res.ready, f"llama-server did not get ready:\n{res.log[-3000:]}"
     meta = read_gguf(model)

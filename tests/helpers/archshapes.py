@@ -21,7 +21,10 @@ Table = list[tuple[str, tuple[int, ...], QT]]
 F32, Q8, Q4K, Q6K = QT.F32, QT.Q8_0, QT.Q4_K, QT.Q6_K
 
 
-def _gemma3(n_layer: int, E: int, nh: int, nkv: int, hd: int, ff: int, V: int, swa: int) -> tuple[dict[str, object], Table, int]:
+def _gemma3(n_layer: int, E: int, nh: int, nkv: int, hd: int, ff: int, V: int, swa: int,
+            qat: bool = False) -> tuple[dict[str, object], Table, int]:
+    """Gemma 3: tied output, sliding window on 5 of every 6 layers. `qat`: every matrix Q4_0 (as Google's
+    QAT q4_0 releases), which the CPU backend repacks."""
     a = "gemma3"
     keys: dict[str, object] = {
         f"{a}.context_length": 131072, f"{a}.embedding_length": E, f"{a}.block_count": n_layer,
@@ -39,6 +42,8 @@ def _gemma3(n_layer: int, E: int, nh: int, nkv: int, hd: int, ff: int, V: int, s
               (f"blk.{i}.ffn_norm.weight", (E,), F32), (f"blk.{i}.ffn_gate.weight", (E, ff), Q4K),
               (f"blk.{i}.ffn_up.weight", (E, ff), Q4K), (f"blk.{i}.ffn_down.weight", (ff, E), Q6K),
               (f"blk.{i}.post_ffw_norm.weight", (E,), F32)]
+    if qat:
+        t = [(n, sh, Q8 if n.startswith("token_embd") else QT.Q4_0 if len(sh) == 2 else q) for n, sh, q in t]
     return keys, t, V
 
 
@@ -143,6 +148,7 @@ def _sparse(name: str, built: tuple[dict[str, object], Table, int]) -> Callable[
 #: name -> writer(path); the planner's compute constants were never fitted on any of these shapes.
 ARCH_SHAPES: dict[str, Callable[[Path], Path]] = {
     "gemma3-4b": _sparse("Gemma-3-4B", _gemma3(34, 2560, 8, 4, 256, 10240, 262144, 1024)),
+    "gemma3-1b-qat": _sparse("Gemma-3-1B QAT Q4_0", _gemma3(26, 1152, 4, 1, 256, 6912, 262144, 512, qat=True)),
     "gemma3-1b": _sparse("Gemma-3-1B", _gemma3(26, 1152, 4, 1, 256, 6912, 262144, 512)),
     "glm45-air": _sparse("GLM-4.5-Air", _glm4moe(46, 4096, 96, 8, 128, 10944, 128, 8, 1408, 151552)),
     "deepseek-v2-lite": _sparse("DeepSeek-V2-Lite", _deepseek2(27, False, 2048, 16, 0, 512, 64, 128, 128, 10944, 64, 6, 1408, 2, 102400)),

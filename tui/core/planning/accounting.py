@@ -24,6 +24,14 @@ def plan_once(meta: GGUFMeta, s: Settings, r: Resolved, devices: list[DeviceSpec
             "is missing), so llama-server would fail with 'failed to create MTP context'. Use a GGUF converted "
             "with its MTP head, or drop draft-mtp."
         )
+    if hp.mla or hp.arch == "deepseek4":  # llama_init_from_model refuses mixed K/V types for these
+        for flags, tk, tv in (("-ctk/-ctv", r.type_k, r.type_v), ("-ctkd/-ctvd", r.type_k_draft, r.type_v_draft)):
+            if tk != tv and (flags == "-ctk/-ctv" or r.mtp):
+                raise PlanError(
+                    f"{flags} {tk}/{tv}: {hp.arch} keeps one latent cache (MLA), and llama-server refuses different "
+                    f"K and V cache types for it ('model does not support different K and V cache types'). "
+                    f"Give both the same type, e.g. {flags.split('/')[0]} {tk} {flags.split('/')[1]} {tk}."
+                )
     offload, splits = offload_devices(r, devices, warnings)
     keys = [d.key for d in offload]
     n_all = hp.n_layer_all

@@ -73,6 +73,8 @@ class Resolved:
     fit_ctx: int
     offload_kqv: bool
     swa_full: bool = False  # --swa-full: sliding-window layers keep the whole context
+    repack: bool = True  # -nr/--no-repack turns the CPU_REPACK buffer off
+    no_host: bool = False  # --no-host: no pinned host buffer for host weights (CPU_REPACK can apply)
 
 
 
@@ -174,6 +176,8 @@ def resolve(s: Settings, hp: HParams, ctx_override: int | None = None) -> Resolv
         fit_ctx=s.fit_ctx or DEFAULT_FIT_CTX,
         offload_kqv=reader.present(extra, "--kv-offload") is not False,
         swa_full=reader.present(extra, "--swa-full") is True,
+        repack=reader.present(extra, "--repack") is not False,
+        no_host=reader.present(extra, "--no-host") is True,
     )
 
 

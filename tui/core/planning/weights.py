@@ -3,12 +3,20 @@
 `-ngl`, `-sm`, `-ts`, `-mg`; the output layer on `dev(n_layer_all)`; `token_embd` on the host;
 `-cmoe`/`-ncmoe`/`-ot ...=CPU` move tensors to host memory; MTP tensors load only with draft-mtp;
 host weights count as the mmap range llama.cpp maps (or the padded sum without mmap).
+
+CPU_REPACK: host-resident matrices whose type the CPU backend repacks (ggml-cpu/repack.cpp's
+`ggml_repack_get_optimal_repack_type`: on x86 with AVX2 Q4_0, Q4_K, IQ4_NL, MXFP4, with AVX-512 also
+Q2_K; rows a multiple of 8) go to their own buffer, mmap or not (llama-model-loader's buffer selection
+tries the extra buffer types before the plain CPU one). Only when no offload device offers a pinned
+host buffer (CPU only, RPC devices) or with --no-host: with a GPU the host buffer comes first.
 """
 
 from __future__ import annotations
 
 import bisect
+import platform
 import re
+from functools import lru_cache
 
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.errors import PlanError
@@ -17,6 +25,40 @@ from tui.core.planning.resolve import Resolved, pad
 from tui.core.planning.result import MiB, DevicePlan
 
 EXPERT_TENSORS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+#: 2-D weights that are not matrix multiplications (get_rows, norms, convolutions, scales)
+_NOT_MATMUL = re.compile(r"token_embd|per_layer_token_embd|pos_embd|norm|conv1d|ssm_a|ssm_d\b|\.bias$|_b\.weight$")
+
+
+@lru_cache(maxsize=1)
+def repack_types() -> frozenset[str]:
+    """The ggml types this host's CPU backend repacks (b11434's repack.cpp, by CPU feature)."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return frozenset()
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[1].split())
+            break
+    out: set[str] = set()
+    if platform.machine() in ("x86_64", "AMD64") and "avx2" in flags:
+        out |= {"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"}
+        if "avx512f" in flags:
+            out.add("Q2_K")
+    elif platform.machine() in ("aarch64", "arm64"):
+        if "asimddp" in flags:
+            out |= {"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0"}
+    return frozenset(out)
+
+
+def is_repacked(t: TensorInfo, types: frozenset[str]) -> bool:
+    """The tensor would land in CPU_REPACK if it is host-resident (MUL_MAT 2-D, MUL_MAT_ID experts)."""
+    if t.type_name not in types or len(t.shape) < 2 or t.shape[1] % 8:
+        return False
+    if len(t.shape) == 3:
+        return bool(EXPERT_TENSORS.search(t.name))
+    return len(t.shape) == 2 and not _NOT_MATMUL.search(t.name)
 
 
 def offload_devices(r: Resolved, devices: list[DeviceSpec], warnings: list[str]) -> tuple[list[DeviceSpec], list[float]]:
@@ -86,11 +128,19 @@ def add_weights(meta: GGUFMeta, r: Resolved, dplans: dict[str, DevicePlan], laye
         emb = meta.tensor("token_embd.weight")
         if emb is not None:
             placed[out_dev].append(emb)  # tied embeddings: a copy on the output device
+    repack: list[TensorInfo] = []
+    if r.repack and (r.no_host or all(dplans[k].remote for k in dplans if k != HOST)):
+        types = repack_types()
+        repack = [t for t in placed[HOST] if is_repacked(t, types)]
+        if repack:
+            ids = {id(t) for t in repack}
+            placed[HOST] = [t for t in placed[HOST] if id(t) not in ids]
     for key, ts_ in placed.items():
         if key == HOST and r.use_mmap:
             dplans[key].components["weights"] = mapped_range(ts_) / MiB
         else:
             dplans[key].components["weights"] = sum(pad(t.nbytes, 32) for t in ts_) / MiB
+    dplans[HOST].components["weights"] += sum(pad(t.nbytes, 32) for t in repack) / MiB  # the CPU_REPACK buffer
 
 
 def mapped_range(ts: list[TensorInfo]) -> int:
