@@ -61,8 +61,8 @@ class SweepScreen(Screen[None]):
     SweepScreen #sweep-table { height: 1fr; min-height: 4; }
     SweepScreen #sweep-plots { height: 1fr; min-height: 6; }
     SweepScreen #sweep-summary { height: auto; max-height: 4; color: $foreground; }
-    SweepScreen.-narrow #sweep-setup { width: 28; }
-    SweepScreen.-narrow #sweep-setup .row > Label { width: 10; }
+    SweepScreen.-narrow #sweep-setup { display: none; }
+    SweepScreen.-narrow.-editing #sweep-setup { display: block; width: 34; }
     SweepScreen.-narrow #sweep-live { display: none; }
     SweepScreen.-short #sweep-plots { display: none; }
     SweepScreen.-short #sweep-summary { max-height: 2; }
@@ -295,10 +295,13 @@ class SweepScreen(Screen[None]):
             self.app.call_from_thread(self.notify, f"saved the best as {what}", title="Best saved", timeout=10)
 
     def action_edit(self) -> None:
+        """Into the setup (shown on demand in a narrow terminal, where the table needs the width)."""
+        self.add_class("-editing")
         self.query_one("#axis-0", Input).focus()
 
     def action_back(self) -> None:
         if isinstance(self.focused, (Input, Select, Checkbox)):
+            self.remove_class("-editing")
             self.query_one(SweepTable).focus()
             return
         self.dismiss(None)

@@ -162,7 +162,8 @@ class VerdictScreen(Screen[None]):
                 from tui.ui.adapters.tuning import verdict_view
 
                 self.fixed_verdict = self.fixed_verdict.for_workload(n_in, n_out)
-                self.show(verdict_view(self.fixed_verdict))
+                old = self.view or self.fixed
+                self.show(verdict_view(self.fixed_verdict, done=old.done, total=old.total, message=old.message))
             return
         panel = self._panel()
         if panel is not None:

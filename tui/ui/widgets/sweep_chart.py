@@ -44,14 +44,19 @@ class SweepChart(PlotextPlot):
             plt.scatter([r.pp for r in others], [r.tg for r in others], marker="●", color=colours[0])
         if best:
             plt.scatter([r.pp for r in best], [r.tg for r in best], marker="★", color=colours[1], style="bold")
-        for r in rows:
-            plt.text(f"#{r.number}", r.pp, r.tg, alignment="left", color=colours[1] if r.number == self._best else colours[0])
         if rows:
             lo_x, hi_x = min(r.pp for r in rows), max(r.pp for r in rows)  # type: ignore[type-var]
             lo_y, hi_y = min(r.tg for r in rows), max(r.tg for r in rows)  # type: ignore[type-var]
             pad_x, pad_y = max(1.0, (hi_x - lo_x) * 0.15), max(1.0, (hi_y - lo_y) * 0.15)  # type: ignore[operator]
             plt.xlim(lo_x - pad_x, hi_x + pad_x * 2)  # type: ignore[operator]
             plt.ylim(lo_y - pad_y, hi_y + pad_y)  # type: ignore[operator]
+            cell = (hi_x - lo_x + 3 * pad_x) / 20  # about two character cells (redrawn on data, not on resize)
+            middle = (lo_x + hi_x) / 2  # type: ignore[operator]
+            for r in rows:  # the label beside its point, on the side with room
+                colour = colours[1] if r.number == self._best else colours[0]
+                right = r.pp <= middle  # type: ignore[operator]
+                x = r.pp + cell if right else r.pp - cell  # type: ignore[operator]
+                plt.text(f"#{r.number}", x, r.tg, alignment="left" if right else "right", color=colour)
         else:
             plt.xticks([])
             plt.yticks([])

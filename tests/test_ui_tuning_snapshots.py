@@ -1,0 +1,78 @@
+"""SVG snapshots of the sweep screen and the MTP on/off verdict in three themes at 80x24 and 120x40,
+from the fixed samples in tests/helpers/tuning_samples.py (no server, no timers).
+
+Update after an intended UI change with `pytest tests/test_ui_tuning_snapshots.py --snapshot-update`
+and review the SVGs in tests/__snapshots__/.
+"""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable, Input
+
+from tests.helpers import tuning_samples
+from tests.helpers import ui_samples as samples
+from tui.ui.app import make_app
+from tui.ui.screens.sweep import SweepScreen
+from tui.ui.screens.verdict import VerdictScreen
+
+THEMES = ("mtp-dark", "mtp-light", "mtp-okabe-ito")
+SIZES = ((80, 24), (120, 40))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("theme", THEMES)
+def test_sweep_screen(snap_compare, theme: str, size: tuple[int, int]) -> None:
+    app = make_app(samples.fixed_options("idle", theme))
+    assert snap_compare(app, run_before=tuning_samples.push_sweep("running"), terminal_size=size)
+
+
+def test_sweep_screen_done(snap_compare) -> None:
+    app = make_app(samples.fixed_options("idle"))
+    assert snap_compare(app, run_before=tuning_samples.push_sweep("done"), terminal_size=(120, 40))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("theme", THEMES)
+def test_verdict_screen(snap_compare, theme: str, size: tuple[int, int]) -> None:
+    app = make_app(samples.fixed_options("idle", theme))
+    assert snap_compare(app, run_before=tuning_samples.push_verdict(), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_fixed_sweep_renders(size: tuple[int, int]) -> None:
+    """The same screen through run_test, which re-raises app errors (a snapshot of a crash would pass)."""
+    app = make_app(samples.fixed_options("idle"))
+    async with app.run_test(size=size) as pilot:
+        await tuning_samples.push_sweep("running")(pilot)
+        screen = app.screen
+        assert isinstance(screen, SweepScreen)
+        table = screen.query_one("#sweep-table", DataTable)
+        assert table.row_count == 6
+        cells = [[str(c) for c in table.get_row_at(i)] for i in range(6)]
+        assert cells[2][4] == "oom" and cells[2][5] == "skip:oom"  # planned, marked, skipped
+        assert cells[1][-1].startswith("BEST") and cells[4][5] == "▶ running"
+        assert "4/6 rows" in str(screen.query_one("#sweep-progress-text").render())
+        assert "ETA 6:42" in str(screen.query_one("#sweep-progress-text").render())
+        await pilot.press("g")  # a fixed preview runs nothing
+        assert app.tuning.running is None
+
+
+async def test_fixed_verdict_follows_the_workload() -> None:
+    """Editing the workload re-judges the same passes at once: MTP loses a 13k summary, wins long answers."""
+    app = make_app(samples.fixed_options("idle"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await tuning_samples.push_verdict()(pilot)
+        screen = app.screen
+        assert isinstance(screen, VerdictScreen)
+        assert "MTP LOSES" in str(screen.query_one("#verdict-headline").render())
+        assert "PP loss outweighs the TG gain" in screen.view.answer
+        screen.query_one("#verdict-out", Input).value = "30000"
+        await pilot.pause()
+        assert screen.view.label == "mtp_wins" and "MTP WINS" in str(screen.query_one("#verdict-headline").render())
+        assert screen.view.workload == (13000, 30000)
+        screen.query_one("#verdict-in", Input).value = "1000"
+        screen.query_one("#verdict-out", Input).value = "500"
+        await pilot.pause()
+        assert screen.view.label == "inconclusive"  # 500 tokens is just under the break-even of 523
+        assert "523 tokens" in str(screen.query_one("#verdict-break-even").render())
