@@ -82,9 +82,9 @@ def server_ready() -> ServerStatus:
             "main: server is listening on http://127.0.0.1:41877",
         ),
         reconcile=(
-            ReconcileRow("CUDA0", "weights", 4180.0, 4178.9),
-            ReconcileRow("CUDA0", "KV", 512.0, 512.0),
-            ReconcileRow("CUDA0", "compute", 616.0, 590.3),
+            ReconcileRow("CUDA0", "weights", 4180.0, 4178.9, 4178.9),
+            ReconcileRow("CUDA0", "KV", 512.0, 512.0, 512.0),
+            ReconcileRow("CUDA0", "compute", 616.0, 590.3, 590.25),
         ),
     )
 

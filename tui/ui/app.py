@@ -28,7 +28,7 @@ from tui.ui import themes as theme_loader
 from tui.ui import tuning_actions
 from tui.ui.backend import Backend
 from tui.ui.messages import (
-    Planned, ProbeFinished, ProbeUpdated, Sampled, ServerActionDone, ServerUpdated,
+    ExactPlanned, Planned, ProbeFinished, ProbeUpdated, Sampled, ServerActionDone, ServerUpdated,
 )
 from tui.ui.options import AppOptions, FixedScreen
 from tui.ui.view import PlanView, ProbeState, ServerStatus
@@ -62,6 +62,7 @@ class MtpTuneApp(App[int]):
         Binding("p", "run_probes", "Probe"),
         Binding("x", "cancel_probes", "Cancel", show=False),
         Binding("o", "raw_log", "Log"),
+        Binding("m", "memory", "Memory", show=False),
         Binding("h", "runs", "Runs"),
         Binding("w", "sweep", "Sweep"),
         Binding("a", "mtp_ab", "MTP on/off"),
@@ -94,6 +95,13 @@ class MtpTuneApp(App[int]):
         self.server: ServerStatus = ServerStatus(attached=bool(options.attach_url))
         self.probes: ProbeState = ProbeState(suites=self.backend.suites())
         self._plan_seq = 0
+        # exact mode: the newest request, its state while pending, and its answer once it came
+        self._estimate: PlanView | None = None
+        self._exact_rid: int | None = None
+        self._exact_state: tuple[str, str] = ("off", "")
+        self._exact_view: PlanView | None = None
+        self._exact_asked: tuple[Settings, tuple[Any, ...]] | None = None
+        self.backend.exact.on_view(lambda rid, view: self.post_message(ExactPlanned(rid, view)))
         self.probe_runs_finished = 0
         self._probe_cancel = threading.Event()
         self._probe_idle = threading.Event()  # clear while a probe worker runs (quit waits for it)
@@ -123,7 +131,7 @@ class MtpTuneApp(App[int]):
         yield Footer(compact=True)
 
     #: Actions that only make sense on the main screen (hidden from the footer elsewhere).
-    MAIN_ONLY = frozenset({"launch", "restart", "stop_server", "run_probes", "cancel_probes", "raw_log", "runs",
+    MAIN_ONLY = frozenset({"launch", "restart", "stop_server", "run_probes", "cancel_probes", "raw_log", "runs", "memory",
                            "profiles", "edit", "next_theme", "help", "sweep", "mtp_ab", "search_ctx", "search_fit"})
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -197,10 +205,20 @@ class MtpTuneApp(App[int]):
             return  # real GPUs: the first sample brings the devices, and the first plan
         self._request_plan(event.settings)
 
-    def _request_plan(self, settings: Settings) -> None:
-        """Plan in a worker; only the newest request's answer is shown (see `_planned`)."""
+    def _request_plan(self, settings: Settings, keep_exact: bool = False) -> None:
+        """The instant estimate in a worker, and llama.cpp's exact figures from the exact runner
+        (debounced, the stale dry run stopped); only the newest request's answers are shown.
+        `keep_exact`: the exact request already made stands (as it does for the same settings on the
+        same devices)."""
         self._plan_seq += 1
         self._plan_worker(settings, self._plan_seq, self.snapshot)
+        asked = (settings, self.backend.exact.devices_key(settings, self.snapshot))
+        if self._exact_rid is not None and (keep_exact or asked == self._exact_asked):
+            return
+        rid, why = self.backend.exact.request(settings, self.snapshot)  # returns at once
+        self._exact_asked = asked
+        self._exact_rid, self._exact_view = rid, None
+        self._exact_state = ("pending", "") if rid is not None else (("unavailable", why) if why else ("off", ""))
 
     def _device_count(self) -> int | None:
         if self.snapshot is not None:
@@ -215,8 +233,28 @@ class MtpTuneApp(App[int]):
     def _planned(self, message: Planned) -> None:
         if message.plan.seq < self._plan_seq:
             return  # a newer plan is on its way
-        self.plan = message.plan
-        self.backend.latest_plan = message.plan
+        self._estimate = message.plan
+        if message.plan.error and self._exact_rid is not None:
+            self.backend.exact.cancel()  # nothing to make exact: the estimate could not plan them
+            self._exact_rid, self._exact_state, self._exact_asked = None, ("off", ""), None
+        self._show_plan()
+
+    @on(ExactPlanned)
+    def _exact_planned(self, message: ExactPlanned) -> None:
+        if message.rid != self._exact_rid:
+            return  # for settings that are no longer on screen
+        self._exact_view = message.plan
+        self._show_plan()
+
+    def _show_plan(self) -> None:
+        """The estimate for the settings on screen, replaced by llama.cpp's figures once they came."""
+        from tui.ui.adapters.planning import shown_plan
+
+        if self._estimate is None or self._estimate.seq != self._plan_seq:
+            return  # the estimate for these settings is on its way; keep the last plan until then
+        plan = shown_plan(self._estimate, self._exact_view, self._exact_state, self.plan)
+        self.plan = plan
+        self.backend.latest_plan = plan
         self.vram.show(self.plan, self.snapshot)
 
     @on(Sampled)
@@ -225,7 +263,8 @@ class MtpTuneApp(App[int]):
         self.snapshot = message.snapshot
         self.vram.show(self.plan, self.snapshot)
         if first and self.plan is None and not any(p.severity == "error" for p in self.problems):
-            self._request_plan(self.settings)  # the first plan needs the devices
+            # the first plan needs the devices (simulated ones were known: the exact request stands)
+            self._request_plan(self.settings, keep_exact=self.options.simulate)
 
     # --- server ----------------------------------------------------------------------------------
 
@@ -294,8 +333,22 @@ class MtpTuneApp(App[int]):
         self._show_server()
         if message.error:
             self.notify(message.error, title=f"{message.action} failed", severity="error", timeout=12)
+        elif message.action in ("launch", "restart") and self.server.state == "ready":
+            self._reconcile_worker()
         if self._quitting and message.action == "stop":
             self.exit(0)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="reconcile")
+    def _reconcile_worker(self) -> None:
+        self.backend.reconcile_exact()  # notifies: the server panel re-reads its status
+
+    def action_memory(self) -> None:
+        """Memory after the launch: estimate, exact, reported (and NVML on a GPU) side by side."""
+        from tui.ui.adapters.reconciling import nvml_by_device
+        from tui.ui.screens.reconcile import ReconcileScreen
+
+        nvml = None if self.fixed is not None else nvml_by_device(self.snapshot)
+        self.push_screen(ReconcileScreen(self.server.reconcile, nvml, self.server.reconcile_exact_reason))
 
     # --- probes ----------------------------------------------------------------------------------
 
@@ -426,6 +479,7 @@ class MtpTuneApp(App[int]):
             ("Run probes", "run the chosen probe suite", self.action_run_probes),
             ("Cancel probes", "cancel the probe run", self.action_cancel_probes),
             ("Server log", "the whole server log", self.action_raw_log),
+            ("Memory after launch", "estimate, exact, reported (and NVML) side by side", self.action_memory),
             ("Runs", "history, compare, export", self.action_runs),
             ("Sweep", "axes over the knobs that matter, planned, measured, best saved", self.action_sweep),
             ("MTP on vs off", "interleaved passes, the verdict for your workload", self.action_mtp_ab),

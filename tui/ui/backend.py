@@ -7,6 +7,7 @@ straight to the callables the App registered, which only post messages.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,8 +28,11 @@ if TYPE_CHECKING:  # imported lazily at run time (a worker thread pays for it, n
 class Backend:
     """Owns the sampler, the supervisor (or attachment), and the calls into the core."""
 
-    def __init__(self, options: AppOptions) -> None:
+    def __init__(self, options: AppOptions, exact_fn: Callable[..., Any] | None = None) -> None:
+        """`exact_fn`: exact mode's dry run (`planning.exact.exact_plan` unless a test counts them)."""
         self.options = options
+        self._exact_fn = exact_fn
+        self.exact = planning.ExactPlans(options, exact_fn)
         self.running_settings: Settings | None = None
         self.latest_plan: PlanView | None = None
         self._sampler: Any = None
@@ -39,6 +43,7 @@ class Backend:
         self._unsubscribe: list[Callable[[], None]] = []
         self._store: Any = None
         self._reconcile: tuple[ReconcileRow, ...] = ()
+        self._reconcile_exact_reason = ""
         self._snapshot: GpuSnapshot | None = None
 
     # --- telemetry -------------------------------------------------------------------------------
@@ -158,7 +163,7 @@ class Backend:
                 sup.restart(args)
             else:
                 sup.start(args)
-            self._reconcile = ()
+            self._reconcile, self._reconcile_exact_reason = (), ""
             self._notify()
             sup.wait_ready()
             if not sup.state.running:
@@ -174,6 +179,21 @@ class Backend:
         finally:
             self._notify()
 
+    def reconcile_exact(self) -> None:
+        """Add llama.cpp's exact figures to the ready launch's reconciliation (a worker: one dry run,
+        or the cached one the screen already made for these settings)."""
+        sup, settings = self._supervisor, self.running_settings
+        if sup is None or settings is None or sup.state.value != "ready" or not self._reconcile:
+            return
+        memory = sup.memory_snapshot()
+        exact, why = reconciling.exact_for_report(settings, memory, self._snapshot, self.options, self._exact_fn)
+        if sup.state.value != "ready" or self.running_settings is not settings:
+            return  # restarted or stopped meanwhile: these rows are for another launch
+        if exact is not None:
+            self._reconcile = reconciling.rows(settings, memory, self._snapshot, self.options, exact=exact)
+        self._reconcile_exact_reason = why
+        self._notify()
+
     @property
     def handle(self) -> ServerHandle | None:
         """The server the App talks to: the one it watches, or the one it runs."""
@@ -181,7 +201,10 @@ class Backend:
 
     def status(self) -> ServerStatus:
         handle = self.handle
-        return server_view.status_of(handle, attached=bool(self.options.attach_url), reconcile=self._reconcile)
+        status = server_view.status_of(handle, attached=bool(self.options.attach_url), reconcile=self._reconcile)
+        if status.reconcile and self._reconcile_exact_reason:
+            status = dataclasses.replace(status, reconcile_exact_reason=self._reconcile_exact_reason)
+        return status
 
     def full_log(self) -> tuple[list[str], str | None]:
         handle = self.handle
@@ -266,6 +289,7 @@ class Backend:
             except Exception:  # noqa: BLE001 - shutting down anyway
                 pass
         self._unsubscribe.clear()
+        self.exact.close()
         if self._sampler is not None:
             self._sampler.stop(timeout_s=2.0)
         if self._attachment is not None:

@@ -37,6 +37,16 @@ class Planned(Message):
         return isinstance(message, Planned)
 
 
+class ExactPlanned(Message):
+    """llama.cpp's exact plan for exact request `rid` (or, `plan.exact == "unavailable"`, why not);
+    the App shows it only while `rid` is the newest request."""
+
+    def __init__(self, rid: int, plan: PlanView) -> None:
+        super().__init__()
+        self.rid = rid
+        self.plan = plan
+
+
 class ServerUpdated(Message):
     """The supervisor's state or log changed; the App re-reads it. Bursts collapse to one."""
 

@@ -46,3 +46,6 @@ class AppOptions:
     probe_n_predict: int = 512
     #: Off for snapshots and screenshots, so a frame never depends on when it was taken.
     cursor_blink: bool = True
+    #: Replace the instant estimate with llama.cpp's dry-run figures once the settings settle.
+    exact: bool = True
+    exact_debounce_s: float = 0.4

@@ -19,6 +19,9 @@ SEGMENTS: tuple[tuple[str, str, str], ...] = (
     ("output", "output", "▪"),
 )
 RISKS: tuple[str, ...] = ("ok", "tight", "oom")
+#: Where a device's figures come from (the words shown beside each device's plan).
+EXACT_LABEL = "exact (llama.cpp)"
+ESTIMATE_LABEL = "estimate"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class DevicePlan:
     needed_mib: float = 0.0
     headroom_mib: float = 0.0
     risk: str = "ok"
+    #: EXACT_LABEL when llama.cpp's dry run measured this device, else ESTIMATE_LABEL.
+    source: str = ESTIMATE_LABEL
 
     def segment_mib(self, key: str) -> float:
         """Compute includes the draft context's compute buffer: both are freed and re-made together."""
@@ -54,7 +59,11 @@ class DevicePlan:
 
 @dataclass(frozen=True)
 class PlanView:
-    """One plan for the settings on screen; `error` replaces the devices when planning failed."""
+    """One plan for the settings on screen; `error` replaces the devices when planning failed.
+
+    `exact` says where llama.cpp's exact figures stand: "off" (not asked for), "pending" (the
+    instant estimate is shown, the dry run is on its way), "exact" (the devices carry llama.cpp's
+    figures) or "unavailable" (`exact_reason` is the one sentence why; the estimate stays)."""
 
     devices: tuple[DevicePlan, ...] = ()
     host: DevicePlan | None = None
@@ -62,6 +71,21 @@ class PlanView:
     fit_note: str = ""
     error: str | None = None
     seq: int = 0
+    exact: str = "off"
+    exact_reason: str = ""
+
+    @property
+    def exact_note(self) -> str:
+        """The sentence under the bars when exact figures cannot be had ("" otherwise)."""
+        if self.exact == "unavailable":
+            return f"exact unavailable: {self.exact_reason}" if self.exact_reason else "exact unavailable"
+        return ""
+
+    @property
+    def exact_status(self) -> str:
+        """A few words on where the figures come from (the panel's subtitle: it never moves the layout)."""
+        return {"pending": f"plan: {ESTIMATE_LABEL} · llama.cpp measuring…", "exact": f"plan: {EXACT_LABEL}",
+                "unavailable": f"plan: {ESTIMATE_LABEL} (exact unavailable)"}.get(self.exact, f"plan: {ESTIMATE_LABEL}")
 
     @property
     def worst_risk(self) -> str:
@@ -71,12 +95,14 @@ class PlanView:
 
 @dataclass(frozen=True)
 class ReconcileRow:
-    """Predicted vs reported memory for one device and component, after a launch."""
+    """Predicted (the estimate) vs reported memory for one device and component, after a launch;
+    `exact_mib` is llama.cpp's dry-run figure for the same settings when exact mode had one."""
 
     device: str
     component: str
     predicted_mib: float | None
     reported_mib: float | None
+    exact_mib: float | None = None
 
     @property
     def error_percent(self) -> float | None:
@@ -98,6 +124,8 @@ class ServerStatus:
     log_path: str | None = None
     reconcile: tuple[ReconcileRow, ...] = ()
     running_argv: tuple[str, ...] = ()
+    #: Why the reconciliation has no exact column ("" when it has one, or no launch yet).
+    reconcile_exact_reason: str = ""
 
     @property
     def alive(self) -> bool:

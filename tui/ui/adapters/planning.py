@@ -2,18 +2,23 @@
 
 Devices come from the one device list (`tui.core.planning.devices.planner_devices`) over the newest
 telemetry snapshot, or, before the first sample, over the simulated profile. Runs in a worker thread: reading a big file's header takes a while.
+
+Exact mode (`exact_request`, `exact_view`): the same settings and devices handed to llama.cpp's own
+dry run (`tui.core.planning.exact`), simulated GPUs played by loopback RPC stand-ins; its result
+becomes a PlanView of the same shape with each device marked "exact (llama.cpp)" or "estimate".
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
-from tui.ui.view import DevicePlan, PlanView
+from tui.ui.view import ESTIMATE_LABEL, DevicePlan, PlanView
 
 _META: dict[tuple[str, int, int], Any] = {}
 _META_LOCK = threading.Lock()
@@ -64,7 +69,7 @@ def core_plan(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
     return plan(meta, settings, devices, host_total_mib=total, host_free_mib=free)
 
 
-def _view(d: Any) -> DevicePlan:
+def _view(d: Any, source: str = ESTIMATE_LABEL) -> DevicePlan:
     c = d.components
     total = d.total_mib if d.total_mib is not None else d.needed_mib
     free = d.free_mib if d.free_mib is not None else total
@@ -73,13 +78,28 @@ def _view(d: Any) -> DevicePlan:
         draft_kv_mib=c["draft_kv"], recurrent_mib=c["recurrent"], compute_mib=c["compute"],
         draft_compute_mib=c["draft_compute"], output_mib=c["output"], margin_mib=d.margin_mib,
         needed_mib=d.needed_mib, headroom_mib=d.headroom_mib if d.headroom_mib is not None else 0.0, risk=d.risk,
+        source=source,
     )
+
+
+def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_warnings: tuple[str, ...] = (),
+               exact: str = "off") -> PlanView:
+    """A core Plan as the bars draw it (the host is the device at risk when nothing is offloaded)."""
+    from tui.core.planning.devices import HOST
+
+    labels = labels or {}
+    devices = tuple(_view(d, labels.get(d.key, ESTIMATE_LABEL)) for d in p.devices if d.key != HOST)
+    host = next((_view(d, labels.get(d.key, ESTIMATE_LABEL)) for d in p.devices if d.key == HOST), None)
+    if not devices and host is not None:
+        devices, host = (host,), None  # CPU only: the host is the device at risk
+    fit_note = p.fit.message if p.fit.active and p.fit.action not in ("none", "off") else ""
+    warnings = tuple(dict.fromkeys([*p.warnings, *extra_warnings]))
+    return PlanView(devices=devices, host=host, warnings=warnings, fit_note=fit_note, seq=seq, exact=exact)
 
 
 def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, seq: int) -> PlanView:
     """Never raises: a planning problem becomes `PlanView.error`, one paragraph for the user."""
     from tui.core.planning.gguf_meta import GGUFError
-    from tui.core.planning.devices import HOST
     from tui.core.planning.errors import PlanError
 
     if options.attach_url and not settings.model:
@@ -93,9 +113,134 @@ def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
         return PlanView(error=str(exc), seq=seq)
     except Exception as exc:  # noqa: BLE001 - a planner bug must not take the screen down
         return PlanView(error=f"the planner failed on these settings ({type(exc).__name__}: {exc})", seq=seq)
-    devices = tuple(_view(d) for d in p.devices if d.key != HOST)
-    host = next((_view(d) for d in p.devices if d.key == HOST), None)
-    if not devices and host is not None:
-        devices, host = (host,), None  # CPU only: the host is the device at risk
-    fit_note = p.fit.message if p.fit.active and p.fit.action not in ("none", "off") else ""
-    return PlanView(devices=devices, host=host, warnings=tuple(dict.fromkeys(p.warnings)), fit_note=fit_note, seq=seq)
+    return _plan_view(p, seq)
+
+
+# ---- exact mode --------------------------------------------------------------------------------
+
+
+def exact_unavailable_reason(settings: Settings, options: AppOptions) -> str | None:
+    """Why no dry run can be asked for these settings (one sentence), or None when one can."""
+    if options.attach_url:
+        return "mtp-tune is attached to a server it did not start, so it has no llama-server binary of its own to dry-run."
+    if options.server_bin is None:
+        return "no llama-server found (run `mtp-tune doctor`); exact mode needs one."
+    if not settings.model:
+        return "exact mode needs a local model file (-m); a -hf model is only planned by estimate."
+    return None
+
+
+def exact_request(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions,
+                  *, cpu_only: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of `exact_plan` for the settings and devices on screen (a worker thread: it reads
+    the header). Simulated GPUs are played by loopback ggml-rpc-server stand-ins."""
+    from tui.core.planning.devices import host_memory
+
+    total, free = host_memory(snapshot)
+    devices = [] if cpu_only else device_specs(snapshot, options, list(settings.rpc))
+    kwargs: dict[str, Any] = {"stand_in": bool(options.simulate and any(not d.remote for d in devices)),
+                              "host_total_mib": total, "host_free_mib": free}
+    try:
+        kwargs["meta"] = model_meta(settings.model or "")
+    except Exception:  # noqa: BLE001 - exact_plan reads it again and says why it cannot
+        pass
+    return (settings, devices, options.server_bin), kwargs
+
+
+def exact_view(res: Any, seq: int = 0) -> PlanView | None:
+    """An ExactResult as a PlanView: llama.cpp's figures marked per device, or (exact="unavailable")
+    no devices and the one sentence why. None for a cancelled run (nothing to show)."""
+    if res.status == "cancelled":
+        return None
+    if not res.available:
+        return PlanView(seq=seq, exact="unavailable", exact_reason=res.reason or "llama.cpp's dry run gave no figures.")
+    labels = {d.key: res.label(d.key) for d in res.plan.devices}
+    view = _plan_view(res.plan, seq, labels, tuple(res.warnings), exact="exact")
+    if res.fit is not None and res.fit.changed:
+        view = replace(view, fit_note=f"{view.fit_note or res.fit.message} (llama.cpp's --fit: {' '.join(res.fit.flags())})")
+    return view
+
+
+def shown_plan(estimate: PlanView, exact: PlanView | None, state: tuple[str, str],
+               previous: PlanView | None = None) -> PlanView:
+    """What the bars show: llama.cpp's figures once they came for these settings, else the estimate
+    marked with exact mode's `state` ("pending" | "unavailable" | "off", and the reason). While a dry
+    run is pending, the notes of the `previous` exact plan (the stand-ins' caveat) stay, so the
+    screen does not shift on every keystroke."""
+    if estimate.error:
+        return estimate
+    if exact is not None and exact.exact == "exact":
+        return replace(exact, seq=estimate.seq)
+    if exact is not None:
+        return replace(estimate, exact="unavailable", exact_reason=exact.exact_reason)
+    view = replace(estimate, exact=state[0], exact_reason=state[1])
+    if state[0] == "pending" and previous is not None and previous.exact == "exact":
+        view = replace(view, warnings=tuple(dict.fromkeys([*estimate.warnings, *previous.warnings])))
+    return view
+
+
+class ExactPlans:
+    """Exact plans for the settings on screen, off the UI thread: one `ExactRunner` (debounced, the
+    newest request wins, a stale dry run is stopped) started on the first request.
+
+    `plan_fn` is `exact_plan` unless a test injects a counting one; `on_view(rid, view)` is called on
+    the runner's thread (the App only posts a message from it)."""
+
+    def __init__(self, options: AppOptions, plan_fn: Any = None) -> None:
+        self.options = options
+        self._plan_fn = plan_fn
+        self._runner: Any = None
+        self._on_view: Any = None
+        self._lock = threading.Lock()
+
+    def on_view(self, callback: Any) -> None:
+        self._on_view = callback
+
+    def _deliver(self, rid: int, res: Any) -> None:
+        view = exact_view(res)
+        cb = self._on_view
+        if view is not None and cb is not None:
+            cb(rid, view)
+
+    def devices_key(self, settings: Settings, snapshot: GpuSnapshot | None) -> tuple[Any, ...]:
+        """What an exact plan depends on besides the settings: the devices and their free memory
+        (cheap: the snapshot is already taken)."""
+        return tuple((d.key, d.total_mib, d.free_mib) for d in device_specs(snapshot, self.options, list(settings.rpc)))
+
+    def request(self, settings: Settings, snapshot: GpuSnapshot | None) -> tuple[int | None, str]:
+        """Ask for the exact plan of `settings`: (request id, "") or (None, why not in one sentence).
+        Returns at once: the header is read and the dry run made on the runner's thread."""
+        if not self.options.exact or self.options.fixed is not None:
+            return None, ""
+        why = exact_unavailable_reason(settings, self.options)
+        if why is not None:
+            self.cancel()
+            return None, why
+        with self._lock:
+            if self._runner is None:
+                from tui.core.planning.exact import exact_plan
+                from tui.core.planning.exact_runner import ExactRunner
+
+                fn = self._plan_fn or exact_plan
+                self._runner = ExactRunner(self._deliver, debounce_s=self.options.exact_debounce_s,
+                                           plan_fn=lambda settings, snapshot, *, cancel: self._run(fn, settings, snapshot,
+                                                                                                     cancel))
+            runner = self._runner
+        return runner.submit(settings, snapshot), ""
+
+    def _run(self, fn: Any, settings: Settings, snapshot: GpuSnapshot | None, cancel: threading.Event) -> Any:
+        args, kwargs = exact_request(settings, snapshot, self.options)
+        return fn(*args, cancel=cancel, **kwargs)
+
+    def cancel(self) -> None:
+        """Stop the dry run in flight and drop the pending one (nothing is delivered for either)."""
+        with self._lock:
+            runner = self._runner
+        if runner is not None:
+            runner.cancel()
+
+    def close(self) -> None:
+        with self._lock:
+            runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.close(timeout=5.0)

@@ -19,6 +19,7 @@ HELP = """\
 | `p` | `F8` | run the chosen probe suite |
 | `x` | `F9` | cancel the probe run |
 | `o` | | the whole server log of this launch |
+| `m` | | memory after a launch: estimate, exact (llama.cpp), reported (and NVML on a GPU) side by side |
 | `h` | | runs: history, compare two, export |
 | `f` | | profiles: save TOML, write a `--models-preset` INI section, load, import a command line |
 | `e` | | edit settings (`Escape` leaves the form, `Tab` moves between fields) |
@@ -34,6 +35,9 @@ HELP = """\
   already use, the `--fit-target` margin as `┃`, and the risk: **OK**, **TIGHT** (inside the
   margin) or **OOM**. The *used* bar is live memory; processes that are not ours are flagged ⚠.
   "SIMULATED" means the device comes from a hardware profile, not from NVML.
+  Each device says where its figures come from: the instant *estimate* on every keystroke, then
+  *exact (llama.cpp)* once llama.cpp's own dry run of the settings returns (or one sentence on
+  why exact is unavailable).
 - **Settings**: every llama-server knob, grouped. A bad value is explained under its field; the
   plan follows every valid change.
 - **Server**: state, the explained failure, the log tail, and predicted vs reported memory.

@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from tui.core.gpu.types import NA, GpuDevice, GpuSnapshot
 from tui.ui.format import gib_pair, mib
-from tui.ui.view import SEGMENTS, DevicePlan, PlanView
+from tui.ui.view import EXACT_LABEL, SEGMENTS, DevicePlan, PlanView
 
 RISK_WORDS = {"ok": "● OK", "tight": "▲ TIGHT", "oom": "✖ OOM"}
 LABEL_W = 6
@@ -93,7 +93,7 @@ class DeviceBar(Widget):
         t = Text()
         t.append(f"GPU{self.index} ", self._cstyle("title"))
         name = self._device_name()
-        if width < 100:
+        if width < 100 or (self.plan is not None and width < 130):  # room for the plan's source words
             name = name.replace("NVIDIA ", "").replace("GeForce ", "")
         t.append(name, self._cstyle("title"))
         total = self.plan.total_mib if self.plan else _num(self.live.memory_total_mib) if self.live else None
@@ -110,6 +110,11 @@ class DeviceBar(Widget):
                 right.append(f" headroom {mib(self.plan.headroom_mib)}", self._cstyle("dim"))
                 if risk == "tight":
                     right.append(f" < margin {mib(self.plan.margin_mib)}", self._cstyle("dim"))
+            # where the plan's figures come from (llama.cpp's dry run, or the estimate), where it fits
+            source = Text("  plan: ", self._cstyle("dim"))
+            source.append(self.plan.source, self._cstyle("title" if self.plan.source == EXACT_LABEL else "dim"))
+            if t.cell_len + source.cell_len + 2 + right.cell_len <= width:
+                t.append_text(source)
             pad = width - t.cell_len - right.cell_len
             t.append(" " * max(2, pad))
             t.append_text(right)
@@ -299,8 +304,11 @@ class VramBars(Vertical):
             note = f"plan: {plan.error}"
         else:
             extra = [*(plan.warnings if plan else ()), *([plan.fit_note] if plan and plan.fit_note else [])]
-            note = "\n".join(f"⚠ {w}" for w in extra)
+            note = "\n".join([*([plan.exact_note] if plan and plan.exact_note else []), *(f"⚠ {w}" for w in extra)])
         self._set("#plan-notes", note, {"-error": bool(plan and plan.error)}, hide_empty=True)
+        subtitle = plan.exact_status if plan is not None and not plan.error else ""
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
 
     def _set(self, selector: str, text: str, classes: dict[str, bool], hide_empty: bool = False) -> None:
         """Update a Static only when its text changed: a sample a second must not re-layout the screen."""

@@ -1,0 +1,168 @@
+"""Exact mode in the TUI, against the real server in demo mode (the generated tiny MTP model, the
+simulated 6 GB GPU played by a loopback ggml-rpc-server stand-in): the instant estimate first, then
+llama.cpp's figures marked per device; one dry run for a burst of keys; a stale answer never shown;
+an exact run that cannot be made says why in one sentence."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from tui.core.hwprofiles import PROFILES, HwProfile, SimDevice
+from tui.core.planning.exact import exact_plan
+from tui.ui.adapters.planning import exact_request
+from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.backend import Backend
+from tui.ui.launch_options import demo_settings
+from tui.ui.messages import ExactPlanned
+from tui.ui.options import AppOptions
+from tui.ui.view import ESTIMATE_LABEL, EXACT_LABEL, PlanView
+from tui.ui.widgets.vram_bars import DeviceBar
+
+pytestmark = [pytest.mark.server]
+
+DEADLINE_S = 60.0
+
+
+class CountingExact:
+    """exact_plan with its own cache root, counting the dry runs the App asks for; `gate` (when set)
+    holds each run until the test releases it."""
+
+    def __init__(self, root: Path, gate: threading.Event | None = None) -> None:
+        self.root = root
+        self.gate = gate
+        self.calls: list[Any] = []
+        self.started = threading.Event()
+
+    def __call__(self, settings: Any, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(settings)
+        self.started.set()
+        if self.gate is not None:
+            self.gate.wait(DEADLINE_S)
+        return exact_plan(settings, *args, root=self.root, **kwargs)
+
+
+def demo_options(server_bin: Path, model: Path, tmp_path: Path, *, debounce_s: float = 0.05,
+                 hardware: HwProfile = PROFILES["rtx3060-laptop-6g"]) -> AppOptions:
+    return AppOptions(settings=demo_settings(model), server_bin=server_bin, hardware=hardware, simulate=True,
+                      demo=True, cursor_blink=False, server_log_dir=tmp_path / "logs", sample_interval_s=60.0,
+                      exact_debounce_s=debounce_s)
+
+
+def app_with(options: AppOptions, fn: CountingExact) -> MtpTuneApp:
+    return make_app(options, Backend(options, exact_fn=fn))
+
+
+async def until(pilot, cond: Callable[[], bool]) -> bool:  # noqa: ANN001 - Pilot
+    deadline = time.monotonic() + DEADLINE_S
+    while not cond() and time.monotonic() < deadline:
+        await pilot.pause(0.02)
+    await pilot.pause()
+    return cond()
+
+
+def current(app: MtpTuneApp) -> PlanView | None:
+    """The plan on screen when it is for the newest settings."""
+    return app.plan if app.plan is not None and app.plan.seq == app._plan_seq else None
+
+
+async def type_ctx(pilot, app: MtpTuneApp, value: str) -> None:  # noqa: ANN001 - Pilot
+    field = app.query_one("#f-ctx_size", Input)
+    field.focus()
+    await pilot.press("end", *["backspace"] * len(field.value), *value)
+
+
+async def test_estimate_first_then_exact_marked_per_device(server_bin: Path, rpc_server_bin: Path,
+                                                           tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    gate = threading.Event()
+    fn = CountingExact(tmp_path / "exact", gate)
+    app = app_with(demo_options(server_bin, tiny_models["tiny-mtp"], tmp_path), fn)
+    async with app.run_test(size=(120, 40)) as pilot:
+        # the dry run is held: the estimate is on screen, marked as such, exact pending
+        assert await until(pilot, lambda: current(app) is not None and fn.started.is_set())
+        est = current(app)
+        assert est is not None and est.exact == "pending" and est.error is None
+        bar = app.query_one(DeviceBar)
+        assert bar.plan == est.devices[0] and bar.plan.source == ESTIMATE_LABEL
+        assert ESTIMATE_LABEL in bar.render().plain and EXACT_LABEL not in bar.render().plain
+        assert "llama.cpp measuring" in str(app.vram.border_subtitle)
+        gate.set()
+        assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact")
+        plan = current(app)
+        assert plan is not None and app.vram.border_subtitle == f"plan: {EXACT_LABEL}"
+        dev = plan.devices[0]
+        assert dev.source == EXACT_LABEL and bar.plan == dev and EXACT_LABEL in bar.render().plain
+        assert plan.host is not None and plan.host.source == EXACT_LABEL
+        # the figures are llama.cpp's: the same dry run made directly gives the same numbers
+        args, kwargs = exact_request(app.settings, app.snapshot, app.options)
+        res = exact_plan(*args, root=tmp_path / "direct", **kwargs)
+        want = res.plan.device("CUDA0").components  # type: ignore[union-attr]
+        assert (dev.weights_mib, dev.kv_mib, dev.compute_mib, dev.draft_compute_mib) == (
+            want["weights"], want["kv"], want["compute"], want["draft_compute"])
+        assert any("stand-ins" in w for w in plan.warnings)  # compute is the CPU backend's: said on screen
+        assert "stand-ins" in str(app.query_one("#plan-notes").render())
+        assert len(fn.calls) == 1
+
+
+async def test_a_burst_of_keys_starts_one_dry_run_and_stale_answers_are_dropped(
+        server_bin: Path, rpc_server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    fn = CountingExact(tmp_path / "exact")
+    # a debounce far longer than a key press takes: the burst is one request for the runner
+    app = app_with(demo_options(server_bin, tiny_models["tiny-mtp"], tmp_path, debounce_s=2.0), fn)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact")
+        first = current(app)
+        assert first is not None and len(fn.calls) == 1
+        old_rid = app._exact_rid
+        await type_ctx(pilot, app, "16384")  # 5 backspaces + 5 digits: ten re-plans
+        assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact"
+                           and app.settings.ctx_size == 16384)
+        assert len(fn.calls) == 2, [s.ctx_size for s in fn.calls]
+        assert fn.calls[-1].ctx_size == 16384
+        newest = current(app)
+        assert newest is not None and newest.devices[0].kv_mib > first.devices[0].kv_mib
+        # an answer for older settings arriving now is ignored: the newer figures stay
+        app.post_message(ExactPlanned(old_rid or 0, dataclasses.replace(first, seq=0)))
+        await pilot.pause(0.05)
+        assert app.plan is newest
+        # while the next estimate is pending, a late exact answer for the previous settings is not shown
+        await type_ctx(pilot, app, "4096")
+        assert await until(pilot, lambda: current(app) is not None and app.settings.ctx_size == 4096)
+        shown = current(app)
+        assert shown is not None and shown.devices[0].kv_mib < newest.devices[0].kv_mib
+        app.post_message(ExactPlanned(old_rid or 0, newest))
+        await pilot.pause(0.05)
+        assert current(app) is not None and current(app).devices[0].kv_mib == shown.devices[0].kv_mib  # type: ignore[union-attr]
+
+
+async def test_exact_unavailable_says_why_and_keeps_the_estimate(server_bin: Path, rpc_server_bin: Path,
+                                                                 tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    # a simulated GPU larger than this machine's RAM: no loopback stand-in can play it
+    huge = HwProfile("huge", "a simulated 64 TiB card", (SimDevice("Huge GPU", 64 * 1024 * 1024),))
+    fn = CountingExact(tmp_path / "exact")
+    app = app_with(demo_options(server_bin, tiny_models["tiny-mtp"], tmp_path, hardware=huge), fn)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "unavailable")
+        plan = current(app)
+        assert plan is not None and plan.error is None and plan.devices[0].source == ESTIMATE_LABEL
+        assert "more than this machine's" in plan.exact_reason and plan.exact_reason.count(". ") <= 1
+        notes = str(app.query_one("#plan-notes").render())
+        assert "exact unavailable: " in notes and "more than this machine's" in notes
+        assert "exact unavailable" in str(app.vram.border_subtitle)
+
+
+async def test_no_server_binary_is_one_sentence(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    options = dataclasses.replace(demo_options(Path("/nonexistent"), tiny_models["tiny-mtp"], tmp_path), server_bin=None)
+    app = make_app(options)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "unavailable")
+        notes = str(app.query_one("#plan-notes").render())
+        assert "exact unavailable: no llama-server found" in notes
+        assert app.plan is not None and app.plan.devices[0].source == ESTIMATE_LABEL
