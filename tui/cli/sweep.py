@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop starting new launches after this many minutes (re-run to continue)")
     p.add_argument("--try-anyway", action="store_true", help="launch configurations the planner predicts will not fit")
     p.add_argument("--simulate", metavar="PROFILE", help="plan against simulated GPUs (a profile or e.g. 2x16GiB) instead of the real ones")
+    p.add_argument("--exact-plan", action="store_true",
+                   help="plan each configuration with llama.cpp's own dry run (exact mode) before launching it")
     p.add_argument("--fit-step", type=int, default=64, metavar="MIB", help="fit-target search resolution (default 64 MiB)")
     p.add_argument("--save-best", metavar="NAME", help="save the best as profile NAME and as section [NAME] of the preset INI")
     p.add_argument("--ini", metavar="PATH", help="preset INI for --save-best (default: presets.ini in the config dir)")
@@ -165,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressLine()
     t0 = time.monotonic()
     try:
+        planner = default_planner(args.simulate, exact=args.exact_plan, server_bin=found.path)
         sweep = Sweep(definition, server_bin=found.path, store=store, on_event=progress, fresh=args.fresh,
-                      ready_timeout=args.ready_timeout, planner=default_planner(args.simulate))
+                      ready_timeout=args.ready_timeout, planner=planner)
     except (SweepError, StateError) as e:
         store.close()
         return fail(str(e))

@@ -5,12 +5,18 @@ device list `planning.devices.planner_devices`): a simulated profile when given,
 sees now, else the CPU alone. Configurations with `--rpc` devices are not planned (their memory is
 only known once connected) and simply launch. `PlanVerdict` lives here, not in the runner, so the
 runner imports the planner check and nothing imports back.
+
+`exact=True`: each configuration is planned by llama.cpp's own dry run (`planning.exact`, simulated
+GPUs played by loopback RPC stand-ins) with the sweep's server, a second or so per new
+configuration (cached); where exact mode cannot run, the estimate decides and the verdict's details
+say why (`exact_unavailable`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tui.core.options.settings import Settings
@@ -40,13 +46,43 @@ def _verdict_from_plan(plan: Any) -> tuple[str, str]:
     return risk, "; ".join(parts)
 
 
-def default_planner(simulate: str | None = None) -> PlanCheck:
-    """The memory planner as a PlanCheck (`simulate`: plan against a simulated GPU profile)."""
-    return plan_check(simulate)
+def default_planner(simulate: str | None = None, *, exact: bool = False,
+                    server_bin: str | Path | None = None) -> PlanCheck:
+    """The memory planner as a PlanCheck (`simulate`: plan against a simulated GPU profile;
+    `exact`: llama.cpp's dry run with `server_bin`, the estimate where it cannot run)."""
+    return plan_check(simulate, exact=exact, server_bin=server_bin)
 
 
-def plan_check(simulate: str | None = None) -> PlanCheck:
-    """A PlanCheck for `Sweep(planner=...)`: Settings -> PlanVerdict | None."""
+def _exact_verdict(settings: Settings, meta: Any, simulate: str | None, server_bin: str | Path | None,
+                   exact_fn: Callable[..., Any] | None) -> tuple[PlanVerdict | None, str]:
+    """(the verdict from llama.cpp's own figures, "") or (None, one sentence why exact is unavailable)."""
+    from tui.core.planning.devices import current_snapshot, host_memory, planner_devices
+
+    if exact_fn is None:
+        from tui.core.planning.exact import exact_plan as exact_fn
+    snap = current_snapshot(simulate)
+    devices = planner_devices(snap, list(settings.rpc))
+    total, free = host_memory(snap)
+    stand_in = simulate is not None and any(not d.remote for d in devices)
+    try:
+        res = exact_fn(settings, devices, server_bin, meta=meta, stand_in=stand_in, host_total_mib=total,
+                       host_free_mib=free)
+    except Exception as exc:  # noqa: BLE001 - the estimate still decides
+        return None, f"exact mode failed: {exc}"
+    if not res.available:
+        return None, res.reason or "llama.cpp's dry run gave no figures."
+    risk, message = _verdict_from_plan(res.plan)
+    details = {"prediction": res.plan.to_dict(), "source": "exact (llama.cpp)",
+               "sources": {k: s.label for k, s in res.sources.items()}}
+    if res.fit is not None and res.fit.changed:
+        details["fit_choice"] = res.fit.flags()
+    return PlanVerdict(risk, f"exact (llama.cpp): {message}", details), ""
+
+
+def plan_check(simulate: str | None = None, *, exact: bool = False, server_bin: str | Path | None = None,
+               exact_fn: Callable[..., Any] | None = None) -> PlanCheck:
+    """A PlanCheck for `Sweep(planner=...)`: Settings -> PlanVerdict | None. `exact_fn` replaces
+    `planning.exact.exact_plan` (tests count the dry runs)."""
     meta_cache: dict[str, Any] = {}
 
     def check(settings: Settings) -> PlanVerdict | None:
@@ -63,6 +99,11 @@ def plan_check(simulate: str | None = None) -> PlanCheck:
         if settings.mtp_enabled and getattr(meta.hparams, "n_nextn", 1) == 0:
             return PlanVerdict("invalid", f"--spec-type draft-mtp: {settings.model} has no MTP (NextN) layers, so "
                                           "llama-server would refuse to start ('failed to create MTP context').")
+        why_not = ""
+        if exact:
+            verdict, why_not = _exact_verdict(settings, meta, simulate, server_bin, exact_fn)
+            if verdict is not None:
+                return verdict
         from tui.core.probes.session import predict_memory
 
         plan, info = predict_memory(settings, simulate)
@@ -70,6 +111,9 @@ def plan_check(simulate: str | None = None) -> PlanCheck:
             err = (info or {}).get("error")
             return PlanVerdict("unknown", err) if err else None
         risk, message = _verdict_from_plan(plan)
-        return PlanVerdict(risk, message, {"prediction": plan.to_dict()})
+        details: dict[str, Any] = {"prediction": plan.to_dict(), "source": "estimate"}
+        if why_not:
+            details["exact_unavailable"] = why_not
+        return PlanVerdict(risk, message, details)
 
     return check
