@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _results import append_under  # noqa: E402
 
+from tests.helpers.archshapes import write_arch_shape  # noqa: E402
 from tests.helpers.launch import probe_launch  # noqa: E402
 from tests.helpers.shapemodel import write_shape_model  # noqa: E402
 from tui.core import provision  # noqa: E402
@@ -36,6 +37,8 @@ from tui.core.planning.standin import RpcServers  # noqa: E402
 from tui.core.tinymodel import PRESETS, write_tiny_model  # noqa: E402
 
 HEADING = "## Exact mode (issue 13)"
+ARCHS = ("gemma3-1b", "gemma3-4b", "deepseek-v2-lite", "glm47-flash", "glm45-air", "qwen3-next-80b")
+REAL_ARCHS = ("gemma3-1b", "gemma3-4b", "deepseek-v2-lite", "glm47-flash")  # the 44-76 GB ones: dry run only
 SHAPE_ARGS = ["-c", "100000", "-ub", "1024", "-ctk", "q4_0", "-ctv", "q4_0", "--spec-type", "draft-mtp"]
 COMMON = ["-t", "1", "-tb", "1", "--no-warmup"]
 TINY = {
@@ -133,6 +136,23 @@ def main() -> int:
             rec = reconcile(res.plan, real.report)  # type: ignore[arg-type]
             agree.append(("tiny-moe-mtp -ts 3,1, 2 simulated GPUs", "2 stand-ins vs 2 RPC", f"{worst(rec, False):.2f}",
                           f"{worst(rec, True):.2f}"))
+        # other architectures (shape-only GGUFs): dry-run time, and agreement where a real load is affordable here
+        for name in ARCHS:
+            path = write_arch_shape(name, tmp / f"{name}.gguf")
+            am = read_gguf(path)
+            args = ["-c", "8192", "-np", "1", "-nr", *(["--spec-type", "draft-mtp"] if am.hparams.n_nextn else [])]
+            s = settings_from_argv(["-m", str(path), *args]).settings
+            t = time.perf_counter()
+            res = exact_plan(s, [], server, meta=am, use_cache=False, root=tmp / "archs")
+            dt = time.perf_counter() - t
+            size = path.stat().st_size / 2**30
+            rows.append((f"{name} ({am.hparams.arch}, {size:.1f} GiB{', MTP' if am.hparams.n_nextn else ''}) exact dry run, s",
+                         f"{dt:.2f}", "" if res.available else res.reason))
+            if res.available and name in REAL_ARCHS and not a.no_real_shape:
+                real = probe_launch(server, ["-m", str(path), *args, *COMMON], timeout_s=300)
+                rec = reconcile(res.plan, real.report)  # type: ignore[arg-type]
+                agree.append((f"{name} ({am.hparams.arch}) -c 8192 -nr", "CPU", f"{worst(rec, False):.2f}", f"{worst(rec, True):.2f}"))
+            path.unlink()
         if not a.no_real_shape:
             args = [*SHAPE_ARGS, "-np", "1", "-nr"]
             s = settings_from_argv(["-m", str(shape), *args]).settings

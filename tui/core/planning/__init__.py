@@ -5,5 +5,6 @@ Modules, in the order the planner runs them: `gguf_reader` (header -> `gguf_meta
 (settings -> the numbers llama.cpp uses), `weights`, `kv` and `compute` (one component each),
 `accounting` (one pass over all of them), `fit` (the `--fit` emulation) and `plan` (the entry point).
 `reconcile` compares a plan with the server's own memory report. Exact mode (`exact`, with
-`sparse`, `standin`, `breakdown`, `measured`) fills the same Plan from llama.cpp's own dry run.
+`dryrun`, `breakdown`, `fitchoice`, `measured`, `sparse`, `standin`; `exact_runner` for UIs,
+`exact_check` for doctor) fills the same Plan from llama.cpp's own dry run.
 """

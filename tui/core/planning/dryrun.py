@@ -97,6 +97,9 @@ def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, ca
     finally:
         sup.close()
         done.set()
+    failure = sup.failure
+    if outcome == "exited" and not log.errors and failure is not None:  # the supervisor's classification of the end
+        log.errors.append("the dry run failed: " + failure.message.rstrip(". "))
     if not outcome and not log.errors and sup.log_path is not None:  # keep only the logs of runs that failed
         sup.log_path.unlink(missing_ok=True)
     return log, outcome
@@ -109,6 +112,8 @@ def why_unavailable(log: DryRunLog, outcome: str, timeout_s: float) -> str | Non
         first = log.errors[0]
         if "--log-jsonl" in first or "invalid argument" in first or "unknown argument" in first:
             return f"this llama-server is too old to print its memory breakdown ({first}); exact mode needs b11434 or newer."
+        if first.startswith("the dry run failed: "):
+            return first + "."
         return f"llama-server could not measure this model: {first}."
     target, _ = log.step1()
     if target is None:
