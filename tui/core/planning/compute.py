@@ -1,7 +1,8 @@
-"""Compute buffers: the fitted model of what ggml's graph allocator reserves at its peak.
+"""Compute buffers: what ggml's graph allocator reserves at its peak, placed per device.
 
-The KQ mask is exact; activations, logits and inputs come from per-token widths measured on the real
-server (CPU build; bench/bench_planner_accuracy.py) and scaled to other shapes by a fitted proxy.
+Non-hybrid architectures: the structural model of graph.py (block peaks from the graph's shapes).
+The Gated-DeltaNet hybrids keep per-token widths measured on the real server (CPU build;
+bench/bench_planner_accuracy.py) and scaled to other shapes by a fitted proxy. The KQ mask is exact.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from tui.core.planning import graph
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.gguf_meta import GGUFMeta, HParams
 from tui.core.planning.resolve import Resolved
@@ -87,17 +89,26 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
     hp = meta.hparams
     T = r.n_tokens
     n_kv = r.n_ctx_seq  # cells one stream attends to; the mask is n_kv x T over all streams
-    mask = n_kv * T * (2 if r.flash_attn else 4) * copies
-    if not r.flash_attn:  # KQ scores and softmax in f32
-        mask += n_kv * T * max(hp.n_head, default=0) * 4
-    pt, pda, pdb = _widths(hp)
-    unit = T * hp.n_embd * 4
-    floor = 0.0
-    if hp.is_hybrid:
-        floor = hp.n_embd_s * 4 * _floor_units(max(1, r.n_seq_max))
+    structural = uses_graph_model(hp)
     n_out = min(T, r.n_outputs_max)
-    logits_t = n_out * hp.n_vocab * 4 + 2 * unit  # a large output count (ngram-mod) makes the logits the peak
-    act_t = max(4.0 * T * pt, floor, logits_t)
+    unit = T * hp.n_embd * 4
+    n_out_d = min(T, max(1, r.n_seq_max))
+    if structural:
+        mask = graph.masks(hp, r, T, hp.attention_layers()) * copies
+        act_t = graph.target_peak(hp, r, T, n_out)
+        act_d = graph.masks(hp, r, T, hp.kv_draft or hp.nextn_layers()) * copies + graph.draft_peak(hp, r, T, n_out_d)
+        pdb = act_d / (4.0 * T)
+    else:
+        mask = n_kv * T * (2 if r.flash_attn else 4) * copies
+        if not r.flash_attn:  # KQ scores and softmax in f32
+            mask += n_kv * T * max(hp.n_head, default=0) * 4
+        pt, pda, pdb = _widths(hp)
+        floor = 0.0
+        if hp.is_hybrid:
+            floor = hp.n_embd_s * 4 * _floor_units(max(1, r.n_seq_max))
+        logits_t = n_out * hp.n_vocab * 4 + 2 * unit  # a large output count (ngram-mod) makes the logits the peak
+        act_t = max(4.0 * T * pt, floor, logits_t)
+        act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, n_out_d * hp.n_vocab * 4 + 2 * unit)
     trunk = [layer_dev[il] for il in range(hp.n_layer)]
     trunk_devs = list(dict.fromkeys(trunk))
     scale = copies / 4.0 if copies > 1 else 0.0  # split inputs are duplicated per scheduler copy
@@ -118,9 +129,7 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
             dp[HOST].components["compute"] += host_b / MiB
     if not r.mtp:
         return
-    n_out_d = min(T, max(1, r.n_seq_max))
     logits_d = n_out_d * hp.n_vocab * 4
-    act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, logits_d + 2 * unit)
     mtp_dev = layer_dev[hp.n_layer] if hp.n_nextn else out_dev
     if mtp_dev == HOST:
         dp[HOST].components["draft_compute"] += act_d / MiB
@@ -136,6 +145,13 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
     if moe_on_host:
         host_d += act_d
     dp[HOST].components["draft_compute"] += host_d / MiB
+
+
+def uses_graph_model(hp: HParams) -> bool:
+    """The structural model (graph.py) for every known non-hybrid architecture; the fitted widths
+    stay for the Gated-DeltaNet hybrids (qwen35/qwen35moe/qwen3next), whose chunked recurrent graph
+    they were measured on."""
+    return hp.known and not hp.is_hybrid
 
 
 def _floor_units(n_seq: int) -> float:

@@ -87,6 +87,8 @@ class HParams:
     head_dim_v_swa: int = 0
     mla: bool = False  # K-only latent cache (kv_lora_rank + rope dims in key_length), no V
     n_lora_kv: int = 0
+    head_dim_v_mla: int = 0
+    n_layer_dense_lead: int = 0  # MoE models: the first blocks with a dense FFN
     is_swa: list[bool] = field(default_factory=list)
     kv_main: list[int] | None = None  # layers with KV in the main context (None: trunk non-recurrent)
     kv_draft: list[int] = field(default_factory=list)  # layers with KV in the MTP context

@@ -147,6 +147,8 @@ def hparams_from_kv(p: Path, kv: dict[str, Any], tensors: list[TensorInfo], warn
     hp.head_dim_v_swa = k.int("attention.value_length_swa", hd_v)
     hp.mla = bool(k.int("attention.key_length_mla") and k.int("attention.value_length_mla"))
     hp.n_lora_kv = k.int("attention.kv_lora_rank")
+    hp.head_dim_v_mla = k.int("attention.value_length_mla")
+    hp.n_layer_dense_lead = k.int("leading_dense_block_count", 0, 0, n_all)
     _layout(k, hp, warnings)
     if not n_embd or not any(n_head):
         warnings.append(f"{arch}: embedding_length or attention.head_count is missing; KV and compute estimates are unreliable.")
