@@ -260,3 +260,31 @@ def test_an_assert_in_the_server_is_a_fatal_error_named_plainly() -> None:
     log.feed(_log("cmn  common_init_: fitting params to device memory ..."))
     log.feed("/src/llama.cpp/src/llama-vocab.cpp:2578: GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed")
     assert log.done and log.errors == ["GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed"]
+
+
+def test_fit_summary_lines_match_gpus_whose_description_the_breakdown_shortens() -> None:
+    """fit names devices "CUDA0 (NVIDIA GeForce RTX 4090)"; the breakdown row strips the vendor prefixes."""
+    rows = [{"kind": "device", "name": f"CUDA{i}", "description": "RTX 4090", "total": 24000, "free": 23000, "self": 1,
+             "model": 1, "context": 0, "compute": 0} for i in range(2)] + [{"kind": "host", "name": "Host", "self": 0,
+                                                                              "model": 0, "context": 0, "compute": 0}]
+    lines = [
+        _log("cmn  common_init_: fitting params to device memory ..."),
+        _log("common_params_fit_impl: getting device memory data for initial parameters:"),
+        *_measurement(2.0, 0.0, 6.0, 0.01), _bd(rows),
+        _log("common_params_fit_impl: projected memory use with initial parameters [MiB]:"),
+        _log("common_params_fit_impl:   - CUDA1 (NVIDIA GeForce RTX 4090): 10 layers,  20000 MiB used,   3000 MiB free"),
+        _log("common_params_fit_impl:   - CUDA0 (NVIDIA GeForce RTX 4090): 31 layers,  21000 MiB used,   2000 MiB free"),
+        _log("common_fit_params: successfully fit params to free device memory"),
+        _log("common_fit_params: fitting params to free memory took 1.00 seconds"),
+    ]
+    log = DryRunLog()
+    for line in lines:
+        log.feed(line)
+    s = settings_from_argv(["-m", "m.gguf"]).settings
+
+    class Dense:
+        n_layer = 40
+        n_nextn = 0
+
+    c = choice_from_trace(log, s, Dense(), 2, ["CUDA0", "CUDA1"])  # type: ignore[arg-type]
+    assert (c.n_gpu_layers, c.tensor_split, c.overrides) == (41, [31.0, 10.0], [])
