@@ -40,6 +40,9 @@ def _progress(ev: provision.BuildProgress) -> None:
 
 
 def _wants_demo(args: argparse.Namespace) -> bool:
+    """--demo; or nothing to reopen; or the last launch was the demo (its generated model): running
+    the README's first command again reopens the demo with its simulated GPU, not the bare model on
+    a machine without one."""
     if args.demo:
         return True
     if args.model or args.attach or args.profile:
@@ -47,7 +50,17 @@ def _wants_demo(args: argparse.Namespace) -> bool:
     from tui.ui.adapters.profiles import last_launched
 
     last = last_launched()
-    return last is None or not last.model or not Path(last.model).is_file()
+    return last is None or not last.model or not Path(last.model).is_file() or _is_demo_model(last.model)
+
+
+def _is_demo_model(model: str) -> bool:
+    """A model the demo generated (they live in the cache's models/ folder, see tui.core.demo)."""
+    from tui.core.paths import cache_dir
+
+    try:
+        return Path(model).expanduser().resolve().parent == (cache_dir() / "models").resolve()
+    except OSError:
+        return False
 
 
 def run(args: argparse.Namespace) -> int:

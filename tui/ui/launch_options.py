@@ -79,6 +79,9 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
         simulate = True
     if setup is not None:
         settings = demo_settings(setup.model)
+        last = None if getattr(args, "demo", False) else profiles.last_launched()
+        if last is not None and last.model and Path(last.model) == Path(setup.model):
+            settings = last  # the demo reopened by plain `mtp-tune`: as it was last launched
         if getattr(args, "profile", None):
             settings = dataclasses.replace(_profile_settings(args.profile), model=str(setup.model))
             _checked(settings, f"--profile {args.profile}")

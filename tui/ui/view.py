@@ -44,6 +44,15 @@ class DevicePlan:
     risk: str = "ok"
     #: EXACT_LABEL when llama.cpp's dry run measured this device, else ESTIMATE_LABEL.
     source: str = ESTIMATE_LABEL
+    #: llama.cpp's buffer name: CUDA0.., RPC0[host:port], or "Host" (a CPU-only plan: host RAM at risk).
+    key: str = ""
+    #: Where an RPC device's size comes from ("read from the server 3 s ago", "memory unknown (...)").
+    note: str = ""
+
+    @property
+    def kind(self) -> str:
+        """"gpu", "rpc" (a remote ggml-rpc-server) or "host" (host RAM)."""
+        return "host" if self.key == "Host" else "rpc" if self.key.startswith("RPC") else "gpu"
 
     def segment_mib(self, key: str) -> float:
         """Compute includes the draft context's compute buffer: both are freed and re-made together."""
@@ -126,6 +135,8 @@ class ServerStatus:
     running_argv: tuple[str, ...] = ()
     #: Why the reconciliation has no exact column ("" when it has one, or no launch yet).
     reconcile_exact_reason: str = ""
+    #: What an attached server says it runs ("" when mtp-tune launched it: the form is what runs).
+    running: str = ""
 
     @property
     def alive(self) -> bool:

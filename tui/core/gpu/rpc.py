@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass
 
 PROTO_MAJOR = 7
@@ -131,3 +132,59 @@ def read_memory(endpoint: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> RpcMemor
             sock.close()  # between commands: the server sees an orderly end
         else:
             threading.Thread(target=_drain_then_close, args=(sock,), name="rpc-drain", daemon=True).start()
+
+
+@dataclass(frozen=True)
+class RpcReading:
+    """The newest answer of one server: `memory` (None until one came) and, when the last ask
+    failed, `error` (one sentence); `at` is the monotonic time of `memory`."""
+
+    endpoint: str
+    memory: RpcMemory | None = None
+    error: str = ""
+    at: float = 0.0
+
+    def note(self, now: float | None = None) -> str:
+        """A few words for the bars: where the figures come from and how old they are."""
+        if self.memory is None:
+            return f"memory unknown ({self.error or 'not asked yet'})"
+        age = (time.monotonic() if now is None else now) - self.at
+        when = "just now" if age < 5 else f"{age:.0f} s ago"
+        return f"read from the server {when}" + (" (busy now)" if self.error else "")
+
+
+class RpcReadings:
+    """Readings per endpoint, asked again at most every `refresh_s`; a busy or unreachable server
+    keeps its last good reading (a llama-server connected to it holds it for as long as it runs).
+    Thread-safe; `read` blocks up to `timeout_s` per endpoint that is due."""
+
+    def __init__(self, refresh_s: float = 10.0, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.refresh_s = refresh_s
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._readings: dict[str, RpcReading] = {}
+        self._asked: dict[str, float] = {}
+
+    def read(self, endpoints: list[str] | tuple[str, ...]) -> dict[str, RpcReading]:
+        out: dict[str, RpcReading] = {}
+        for ep in (e.strip() for e in endpoints if e.strip()):
+            now = time.monotonic()
+            with self._lock:
+                due = now - self._asked.get(ep, -1e9) >= self.refresh_s
+                if due:
+                    self._asked[ep] = now
+                old = self._readings.get(ep, RpcReading(ep))
+            if due:
+                try:
+                    new = RpcReading(ep, read_memory(ep, self.timeout_s), "", time.monotonic())
+                except (RpcError, ValueError) as exc:
+                    new = RpcReading(ep, old.memory, str(exc), old.at)
+                with self._lock:
+                    self._readings[ep] = new
+                    if len(self._readings) > 64:  # endpoints typed and dropped: keep the newest
+                        for stale in list(self._readings)[:-64]:
+                            self._readings.pop(stale, None)
+                            self._asked.pop(stale, None)
+                old = new
+            out[ep] = old
+        return out

@@ -11,10 +11,12 @@ becomes a PlanView of the same shape with each device marked "exact (llama.cpp)"
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tui.core.gpu.rpc import RpcReadings
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
@@ -44,14 +46,38 @@ def model_meta(path: str) -> Any:
     return cached
 
 
+#: `--rpc` servers' memory, asked at most every 10 s (a server busy with a llama-server keeps its last reading).
+_RPC = RpcReadings()
+
+
 def device_specs(snapshot: GpuSnapshot | None, options: AppOptions, rpc: list[str] | None = None) -> list[Any]:
     """The offload targets through the one device list (`planning.devices.planner_devices`); before
-    the first telemetry sample, the simulated profile's devices."""
+    the first telemetry sample, the simulated profile's devices. `--rpc` devices get the memory
+    their servers report (this host's RAM stands in for one that never answered)."""
     from tui.core.planning.devices import current_snapshot, planner_devices
 
     if snapshot is None and options.simulate and options.hardware is not None:
         snapshot = current_snapshot(options.hardware)
-    return planner_devices(snapshot, rpc or ())
+    readings = _RPC.read(rpc or [])
+    memory = {ep: (r.memory.total, r.memory.free) for ep, r in readings.items() if r.memory is not None}
+    return planner_devices(snapshot, rpc or (), memory if readings else None)
+
+
+def with_rpc_notes(view: PlanView, endpoints: Sequence[str]) -> PlanView:
+    """Each RPC device says where its size comes from; an unknown one is named under the bars."""
+    if not endpoints or view.error:
+        return view
+    readings = _RPC.read(list(endpoints))  # the ones device_specs just asked: not asked again
+    devices, notes = [], []
+    for d in view.devices:
+        reading = readings.get(d.key[len("RPC0["):-1]) if d.kind == "rpc" else None
+        if reading is not None:
+            d = replace(d, note=reading.note())
+            if reading.memory is None:
+                notes.append(f"{d.name} {reading.endpoint}: memory unknown ({reading.error}); "
+                             "planned with this host's RAM as its size")
+        devices.append(d)
+    return replace(view, devices=tuple(devices), warnings=tuple(dict.fromkeys([*view.warnings, *notes])))
 
 
 def core_plan(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, *,
@@ -78,7 +104,7 @@ def _view(d: Any, source: str = ESTIMATE_LABEL) -> DevicePlan:
         draft_kv_mib=c["draft_kv"], recurrent_mib=c["recurrent"], compute_mib=c["compute"],
         draft_compute_mib=c["draft_compute"], output_mib=c["output"], margin_mib=d.margin_mib,
         needed_mib=d.needed_mib, headroom_mib=d.headroom_mib if d.headroom_mib is not None else 0.0, risk=d.risk,
-        source=source,
+        source=source, key=d.key,
     )
 
 
@@ -113,7 +139,7 @@ def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
         return PlanView(error=str(exc), seq=seq)
     except Exception as exc:  # noqa: BLE001 - a planner bug must not take the screen down
         return PlanView(error=f"the planner failed on these settings ({type(exc).__name__}: {exc})", seq=seq)
-    return _plan_view(p, seq)
+    return with_rpc_notes(_plan_view(p, seq), settings.rpc)
 
 
 # ---- exact mode --------------------------------------------------------------------------------

@@ -65,10 +65,25 @@ class DeviceBar(Widget):
     simulated: reactive[bool] = reactive(False)
     #: Why there is no plan (shown in place of the plan bar), e.g. the planner's error.
     no_plan_reason: reactive[str] = reactive("no plan yet")
+    #: (used, total) MiB of host RAM: the live line of a CPU-only plan's host device (None otherwise).
+    host_ram: reactive[tuple[float, float] | None] = reactive(None)
 
     def __init__(self, index: int, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.index = index
+        self.gpu_index = index  # among the GPUs only (RPC devices come first in the plan)
+
+    @property
+    def kind(self) -> str:
+        return self.plan.kind if self.plan is not None else "gpu"
+
+    def _prefix(self) -> str:
+        """What the device is: `GPU0`, `host RAM` (no GPU: the plan is for host memory), or `RPC0 host:port`."""
+        if self.kind == "host":
+            return "host RAM"
+        if self.kind == "rpc" and self.plan is not None:
+            return f"{self.plan.name} {self.plan.key[len('RPC0['):-1]}"
+        return f"GPU{self.gpu_index}"
 
     def _cstyle(self, name: str) -> Style:
         return self.get_component_rich_style(f"devicebar--{name}", partial=True)
@@ -83,6 +98,8 @@ class DeviceBar(Widget):
         return text
 
     def _device_name(self) -> str:
+        if self.kind in ("host", "rpc"):
+            return "(remote)" if self.kind == "rpc" else ""
         if self.plan is not None:
             return self.plan.name
         if self.live is not None and self.live.name is not NA:
@@ -91,8 +108,8 @@ class DeviceBar(Widget):
 
     def _title_line(self, width: int) -> Text:
         t = Text()
-        t.append(f"GPU{self.index} ", self._cstyle("title"))
         name = self._device_name()
+        t.append(f"{self._prefix()} " if name else self._prefix(), self._cstyle("title"))
         if width < 100 or (self.plan is not None and width < 130):  # room for the plan's source words
             name = name.replace("NVIDIA ", "").replace("GeForce ", "")
         t.append(name, self._cstyle("title"))
@@ -154,6 +171,10 @@ class DeviceBar(Widget):
     def _live_line(self, bar_w: int, width: int) -> Text:
         t = Text("used  ", self._cstyle("dim"))
         d = self.live
+        if d is None and self.kind != "gpu":
+            t = self._other_live(t, bar_w)
+            t.truncate(width)
+            return t
         if d is None:
             t.append("─" * bar_w, self._cstyle("free"))
             t.append("  no live reading", self._cstyle("dim"))
@@ -181,6 +202,26 @@ class DeviceBar(Widget):
             note = Text(f"\n      ⚠ not ours: {names}{more}", self._cstyle("foreign"))
             note.truncate(width)
             t.append_text(note)
+        return t
+
+    def _other_live(self, t: Text, bar_w: int) -> Text:
+        """Host RAM (from the host sample) or an RPC server's memory (as it reported it)."""
+        p = self.plan
+        if self.kind == "host" and self.host_ram is not None:
+            used, total = self.host_ram
+            note = ""
+        elif self.kind == "rpc" and p is not None and p.note and not p.note.startswith("memory unknown"):
+            used, total = max(0.0, p.total_mib - p.free_mib), p.total_mib
+            note = p.note
+        else:
+            t.append("─" * bar_w, self._cstyle("free"))
+            t.append(f"  {p.note if p is not None and p.note else 'no live reading'}", self._cstyle("dim"))
+            return t
+        bar_w = max(10, bar_w - (len(note) + 1 if note else 0))  # the note says where the figure comes from
+        cells = min(bar_w, round(used * bar_w / total)) if total else 0
+        t.append("█" * cells, self._cstyle("other"))
+        t.append("─" * (bar_w - cells), self._cstyle("free"))
+        t.append(f"  {gib_pair(used, total)}{' ' + note if note else ''}", self._cstyle("dim"))
         return t
 
     def _legend(self) -> Text:
@@ -247,6 +288,17 @@ class HostBar(Widget):
             self.refresh()
 
 
+def _host_ram(snapshot: GpuSnapshot | None) -> tuple[float, float] | None:
+    if snapshot is None:
+        return None
+    total, avail = _num(snapshot.host.ram_total_mib), _num(snapshot.host.ram_available_mib)
+    return (total - avail, total) if total and avail is not None else None
+
+
+#: Shown when there is no GPU and none is simulated (profiles: tui.core.hwprofiles).
+NO_GPU_TEXT = "no GPU: planning for host RAM · try --gpus rtx3060-laptop-6g (rtx3090-24g, 2x16GiB…) to plan for a GPU"
+
+
 class VramBars(Vertical):
     """All devices plus host memory. The App calls `show()`; this widget sends no messages."""
 
@@ -287,15 +339,23 @@ class VramBars(Vertical):
             bars = [DeviceBar(i, id=f"gpu-{i}") for i in range(count)]
             box.mount_all(bars)
         simulated = bool(snapshot and snapshot.simulated)
+        host_ram = _host_ram(snapshot)
+        gpus = iter(snapshot.devices if snapshot else ())
+        gpu_index = 0
         for i, bar in enumerate(bars):
-            bar.plan = plan.devices[i] if plan and i < n_plan else None
-            bar.live = snapshot.devices[i] if snapshot and i < n_live else None
-            bar.simulated = simulated or bool(bar.live and bar.live.simulated)
+            bar.gpu_index = gpu_index
+            dev_plan = plan.devices[i] if plan and i < n_plan else None
+            bar.host_ram = host_ram if dev_plan is not None and dev_plan.kind == "host" else None
+            bar.plan = dev_plan
+            live = next(gpus, None) if dev_plan is None or dev_plan.kind == "gpu" else None
+            gpu_index += 1 if dev_plan is None or dev_plan.kind == "gpu" else 0
+            bar.live = live
+            bar.simulated = (simulated and bar.kind == "gpu") or bool(live and live.simulated)
             bar.no_plan_reason = "no plan: see below" if plan is not None and plan.error else "no plan yet"
         if snapshot is None:
             status_text = "telemetry: waiting for the first sample"
-        elif count == 0:
-            status_text = f"{snapshot.message or 'no GPU'}: host memory only (CPU backend)"
+        elif n_live == 0 and not simulated:
+            status_text = NO_GPU_TEXT
         else:
             status_text = f"{'SIMULATED: ' if simulated else ''}{snapshot.message}"
         self._set("#telemetry-status", status_text, {"-simulated": simulated})
