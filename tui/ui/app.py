@@ -210,8 +210,13 @@ class MtpTuneApp(App[int]):
         (debounced, the stale dry run stopped); only the newest request's answers are shown.
         `keep_exact`: the exact request already made stands (as it does for the same settings on the
         same devices)."""
+        from tui.ui.adapters.planning import header_cached
+
         self._plan_seq += 1
-        self._plan_worker(settings, self._plan_seq, self.snapshot)
+        if header_cached(settings.model):  # a millisecond: no thread hand-offs between key and bars
+            self._take_estimate(self.backend.plan(settings, self.snapshot, self._plan_seq))
+        else:  # the header is read in the worker (a big or remote file takes a while)
+            self._plan_worker(settings, self._plan_seq, self.snapshot)
         asked = (settings, self.backend.exact.devices_key(settings, self.snapshot))
         if self._exact_rid is not None and (keep_exact or asked == self._exact_asked):
             return
@@ -231,10 +236,13 @@ class MtpTuneApp(App[int]):
 
     @on(Planned)
     def _planned(self, message: Planned) -> None:
-        if message.plan.seq < self._plan_seq:
+        self._take_estimate(message.plan)
+
+    def _take_estimate(self, plan: PlanView) -> None:
+        if plan.seq < self._plan_seq:
             return  # a newer plan is on its way
-        self._estimate = message.plan
-        if message.plan.error and self._exact_rid is not None:
+        self._estimate = plan
+        if plan.error and self._exact_rid is not None:
             self.backend.exact.cancel()  # nothing to make exact: the estimate could not plan them
             self._exact_rid, self._exact_state, self._exact_asked = None, ("off", ""), None
         self._show_plan()

@@ -50,6 +50,20 @@ def model_meta(path: str) -> Any:
 _RPC = RpcReadings()
 
 
+def header_cached(path: str | None) -> bool:
+    """Is `path`'s header already read (so a plan takes about a millisecond, fine on the UI thread)?"""
+    if not path:
+        return False
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        return False
+    with _META_LOCK:
+        return key in _META
+
+
 def device_specs(snapshot: GpuSnapshot | None, options: AppOptions, rpc: list[str] | None = None) -> list[Any]:
     """The offload targets through the one device list (`planning.devices.planner_devices`); before
     the first telemetry sample, the simulated profile's devices. `--rpc` devices get the memory
