@@ -26,15 +26,21 @@ _META: dict[tuple[str, int, int], Any] = {}
 _META_LOCK = threading.Lock()
 
 
+def _meta_key(p: Path) -> tuple[str, int, int] | None:
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
 def model_meta(path: str) -> Any:
     """The GGUF metadata of `path`, cached by (path, size, mtime). Raises GGUFError."""
     from tui.core.planning.gguf_reader import read_gguf
 
     p = Path(path).expanduser()
-    try:
-        st = p.stat()
-        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
-    except OSError:
+    key = _meta_key(p)
+    if key is None:
         return read_gguf(p)  # raises the core's message for a missing file
     with _META_LOCK:
         cached = _META.get(key)
@@ -52,16 +58,9 @@ _RPC = RpcReadings()
 
 def header_cached(path: str | None) -> bool:
     """Is `path`'s header already read (so a plan takes about a millisecond, fine on the UI thread)?"""
-    if not path:
-        return False
-    p = Path(path).expanduser()
-    try:
-        st = p.stat()
-        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
-    except OSError:
-        return False
+    key = _meta_key(Path(path).expanduser()) if path else None
     with _META_LOCK:
-        return key in _META
+        return key is not None and key in _META
 
 
 def device_specs(snapshot: GpuSnapshot | None, options: AppOptions, rpc: list[str] | None = None) -> list[Any]:
