@@ -31,6 +31,7 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         ("LLAMA_CACHE", "llama-cache"),
         ("MTP_TUNE_CONFIG_DIR", "mtp-config"),
         ("MTP_TUNE_DATA_DIR", "mtp-data"),
+        ("MTP_TUNE_EXACT_DIR", "mtp-exact"),  # exact mode's dry runs, not the real cache
     ):
         (root / sub).mkdir()
         monkeypatch.setenv(var, str(root / sub))

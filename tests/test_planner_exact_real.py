@@ -206,7 +206,8 @@ def test_plan_exact_cli_on_simulated_gpus_and_doctor_line(server_bin: Path, tiny
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     exact, estimate = data["exact"], data["estimate"]
-    assert exact["status"] == "exact" and exact["fit"]["changed"] and exact["sources"]["CUDA0"]["source"] == "exact (llama.cpp)"
+    assert exact["status"] == "exact", exact["reason"]
+    assert exact["fit"]["changed"] and exact["sources"]["CUDA0"]["source"] == "exact (llama.cpp)"
     assert [d["name"].split()[0] for d in exact["plan"]["devices"]] == [d["name"].split()[0] for d in estimate["devices"]]
     assert all("RPC0[" not in o for o in exact["fit"]["overrides"])  # named as the simulated devices
     text = _cli(env, "plan", "--exact", "-m", model, "--spec-type", "draft-mtp", "-np", "1", "--gpus", "2x1060MiB")

@@ -10,6 +10,8 @@ through the product's Supervisor (own process group, parent-death signal) and is
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,8 +31,10 @@ _NO_MEMORY = ("--threads", "--threads-batch", "--host", "--port", "--api-key", "
 
 
 def default_root() -> Path:
-    """Where exact mode keeps its cache entries, sparse copies and dry-run logs."""
-    return cache_dir() / "exact"
+    """Where exact mode keeps its cache entries, sparse copies and dry-run logs (`MTP_TUNE_EXACT_DIR`
+    wins: tests keep their dry runs out of the real cache, which also holds the server build)."""
+    env = os.environ.get("MTP_TUNE_EXACT_DIR")
+    return Path(env) if env else cache_dir() / "exact"
 
 
 def dry_run_args(settings: Settings, model: str | Path, *, pin: FitChoice | None = None, rpc: Sequence[str] = (),
@@ -72,10 +76,19 @@ def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, ca
                 return
             log.feed(line)
             if log.done:
+                # freeze it on this (the reader's) thread at once: the real load starts right after
+                # fit's decision, and must not get as far as a device (an RPC server that loses its
+                # client mid-command can die of the broken pipe)
+                pid = sup.pid
+                if log.fit.finished and pid:
+                    try:
+                        os.kill(pid, signal.SIGSTOP)
+                    except OSError:
+                        pass
                 done.set()
 
     # our own deadline stops it; the supervisor's readiness timeout only backs that up
-    sup = Supervisor(server_bin, list(args), env=env, ready_timeout=timeout_s + 60.0, stop_grace=0.5,
+    sup = Supervisor(server_bin, list(args), env=env, ready_timeout=timeout_s + 60.0, stop_grace=0.0,
                      log_dir=log_dir or (default_root() / "logs"), record_history=False, memreport_factory=None)
     sup.on_log_line(on_line)
     sup.add_state_listener(lambda ev: done.set() if ev.state.final else None)

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -194,17 +195,13 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
     rpc_path = Path(rpc_bin) if rpc_bin else server_bin.parent / "ggml-rpc-server"
     if local and not rpc_path.is_file():
         return unavailable(f"simulated devices need ggml-rpc-server stand-ins, and {rpc_path} does not exist.")
+    if local:
+        warnings += caveats(local)
     job = _Job(settings, meta, model_path, devices, server_bin, remote_eps, _all_targets(margins, len(remote_eps)),
-               {}, [], host_total_mib, host_free_mib, timeout_s, cancel, env, progress, root / "logs")
+               local, rpc_path, margins[len(remote_eps):] or margins, host_total_mib, host_free_mib, timeout_s,
+               cancel, env, progress, root / "logs")
     try:
-        if local:
-            with StandIns(rpc_path, local, margins[len(remote_eps):] or margins) as si:
-                warnings += caveats(local)
-                job.rpc, job.targets = job.rpc + si.endpoints.split(","), job.targets + si.targets
-                job.keymap, job.local = dict(zip(si.keys, [d.key for d in local])), local
-                res = _measure(job)
-        else:
-            res = _measure(job)
+        res = _measure(job)
     except (RuntimeError, OSError) as e:  # a stand-in that would not start, a binary that would not run
         return unavailable(f"the dry run could not start: {e}", time.monotonic() - t0)
     res.warnings = warnings + res.warnings
@@ -228,10 +225,11 @@ class _Job:
     model_path: Path
     devices: list[DeviceSpec]
     server_bin: Path
-    rpc: list[str]  # --rpc endpoints: the user's remote devices, then the stand-ins
-    targets: list[int]  # --fit-target per device ([] = the user's own)
-    keymap: dict[str, str]  # stand-in buffer name -> simulated device key
-    local: list[DeviceSpec]  # the simulated devices the stand-ins play
+    remote: list[str]  # the user's --rpc endpoints
+    remote_targets: list[int]  # --fit-target for those
+    local: list[DeviceSpec]  # the simulated devices stand-ins play ([]: none)
+    rpc_bin: Path
+    margins: list[int]  # the user's margins for the simulated devices
     host_total: float | None
     host_free: float | None
     timeout_s: float
@@ -240,17 +238,24 @@ class _Job:
     progress: Callable[[str], None] | None
     log_dir: Path
     deadline: float = 0.0
+    keymap: dict[str, str] = field(default_factory=dict)  # the last run's stand-in buffer names -> device keys
+    run_keys: list[str] = field(default_factory=list)  # the last run's offload devices, as llama.cpp names them
 
-    def args(self, pin: FitChoice | None = None) -> list[str]:
-        return dry_run_args(self.settings, self.model_path, pin=pin, rpc=self.rpc, fit_targets=self.targets,
-                            n_ctx_train=self.meta.hparams.n_ctx_train)
-
-    def run(self, args: list[str]) -> tuple[DryRunLog, str]:
-        """One dry run, run again when an RPC server refused it: a ggml-rpc-server serves one client
-        at a time (listen backlog 1) and may still be finishing the previous, stopped run."""
+    def run(self, pin: FitChoice | None = None) -> tuple[DryRunLog, str]:
+        """One dry run (fit's choice `pin`ned, in device keys). Stand-ins are fresh for every run: a
+        ggml-rpc-server serves one client at a time and may still be busy with, or have died of, the
+        stopped previous one. A run an RPC server refused is tried again, up to three times."""
         for attempt in range(3):
-            log, outcome = run_dry(self.server_bin, args, timeout_s=max(1.0, self.deadline - time.monotonic()),
-                                   cancel=self.cancel, env=self.env, log_dir=self.log_dir, progress=self.progress)
+            with StandIns(self.rpc_bin, self.local, self.margins) if self.local else nullcontext() as si:
+                rpc = self.remote + (si.endpoints.split(",") if si is not None else [])
+                self.keymap = dict(zip(si.keys, [d.key for d in self.local])) if si is not None else {}
+                self.run_keys = [f"RPC0[{ep}]" for ep in rpc] + [d.key for d in self.devices if not d.remote and not self.local]
+                args = dry_run_args(self.settings, self.model_path, rpc=rpc,
+                                    pin=pin.renamed({v: k for k, v in self.keymap.items()}) if pin else None,
+                                    fit_targets=self.remote_targets + (si.targets if si is not None else []),
+                                    n_ctx_train=self.meta.hparams.n_ctx_train)
+                log, outcome = run_dry(self.server_bin, args, timeout_s=max(1.0, self.deadline - time.monotonic()),
+                                       cancel=self.cancel, env=self.env, log_dir=self.log_dir, progress=self.progress)
             if not (log.errors and log.errors[0].startswith("Failed to connect")) or time.monotonic() > self.deadline:
                 break
             if (self.cancel or threading.Event()).wait(0.25 * (attempt + 1)):  # back off; a cancel ends it at once
@@ -262,7 +267,7 @@ def _measure(job: _Job) -> ExactResult:
     """The dry run; a second one pinned to fit's choice when fit changed something."""
     settings, hp, devices, local = job.settings, job.meta.hparams, job.devices, job.local
     job.deadline = time.monotonic() + job.timeout_s
-    log, outcome = job.run(job.args())
+    log, outcome = job.run()
     runs = 1
     if outcome == "cancelled":
         return ExactResult("cancelled", "cancelled", runs=runs)
@@ -270,8 +275,8 @@ def _measure(job: _Job) -> ExactResult:
     if why:
         return ExactResult("unavailable", why, runs=runs)
     n_offload = len(log.step1()[0].devices())  # type: ignore[union-attr]
-    run_keys = [f"RPC0[{ep}]" for ep in job.rpc] + [d.key for d in devices if not d.remote and not local]
-    choice = choice_from_trace(log, settings, hp, n_offload, run_keys)
+    # overflow targets named as the user's devices, not the stand-ins (whose ports change per run)
+    choice = choice_from_trace(log, settings, hp, n_offload, job.run_keys).renamed(job.keymap)
     # stand-ins all report the same memory, so llama.cpp's default split would be even: give it the
     # simulated devices' split (llama.cpp splits by free memory) unless fit or the user chose one
     uneven = len(local) > 1 and len({d.free_mib for d in local}) > 1 and not settings.tensor_split
@@ -279,7 +284,7 @@ def _measure(job: _Job) -> ExactResult:
         pin = choice if choice.changed else replace(choice, tensor_split=[d.free_mib for d in devices])
         if job.progress is not None:
             job.progress("measuring what --fit chose")
-        log, outcome = job.run(job.args(pin))
+        log, outcome = job.run(pin)
         runs += 1
         if outcome == "cancelled":
             return ExactResult("cancelled", "cancelled", runs=runs)
@@ -288,7 +293,6 @@ def _measure(job: _Job) -> ExactResult:
             return ExactResult("unavailable", "measuring what --fit chose: " + why, runs=runs)
         if not choice.changed:
             choice = replace(choice, tensor_split=list(pin.tensor_split))
-    choice = choice.renamed(job.keymap)  # overflow targets named as the user's devices, not the stand-ins
     target, draft = log.step1()
     try:
         est = plan(job.meta, choice.apply(settings), devices, job.host_total, job.host_free, apply_fit=False)
