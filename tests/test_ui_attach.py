@@ -128,3 +128,30 @@ def test_attached_run_is_labelled_from_the_server(server_bin: Path, tiny_models:
             assert state.summaries[-1].config == row.label and state.summaries[-1].acceptance == pytest.approx(1.0)
         finally:
             backend.close()
+
+
+async def test_attached_server_panel_shows_what_the_server_runs(server_bin: Path, tiny_models: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    """The form says spec-type none; the server runs draft-mtp: the server panel says what the server
+    runs, marked as read from it, with the n-max unknown until a speculative request told it."""
+    extra = ["--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]
+    with llama_server(server_bin, tiny_models["tiny-mtp"], extra, tmp_path) as srv:
+        options = AppOptions(attach_url=srv.url, cursor_blink=False, probe_suite=str(suite_file()), probe_repeat=1,
+                             probe_n_predict=16)
+        app = make_app(options)
+        async with app.run_test(size=(120, 40)) as pilot:
+            def running() -> str:
+                return str(app.server_panel.query_one("#server-running").render())
+
+            assert await until(pilot, lambda: "spec-type draft-mtp" in running()), running()
+            text = running()
+            assert text.startswith("runs (read from the server): ")
+            assert "n-max unknown until a speculative request ran" in text
+            assert "ctx 4096" in text and "slots 1" in text and tiny_models["tiny-mtp"].name in text
+            assert app.settings.mtp_enabled is False  # the form still shows its own (none)
+            done = app.probe_runs_finished
+            await pilot.press("p")
+            assert await until(pilot, lambda: app.probe_runs_finished > done)
+            assert await until(pilot, lambda: "n-max 2" in running()), running()
+            await pilot.press("q")
+            assert await until(pilot, lambda: not app.is_running, 30)

@@ -45,6 +45,7 @@ class Backend:
         self._reconcile: tuple[ReconcileRow, ...] = ()
         self._reconcile_exact_reason = ""
         self._snapshot: GpuSnapshot | None = None
+        self._attached_running: Any = None  # RunningSettings an attached server told (None: not yet)
 
     # --- telemetry -------------------------------------------------------------------------------
 
@@ -103,7 +104,26 @@ class Backend:
 
             self._attachment = Attachment(self.options.attach_url, api_key=self.options.settings.api_key)
             self._watch(self._attachment)
+            self._unsubscribe.append(self._attachment.add_state_listener(self._attached_state))
             self._attachment.start()
+
+    def _attached_state(self, ev: Any) -> None:
+        """Once the watched server answers, ask it what it runs (off the UI thread: it is HTTP)."""
+        if ev.state.value == "ready" and ev.previous.value != "ready":
+            threading.Thread(target=self.refresh_running, name="attach-running", daemon=True).start()
+
+    def refresh_running(self) -> None:
+        """Ask the attached server what it runs (blocking: a worker or core thread) and tell the App."""
+        att = self._attachment
+        if att is None:
+            return
+        try:
+            running = att.running_settings()
+        except Exception:  # noqa: BLE001 - a server that stops answering keeps the last answer
+            return
+        if running is not None:
+            self._attached_running = running
+            self._notify()
 
     def _watch(self, handle: ServerHandle) -> None:
         notify = self._notify
@@ -201,7 +221,8 @@ class Backend:
 
     def status(self) -> ServerStatus:
         handle = self.handle
-        status = server_view.status_of(handle, attached=bool(self.options.attach_url), reconcile=self._reconcile)
+        status = server_view.status_of(handle, attached=bool(self.options.attach_url), reconcile=self._reconcile,
+                                       running=self._attached_running)
         if status.reconcile and self._reconcile_exact_reason:
             status = dataclasses.replace(status, reconcile_exact_reason=self._reconcile_exact_reason)
         return status
@@ -240,12 +261,16 @@ class Backend:
         url = self.base_url
         if handle is None or url is None:
             return previous, None, "no server to probe"
-        return probing.run(
-            url=url, api_key=self.api_key, running=handle.running_settings, suite=suite, settings=settings, previous=previous,
-            progress=progress, cancel=cancel, store=self.store(), hardware=self.options.hardware,
-            plan=self.latest_plan, memory=self._memory_snapshot(),
-            repeat=self.options.probe_repeat, n_predict=self.options.probe_n_predict,
-        )
+        try:
+            return probing.run(
+                url=url, api_key=self.api_key, running=handle.running_settings, suite=suite, settings=settings,
+                previous=previous, progress=progress, cancel=cancel, store=self.store(), hardware=self.options.hardware,
+                plan=self.latest_plan, memory=self._memory_snapshot(),
+                repeat=self.options.probe_repeat, n_predict=self.options.probe_n_predict,
+            )
+        finally:
+            if self._attachment is not None and not cancel.is_set():
+                self.refresh_running()  # the draft's n-max is told only after a speculative request
 
     def list_runs(self) -> tuple[tuple[RunRow, ...], str | None]:
         try:

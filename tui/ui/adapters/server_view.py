@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tui.core.gpu.types import ServerView
 from tui.core.server.failures import strip_prefix
-from tui.core.server.handle import ServerHandle
+from tui.core.server.handle import RunningSettings, ServerHandle
 from tui.ui.view import PlanView, ReconcileRow, ServerStatus
 
 TAIL = 5
 
 
-def status_of(handle: ServerHandle | None, *, attached: bool, reconcile: tuple[ReconcileRow, ...] = ()) -> ServerStatus:
-    """The panel's view of a Supervisor or an Attachment (None: nothing started yet)."""
+def running_text(rs: RunningSettings | None) -> str:
+    """What an attached server says it runs, each unknown marked unknown (it is never the form's)."""
+    if rs is None:
+        return "runs (read from the server): not asked yet"
+    unknown = "unknown"
+    if rs.mtp is None:
+        spec = f"MTP {unknown}"
+    elif not rs.mtp:
+        spec = "no MTP (spec-type none)"
+    else:
+        n_max = str(rs.n_max) if rs.n_max is not None else f"{unknown} until a speculative request ran"
+        spec = f"spec-type draft-mtp, n-max {n_max}"
+    model = Path(rs.model).name if rs.model else unknown
+    parts = [spec, f"ctx {rs.ctx if rs.ctx is not None else unknown}",
+             f"slots {rs.slots if rs.slots is not None else unknown}", f"model {model}"]
+    return "runs (read from the server): " + " · ".join(parts)
+
+
+def status_of(handle: ServerHandle | None, *, attached: bool, reconcile: tuple[ReconcileRow, ...] = (),
+              running: RunningSettings | None = None) -> ServerStatus:
+    """The panel's view of a Supervisor or an Attachment (None: nothing started yet); `running` is
+    what an attached server told it runs."""
     if handle is None:
         return ServerStatus(state="stopped", attached=attached)
     state = handle.state.value
@@ -29,6 +50,7 @@ def status_of(handle: ServerHandle | None, *, attached: bool, reconcile: tuple[R
         log_tail=tuple(strip_prefix(line) for line in handle.tail(TAIL)),
         log_path=str(path) if path else None,
         reconcile=reconcile if state == "ready" else (),
+        running=running_text(running) if attached else "",
     )
 
 

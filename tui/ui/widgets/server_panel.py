@@ -33,6 +33,8 @@ class ServerPanel(Vertical):
     ServerPanel > #server-failure.-shown { display: block; }
     ServerPanel > #server-log { height: 4; color: $foreground-muted; background: $surface; text-wrap: nowrap; text-overflow: ellipsis; }
     ServerPanel > #server-reconcile { height: auto; color: $foreground-muted; }
+    ServerPanel > #server-running { display: none; height: auto; color: $accent; }
+    ServerPanel > #server-running.-shown { display: block; }
     ServerPanel .state-ok { color: $success; }
     ServerPanel .state-warn { color: $warning; }
     ServerPanel .state-bad { color: $error; }
@@ -46,6 +48,7 @@ class ServerPanel(Vertical):
             yield Button("Restart \\[r]", id="restart", action="app.restart", variant="warning", compact=True)
             yield Button("Stop \\[s]", id="stop", action="app.stop_server", variant="error", compact=True)
             yield Button("Log \\[o]", id="raw-log", action="app.raw_log", compact=True)
+        yield Static("", id="server-running")
         yield Static("", id="server-failure")
         yield Static("", id="server-log")
         yield Static("", id="server-reconcile")
@@ -75,6 +78,9 @@ class ServerPanel(Vertical):
         self.query_one("#launch", Button).disabled = alive or status.attached
         self.query_one("#restart", Button).disabled = status.attached or not (alive or state in ("failed", "exited"))
         self.query_one("#stop", Button).disabled = status.attached or not alive
+        running = self.query_one("#server-running", Static)
+        running.update(Content(status.running))
+        running.set_class(bool(status.running), "-shown")
         failure = self.query_one("#server-failure", Static)
         failure.update(Content(status.failure or ""))
         failure.set_class(bool(status.failure), "-shown")
