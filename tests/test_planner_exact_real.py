@@ -310,3 +310,21 @@ def test_exact_on_other_architectures(name: str, server_bin: Path, tmp_path: Pat
             _compare(res, real.report)
     finally:
         model.unlink(missing_ok=True)  # and with it the page cache its real load filled
+
+
+def test_a_cancel_never_cuts_a_measurement_on_the_users_rpc_servers(server_bin: Path, rpc_server_bin: Path,
+                                                                   tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """Killing llama-server mid-measurement can kill an rpc-server (it dies of SIGPIPE writing the
+    answer): on the user's own RPC servers a cancel lets fit decide first, then stops."""
+    with RpcServers(rpc_server_bin, 2) as rpc:
+        s = settings_from_argv(["-m", str(tiny_models["tiny-moe-mtp"]), "-c", "4096", "--rpc", rpc.endpoints,
+                                "--spec-type", "draft-mtp"]).settings
+        devs = [DeviceSpec(k, f"RPC{i}", 24000, 24000, remote=True) for i, k in enumerate(rpc.keys)]
+        cancel = threading.Event()
+        res = exact_plan(s, devs, server_bin, use_cache=False, root=tmp_path, cancel=cancel,
+                         progress=lambda _msg: cancel.set())
+        assert res.status == "cancelled"
+        assert all(c.proc.poll() is None for c in rpc.children)
+        again = exact_plan(s, devs, server_bin, use_cache=False, root=tmp_path)
+        assert again.status == "exact", again.reason
+        assert all(again.sources[k].exact for k in rpc.keys)

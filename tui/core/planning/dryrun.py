@@ -63,9 +63,11 @@ def dry_run_args(settings: Settings, model: str | Path, *, pin: FitChoice | None
 
 def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, cancel: threading.Event | None,
             env: Mapping[str, str] | None = None, log_dir: Path | None = None,
-            progress: Callable[[str], None] | None = None) -> tuple[DryRunLog, str]:
+            progress: Callable[[str], None] | None = None, finish_on_cancel: bool = False) -> tuple[DryRunLog, str]:
     """Start the server via the Supervisor, feed its log to a DryRunLog, stop it once fit has decided.
-    Returns the log and "" or "cancelled" / "timeout" / "exited"."""
+    Returns the log and "" or "cancelled" / "timeout" / "exited". `finish_on_cancel`: a cancel waits
+    for fit's decision before stopping the server (the user's own RPC servers: killing llama-server
+    mid-measurement can kill them), and the run still reports "cancelled"."""
     log = DryRunLog()
     done = threading.Event()
     lock = threading.Lock()
@@ -98,14 +100,18 @@ def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, ca
         if progress is not None:
             progress("dry run started")
         deadline = time.monotonic() + timeout_s
+        cancelled = False
         while not done.wait(0.02):
             if cancel is not None and cancel.is_set():
-                outcome = "cancelled"
-                break
+                cancelled = True
+                if not finish_on_cancel:
+                    break
             if time.monotonic() > deadline:
                 outcome = "timeout"
                 break
-        if not outcome and not log.done:
+        if cancelled or (cancel is not None and cancel.is_set()):
+            outcome = "cancelled"
+        elif not outcome and not log.done:
             outcome = "exited"
     finally:
         sup.close()

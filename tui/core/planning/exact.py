@@ -255,7 +255,8 @@ class _Job:
                                     fit_targets=self.remote_targets + (si.targets if si is not None else []),
                                     n_ctx_train=self.meta.hparams.n_ctx_train)
                 log, outcome = run_dry(self.server_bin, args, timeout_s=max(1.0, self.deadline - time.monotonic()),
-                                       cancel=self.cancel, env=self.env, log_dir=self.log_dir, progress=self.progress)
+                                       cancel=self.cancel, env=self.env, log_dir=self.log_dir, progress=self.progress,
+                                       finish_on_cancel=bool(self.remote))
             if not (log.errors and log.errors[0].startswith("Failed to connect")) or time.monotonic() > self.deadline:
                 break
             if (self.cancel or threading.Event()).wait(0.25 * (attempt + 1)):  # back off; a cancel ends it at once
