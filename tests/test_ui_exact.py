@@ -166,3 +166,29 @@ async def test_no_server_binary_is_one_sentence(tiny_models: dict[str, Path], tm
         notes = str(app.query_one("#plan-notes").render())
         assert "exact unavailable: no llama-server found" in notes
         assert app.plan is not None and app.plan.devices[0].source == ESTIMATE_LABEL
+
+
+def test_on_real_gpus_exact_waits_while_our_server_runs(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """A dry run beside the running server would see the memory it holds: one sentence instead, and
+    the reconciliation uses the exact plan measured before the launch."""
+    from tests.test_ui_reconcile import _gpu_snapshot
+    from tui.ui.adapters.planning import ExactPlans
+    from tui.ui.adapters.reconciling import exact_for_report
+
+    options = AppOptions(settings=demo_settings(tiny_models["tiny-mtp"]), server_bin=Path("/usr/bin/true"))
+    plans = ExactPlans(options, plan_fn=lambda *a, **k: None)
+    try:
+        rid, why = plans.request(options.settings, _gpu_snapshot(5210), server_alive=True)
+        assert rid is None and "llama-server is running on these GPUs" in why
+        rid, why = plans.request(options.settings, _gpu_snapshot(0), server_alive=False)
+        assert rid is not None and why == ""
+    finally:
+        plans.close()
+    gpu_report = {"devices": {"CUDA0": {"weights": 10.0}, "Host": {"weights": 1.0}}}
+    exact, why = exact_for_report(options.settings, gpu_report, _gpu_snapshot(5210), options)
+    assert exact is None and "not measured for these settings before the launch" in why
+
+    class Last:
+        available, plan = True, object()
+
+    assert exact_for_report(options.settings, gpu_report, _gpu_snapshot(5210), options, last=Last()) == (Last.plan, "")

@@ -220,7 +220,7 @@ class MtpTuneApp(App[int]):
         asked = (settings, self.backend.exact.devices_key(settings, self.snapshot))
         if self._exact_rid is not None and (keep_exact or asked == self._exact_asked):
             return
-        rid, why = self.backend.exact.request(settings, self.snapshot)  # returns at once
+        rid, why = self.backend.exact.request(settings, self.snapshot, self.server.alive)  # returns at once
         self._exact_asked = asked
         self._exact_rid, self._exact_view = rid, None
         self._exact_state = ("pending", "") if rid is not None else (("unavailable", why) if why else ("off", ""))
@@ -343,6 +343,8 @@ class MtpTuneApp(App[int]):
             self.notify(message.error, title=f"{message.action} failed", severity="error", timeout=12)
         elif message.action in ("launch", "restart") and self.server.state == "ready":
             self._reconcile_worker()
+        if not self.options.simulate and not any(p.severity == "error" for p in self.problems) and self.snapshot:
+            self._request_plan(self.settings)  # real GPUs: exact mode waits while our server runs there
         if self._quitting and message.action == "stop":
             self.exit(0)
 

@@ -206,7 +206,8 @@ class Backend:
         if sup is None or settings is None or sup.state.value != "ready" or not self._reconcile:
             return
         memory = sup.memory_snapshot()
-        exact, why = reconciling.exact_for_report(settings, memory, self._snapshot, self.options, self._exact_fn)
+        exact, why = reconciling.exact_for_report(settings, memory, self._snapshot, self.options, self._exact_fn,
+                                                  last=self.exact.last_for(settings))
         if sup.state.value != "ready" or self.running_settings is not settings:
             return  # restarted or stopped meanwhile: these rows are for another launch
         if exact is not None:

@@ -231,6 +231,13 @@ class ExactPlans:
         self._runner: Any = None
         self._on_view: Any = None
         self._lock = threading.Lock()
+        self._last: tuple[Settings, Any] | None = None  # the newest exact result and its settings
+
+    def last_for(self, settings: Settings) -> Any:
+        """The newest available ExactResult when it was for `settings` (what a launch then ran), else None."""
+        with self._lock:
+            last = self._last
+        return last[1] if last is not None and last[0] == settings else None
 
     def on_view(self, callback: Any) -> None:
         self._on_view = callback
@@ -246,12 +253,19 @@ class ExactPlans:
         (cheap: the snapshot is already taken)."""
         return tuple((d.key, d.total_mib, d.free_mib) for d in device_specs(snapshot, self.options, list(settings.rpc)))
 
-    def request(self, settings: Settings, snapshot: GpuSnapshot | None) -> tuple[int | None, str]:
+    def request(self, settings: Settings, snapshot: GpuSnapshot | None,
+                server_alive: bool = False) -> tuple[int | None, str]:
         """Ask for the exact plan of `settings`: (request id, "") or (None, why not in one sentence).
-        Returns at once: the header is read and the dry run made on the runner's thread."""
+        Returns at once: the header is read and the dry run made on the runner's thread.
+        `server_alive`: our llama-server is running; on real GPUs a dry run beside it would see the
+        memory it holds (fit would decide differently), so exact waits until it stops."""
         if not self.options.exact or self.options.fixed is not None:
             return None, ""
         why = exact_unavailable_reason(settings, self.options)
+        if why is None and server_alive and not self.options.simulate and snapshot is not None and any(
+                not d.simulated for d in snapshot.devices):
+            why = ("llama-server is running on these GPUs, and a dry run beside it would measure around the memory "
+                   "it holds; exact figures come back once it stops.")
         if why is not None:
             self.cancel()
             return None, why
@@ -269,7 +283,11 @@ class ExactPlans:
 
     def _run(self, fn: Any, settings: Settings, snapshot: GpuSnapshot | None, cancel: threading.Event) -> Any:
         args, kwargs = exact_request(settings, snapshot, self.options)
-        return fn(*args, cancel=cancel, **kwargs)
+        res = fn(*args, cancel=cancel, **kwargs)
+        if getattr(res, "available", False):
+            with self._lock:
+                self._last = (settings, res)
+        return res
 
     def cancel(self) -> None:
         """Stop the dry run in flight and drop the pending one (nothing is delivered for either)."""

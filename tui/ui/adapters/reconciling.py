@@ -61,14 +61,22 @@ def rows(settings: Settings | None, memory: dict[str, Any] | None, snapshot: Gpu
 
 
 def exact_for_report(settings: Settings, memory: dict[str, Any] | None, snapshot: GpuSnapshot | None,
-                     options: AppOptions, plan_fn: Callable[..., Any] | None = None) -> tuple[Any, str]:
-    """(the exact core Plan for what was launched, "") or (None, one sentence why not). Blocks for a
-    dry run (cached when the screen already had one): call it from a worker."""
+                     options: AppOptions, plan_fn: Callable[..., Any] | None = None,
+                     last: Any = None) -> tuple[Any, str]:
+    """(the exact core Plan for what was launched, "") or (None, one sentence why not). `last`: the
+    ExactResult the screen showed for these settings before the launch (used for a GPU report).
+    Otherwise blocks for a dry run (cached when one was made): call it from a worker."""
     from tui.ui.adapters.planning import exact_request, exact_unavailable_reason
 
     why = exact_unavailable_reason(settings, options)
     if why is not None:
         return None, why
+    if not cpu_only(memory):
+        if last is not None and last.available:
+            return last.plan, ""
+        if not options.simulate:
+            return None, ("llama.cpp's exact figures were not measured for these settings before the launch, and a "
+                          "dry run beside the running server would measure around the memory it holds.")
     if plan_fn is None:
         from tui.core.planning.exact import exact_plan as plan_fn
     args, kwargs = exact_request(settings, snapshot, options, cpu_only=cpu_only(memory))
