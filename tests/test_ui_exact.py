@@ -120,7 +120,7 @@ async def test_a_burst_of_keys_starts_one_dry_run_and_stale_answers_are_dropped(
         assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact")
         first = current(app)
         assert first is not None and len(fn.calls) == 1
-        old_rid = app._exact_rid
+        old_rid = app.plans.exact_rid
         await type_ctx(pilot, app, "16384")  # 5 backspaces + 5 digits: ten re-plans
         assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact"
                            and app.settings.ctx_size == 16384)
@@ -192,3 +192,35 @@ def test_on_real_gpus_exact_waits_while_our_server_runs(tiny_models: dict[str, P
         available, plan = True, object()
 
     assert exact_for_report(options.settings, gpu_report, _gpu_snapshot(5210), options, last=Last()) == (Last.plan, "")
+
+
+def test_plan_state_shows_only_the_newest_settings_answers() -> None:
+    from tui.ui.plan_state import PlanState
+    from tui.ui.view import DevicePlan
+
+    def view(seq: int, kv: float, exact: str = "off") -> PlanView:
+        src = EXACT_LABEL if exact == "exact" else ESTIMATE_LABEL
+        return PlanView(devices=(DevicePlan("GPU", 6144, 5800, kv_mib=kv, source=src),), seq=seq, exact=exact)
+
+    st = PlanState()
+    one = st.next_seq()
+    st.exact_asked("A", 1, "")
+    two = st.next_seq()
+    assert st.wants_exact("B") and not st.wants_exact("A", keep=True)
+    st.exact_asked("B", 2, "")
+    assert st.take_estimate(view(one, 1.0)) == (None, False)  # an older estimate: dropped
+    assert st.take_exact(1, view(0, 1.5, "exact")) is None  # an older exact answer: dropped
+    # the exact answer may come before the estimate: it waits for it, then wins
+    assert st.take_exact(2, view(0, 2.5, "exact")) is None
+    shown, cancel = st.take_estimate(view(two, 2.0))
+    assert not cancel and shown is not None and shown.exact == "exact" and shown.devices[0].kv_mib == 2.5
+    assert shown.seq == two
+    three = st.next_seq()
+    st.exact_asked("C", 3, "")
+    shown, _ = st.take_estimate(view(three, 3.0))
+    assert shown is not None and shown.exact == "pending" and shown.devices[0].source == ESTIMATE_LABEL
+    # an estimate that failed cancels the exact request (nothing to make exact)
+    four = st.next_seq()
+    st.exact_asked("D", 4, "")
+    shown, cancel = st.take_estimate(PlanView(error="no such file", seq=four))
+    assert cancel and shown is not None and shown.error and st.exact_rid is None

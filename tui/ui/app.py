@@ -31,6 +31,7 @@ from tui.ui.messages import (
     ExactPlanned, Planned, ProbeFinished, ProbeUpdated, Sampled, ServerActionDone, ServerUpdated,
 )
 from tui.ui.options import AppOptions, FixedScreen
+from tui.ui.plan_state import PlanState
 from tui.ui.view import PlanView, ProbeState, ServerStatus
 from tui.ui.widgets.probe_panel import ProbePanel
 from tui.ui.widgets.server_panel import ServerPanel
@@ -94,13 +95,7 @@ class MtpTuneApp(App[int]):
         self.snapshot: GpuSnapshot | None = None
         self.server: ServerStatus = ServerStatus(attached=bool(options.attach_url))
         self.probes: ProbeState = ProbeState(suites=self.backend.suites())
-        self._plan_seq = 0
-        # exact mode: the newest request, its state while pending, and its answer once it came
-        self._estimate: PlanView | None = None
-        self._exact_rid: int | None = None
-        self._exact_state: tuple[str, str] = ("off", "")
-        self._exact_view: PlanView | None = None
-        self._exact_asked: tuple[Settings, tuple[Any, ...]] | None = None
+        self.plans = PlanState()  # the estimate per change, then llama.cpp's exact figures
         self.backend.exact.on_view(lambda rid, view: self.post_message(ExactPlanned(rid, view)))
         self.probe_runs_finished = 0
         self._probe_cancel = threading.Event()
@@ -205,25 +200,26 @@ class MtpTuneApp(App[int]):
             return  # real GPUs: the first sample brings the devices, and the first plan
         self._request_plan(event.settings)
 
+    @property
+    def _plan_seq(self) -> int:
+        """The newest settings change's number (a plan for an older one is not shown)."""
+        return self.plans.seq
+
     def _request_plan(self, settings: Settings, keep_exact: bool = False) -> None:
-        """The instant estimate in a worker, and llama.cpp's exact figures from the exact runner
-        (debounced, the stale dry run stopped); only the newest request's answers are shown.
-        `keep_exact`: the exact request already made stands (as it does for the same settings on the
-        same devices)."""
+        """The instant estimate, and llama.cpp's exact figures from the exact runner (debounced, the
+        stale dry run stopped); only the newest request's answers are shown (`PlanState`).
+        `keep_exact`: the exact request already made stands."""
         from tui.ui.adapters.planning import header_cached
 
-        self._plan_seq += 1
+        seq = self.plans.next_seq()
         if header_cached(settings.model):  # a millisecond: no thread hand-offs between key and bars
-            self._take_estimate(self.backend.plan(settings, self.snapshot, self._plan_seq))
+            self._take_estimate(self.backend.plan(settings, self.snapshot, seq))
         else:  # the header is read in the worker (a big or remote file takes a while)
-            self._plan_worker(settings, self._plan_seq, self.snapshot)
+            self._plan_worker(settings, seq, self.snapshot)
         asked = (settings, self.backend.exact.devices_key(settings, self.snapshot))
-        if self._exact_rid is not None and (keep_exact or asked == self._exact_asked):
-            return
-        rid, why = self.backend.exact.request(settings, self.snapshot, self.server.alive)  # returns at once
-        self._exact_asked = asked
-        self._exact_rid, self._exact_view = rid, None
-        self._exact_state = ("pending", "") if rid is not None else (("unavailable", why) if why else ("off", ""))
+        if self.plans.wants_exact(asked, keep_exact):
+            rid, why = self.backend.exact.request(settings, self.snapshot, self.server.alive)  # returns at once
+            self.plans.exact_asked(asked, rid, why)
 
     def _device_count(self) -> int | None:
         if self.snapshot is not None:
@@ -239,28 +235,18 @@ class MtpTuneApp(App[int]):
         self._take_estimate(message.plan)
 
     def _take_estimate(self, plan: PlanView) -> None:
-        if plan.seq < self._plan_seq:
-            return  # a newer plan is on its way
-        self._estimate = plan
-        if plan.error and self._exact_rid is not None:
+        shown, cancel = self.plans.take_estimate(plan)
+        if cancel:
             self.backend.exact.cancel()  # nothing to make exact: the estimate could not plan them
-            self._exact_rid, self._exact_state, self._exact_asked = None, ("off", ""), None
-        self._show_plan()
+        self._show_plan(shown)
 
     @on(ExactPlanned)
     def _exact_planned(self, message: ExactPlanned) -> None:
-        if message.rid != self._exact_rid:
-            return  # for settings that are no longer on screen
-        self._exact_view = message.plan
-        self._show_plan()
+        self._show_plan(self.plans.take_exact(message.rid, message.plan))
 
-    def _show_plan(self) -> None:
-        """The estimate for the settings on screen, replaced by llama.cpp's figures once they came."""
-        from tui.ui.adapters.planning import shown_plan
-
-        if self._estimate is None or self._estimate.seq != self._plan_seq:
-            return  # the estimate for these settings is on its way; keep the last plan until then
-        plan = shown_plan(self._estimate, self._exact_view, self._exact_state, self.plan)
+    def _show_plan(self, plan: PlanView | None) -> None:
+        if plan is None:
+            return  # stale, or the estimate for these settings is still on its way
         self.plan = plan
         self.backend.latest_plan = plan
         self.vram.show(self.plan, self.snapshot)

@@ -200,24 +200,6 @@ def exact_view(res: Any, seq: int = 0) -> PlanView | None:
     return view
 
 
-def shown_plan(estimate: PlanView, exact: PlanView | None, state: tuple[str, str],
-               previous: PlanView | None = None) -> PlanView:
-    """What the bars show: llama.cpp's figures once they came for these settings, else the estimate
-    marked with exact mode's `state` ("pending" | "unavailable" | "off", and the reason). While a dry
-    run is pending, the notes of the `previous` exact plan (the stand-ins' caveat) stay, so the
-    screen does not shift on every keystroke."""
-    if estimate.error:
-        return estimate
-    if exact is not None and exact.exact == "exact":
-        return replace(exact, seq=estimate.seq)
-    if exact is not None:
-        return replace(estimate, exact="unavailable", exact_reason=exact.exact_reason)
-    view = replace(estimate, exact=state[0], exact_reason=state[1])
-    if state[0] == "pending" and previous is not None and previous.exact == "exact":
-        view = replace(view, warnings=tuple(dict.fromkeys([*estimate.warnings, *previous.warnings])))
-    return view
-
-
 class ExactPlans:
     """Exact plans for the settings on screen, off the UI thread: one `ExactRunner` (debounced, the
     newest request wins, a stale dry run is stopped) started on the first request.
