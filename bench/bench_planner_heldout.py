@@ -1,10 +1,11 @@
 """Held-out accuracy of the planner's instant estimate (and of exact mode) against the real server.
 
-HELD-OUT set: shape-only GGUFs of architectures and shapes the estimate's compute constants were never
-fitted on (tests/helpers/archshapes.py: gemma3 iswa, deepseek2 MLA with and without MTP, glm4moe MTP,
-qwen3next), each configuration launched on the real llama-server (CPU build, -nr, until it listens) and
+HELD-OUT set: shape-only GGUFs of shapes the estimate's compute constants were never fitted on
+(tests/helpers/archshapes.py: gemma3 iswa 4B/12B, deepseek2 MLA with MTP (GLM-4.7-Flash-like) and
+DeepSeek-V2, glm4moe MTP (GLM-4.6), qwen3next, mimo2 iswa+MTP), each configuration launched on the real llama-server (CPU build, -nr, until it listens) and
 compared component by component with its memory report. The CALIBRATION set is separate:
-bench_planner_accuracy.py's MATRIX/SHAPE (tiny qwen35/qwen35moe presets and the Qwen3.6-35B-A3B shape).
+CALIBRATION_SHAPES here (the structural compute model) and bench_planner_accuracy.py's MATRIX/SHAPE
+(tiny qwen35/qwen35moe presets and the Qwen3.6-35B-A3B shape, the hybrid widths).
 Writes the per-component error band (tui/core/planning/error_bands.json) that the plan shows.
 
     .venv/bin/python bench/bench_planner_heldout.py [--exact] [--limit N] [--no-write]
@@ -47,7 +48,7 @@ _VARIANTS: list[list[str]] = [
     ["-c", "65536", "-np", "1", *Q4, "-ub", "2048", "-b", "2048"],
     ["-c", "8192", "-np", "2", "-ub", "64", "--swa-full"],
     ["-c", "20000", "-np", "1", "-ub", "384"],
-    ["-c", "8192", "-np", "2", "-ngl", "0", "-ctk", "q8_0"],
+    ["-c", "8192", "-np", "2", "-ngl", "0", "-ctk", "q8_0", "-ctv", "q8_0"],
 ]
 _MTP_VARIANTS: list[list[str]] = [
     ["-c", "4096", "-np", "1", *MTP],
@@ -55,15 +56,19 @@ _MTP_VARIANTS: list[list[str]] = [
     ["-c", "8192", "-np", "1", *MTP, "--spec-draft-n-max", "6", "-ub", "256"],
     ["-c", "32768", "-np", "1", *MTP, *Q8, "-ub", "1024"],
 ]
-#: (shape, args); shapes from tests/helpers/archshapes.py, none used for calibration
+#: shapes whose launches set the structural compute constants (tui/core/planning/graph.py); never held out
+CALIBRATION_SHAPES: tuple[str, ...] = ("gemma3-1b", "deepseek-v2-lite", "glm45-air")
+#: (shape, args): the held-out matrix, 5 architectures, shapes never used for calibration
 HELD_OUT: list[tuple[str, list[str]]] = (
-    [("gemma3-1b", v) for v in _VARIANTS]
-    + [("gemma3-4b", v) for v in _VARIANTS]
-    + [("deepseek-v2-lite", v) for v in _VARIANTS]
+    [("gemma3-4b", v) for v in _VARIANTS]
+    + [("gemma3-12b", v) for v in _VARIANTS[:9]]
     + [("glm47-flash", v) for v in _VARIANTS[:6] + _MTP_VARIANTS]
-    + [("glm45-air", v) for v in _VARIANTS[:6] + _MTP_VARIANTS]
+    + [("glm46-r32", v) for v in _VARIANTS[:4] + _MTP_VARIANTS[:3]]
+    + [("deepseek-v2-r32", v) for v in _VARIANTS[:7]]
     + [("qwen3-next-80b", v) for v in _VARIANTS[:7] + _MTP_VARIANTS]
+    + [("mimo-v2-flash-r32", v) for v in _VARIANTS[:3] + _MTP_VARIANTS[:3]]
 )
+assert not {s for s, _ in HELD_OUT} & set(CALIBRATION_SHAPES)
 EXACTISH = ("weights", "kv", "draft_kv", "recurrent", "output")
 
 

@@ -132,6 +132,36 @@ def _deepseek2(n_layer: int, mtp: bool, E: int, nh: int, q_lora: int, kv_lora: i
     return keys, t, V
 
 
+def _mimo2(n_layer: int, E: int, nh: int, kv_full: int, kv_swa: int, hd_k: int, hd_v: int, swa: int, ff: int,
+           n_exp: int, n_used: int, ff_exp: int, V: int) -> tuple[dict[str, object], Table, int]:
+    """MiMo-V2-Flash family: one full-attention layer in 6 (the first dense), the rest sliding-window with
+    more KV heads, K and V heads of different widths, MoE, one MTP block (sliding-window)."""
+    a = "mimo2"
+    n_all = n_layer + 1
+    is_swa = [il < n_layer and il % 6 != 0 or il == n_layer for il in range(n_all)]
+    kvh = [kv_swa if w else kv_full for w in is_swa]
+    keys: dict[str, object] = {
+        f"{a}.context_length": 262144, f"{a}.embedding_length": E, f"{a}.block_count": n_all,
+        f"{a}.nextn_predict_layers": 1, f"{a}.feed_forward_length": [ff] + [0] * (n_all - 2) + [ff],
+        f"{a}.attention.head_count": nh, f"{a}.attention.head_count_kv": kvh,
+        f"{a}.attention.key_length": hd_k, f"{a}.attention.value_length": hd_v,
+        f"{a}.attention.layer_norm_rms_epsilon": 1e-5, f"{a}.attention.sliding_window": swa,
+        f"{a}.attention.sliding_window_pattern": [int(w) for w in is_swa], f"{a}.rope.dimension_count": 64,
+        f"{a}.rope.freq_base": 5000000.0, f"{a}.expert_count": n_exp, f"{a}.expert_used_count": n_used,
+        f"{a}.expert_feed_forward_length": ff_exp,
+    }
+    t: Table = [("token_embd.weight", (E, V), Q4K), ("output_norm.weight", (E,), F32), ("output.weight", (E, V), Q6K)]
+    for i in range(n_all):
+        # fused QKV (mimo2's MTP graph requires it)
+        t += [(f"blk.{i}.attn_qkv.weight", (E, hd_k * nh + (hd_k + hd_v) * kvh[i]), Q8),
+              (f"blk.{i}.attn_output.weight", (hd_v * nh, E), Q8),
+              (f"blk.{i}.attn_norm.weight", (E,), F32), (f"blk.{i}.ffn_norm.weight", (E,), F32)]
+        t += _dense_ffn(i, E, ff) if i in (0, n_layer) else _moe(i, E, n_exp, ff_exp, 0)  # the MTP block is dense
+        if i == n_layer:
+            t += _nextn(i, E)
+    return keys, t, V
+
+
 def _qwen(spec_kw: dict[str, object]) -> Callable[[Path], Path]:
     spec = replace(QWEN36_35B_A3B, **spec_kw)  # type: ignore[arg-type]
     return lambda p: write_shape_model(p, spec)
@@ -154,6 +184,13 @@ ARCH_SHAPES: dict[str, Callable[[Path], Path]] = {
     "deepseek-v2-lite": _sparse("DeepSeek-V2-Lite", _deepseek2(27, False, 2048, 16, 0, 512, 64, 128, 128, 10944, 64, 6, 1408, 2, 102400)),
     "glm47-flash": _sparse("GLM-4.7-Flash-like (deepseek2 MLA + MTP)",
                            _deepseek2(47, True, 2048, 20, 768, 512, 64, 192, 256, 10240, 64, 4, 1536, 1, 154880)),
+    # reduced: the real expert counts (256, 160, 160) cut to 32 so that mapping the file stays quick here;
+    # every other dimension is the real one (the expert count only sizes weights and the router)
+    "mimo-v2-flash-r32": _sparse("MiMo-V2-Flash (32 experts)", _mimo2(48, 4096, 64, 4, 8, 192, 128, 128, 16384, 32, 8, 2048, 152576)),
+    "gemma3-12b": _sparse("Gemma-3-12B", _gemma3(48, 3840, 16, 8, 256, 15360, 262144, 1024)),
+    "glm46-r32": _sparse("GLM-4.6 (32 experts)", _glm4moe(92, 5120, 96, 8, 128, 12288, 32, 8, 1536, 151552)),
+    "deepseek-v2-r32": _sparse("DeepSeek-V2 (32 experts)",
+                               _deepseek2(60, False, 5120, 128, 1536, 512, 64, 128, 128, 12288, 32, 6, 1536, 2, 102400)),
     "qwen3-next-80b": _qwen({"arch": "qwen3next", "n_layer": 48, "n_expert": 512, "n_expert_used": 10, "n_vocab": 151936,
                              "n_merges": 151387, "name": "Qwen3-Next-80B-A3B shape-only (no weights)"}),
 }

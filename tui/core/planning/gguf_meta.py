@@ -89,6 +89,8 @@ class HParams:
     n_lora_kv: int = 0
     head_dim_v_mla: int = 0
     n_layer_dense_lead: int = 0  # MoE models: the first blocks with a dense FFN
+    dense_ff_max: int = 0  # widest dense FFN of a trunk block, from its ffn_up tensor (0: none)
+    nextn_moe: bool = False  # the NextN block routes experts (its ffn_gate_inp exists)
     is_swa: list[bool] = field(default_factory=list)
     kv_main: list[int] | None = None  # layers with KV in the main context (None: trunk non-recurrent)
     kv_draft: list[int] = field(default_factory=list)  # layers with KV in the MTP context

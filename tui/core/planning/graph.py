@@ -17,7 +17,8 @@ the tensors llama.cpp's graph keeps alive together (floats per token, times T x 
 The term shapes are read off llama-graph.cpp (build_ffn, build_moe_ffn, build_attn_mha); the constant
 n_embd counts (5, 2.5, 2) were calibrated on gemma3-1b, deepseek-v2-lite and glm45-air only (bench
 calibration set) and are checked on held-out shapes by bench/bench_planner_heldout.py. The
-MTP draft graph is the NextN block alone: its FFN, the eh_proj input (2 x n_embd) and its logits.
+MTP draft graph is the NextN block alone: its FFN without the trunk's n_embd terms, and its logits.
+ggml-alloc reuses freed blocks best-fit, so peaks are not exactly additive: the terms are a model.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ EMBD_DENSE = 5.0
 EMBD_MOE = 2.5
 EMBD_ATTN = 5.0
 EMBD_OUT = 2.0
-#: the MTP draft block adds its eh_proj input (2 x n_embd) and the hidden state it is fed
-EMBD_DRAFT_EXTRA = 2.5
+#: the MTP draft graph is one block: its FFN peak keeps none of the trunk's n_embd-sized tensors
+#: (glm45-air's draft: the routed experts alone, within 3 %)
+EMBD_DRAFT_EXTRA = -EMBD_MOE
 
 
 def swa_cells(hp: HParams, r: Resolved) -> int:
@@ -57,8 +59,9 @@ def _ffn(hp: HParams, dense: bool, moe: bool) -> float:
     """Floats per token at the FFN peak of a block (the larger of its dense and MoE parts)."""
     E = hp.n_embd
     best = 0.0
-    if dense and hp.n_ff:
-        best = 3.0 * hp.n_ff + EMBD_DENSE * E
+    ff = hp.dense_ff_max or hp.n_ff
+    if dense and ff:
+        best = 3.0 * ff + EMBD_DENSE * E
     if moe and hp.n_expert:
         ff_exp = hp.n_ff_exp or (hp.n_ff // max(1, hp.n_expert_used))
         best = max(best, hp.n_expert_used * (ff_exp + 2.0 * E) + EMBD_MOE * E)
@@ -82,8 +85,8 @@ def _attn(hp: HParams, r: Resolved, T: int, n_kv: int) -> float:
 
 
 def dense_layers(hp: HParams) -> bool:
-    """Whether any trunk layer has a dense FFN (no experts, or the leading dense blocks of a MoE)."""
-    return not hp.n_expert or hp.n_layer_dense_lead > 0
+    """Whether any trunk layer has a dense FFN (its ffn_up tensor; no experts, or leading dense blocks)."""
+    return bool(hp.dense_ff_max) or not hp.n_expert or hp.n_layer_dense_lead > 0
 
 
 def target_peak(hp: HParams, r: Resolved, T: int, n_out: int) -> float:
@@ -96,7 +99,7 @@ def target_peak(hp: HParams, r: Resolved, T: int, n_out: int) -> float:
 
 def draft_peak(hp: HParams, r: Resolved, T: int, n_out: int) -> float:
     """Bytes at the MTP draft graph's peak (the NextN block: MoE if the model has experts)."""
-    moe = hp.n_expert > 0
+    moe = hp.nextn_moe or (hp.n_expert > 0 and not hp.dense_ff_max)
     ffn = (_ffn(hp, not moe, moe) + EMBD_DRAFT_EXTRA * hp.n_embd) * T * 4
     out = (n_out * hp.n_vocab + EMBD_OUT * hp.n_embd * T) * 4
     return max(ffn, _attn(hp, r, T, r.n_ctx_seq), out)

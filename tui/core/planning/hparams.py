@@ -149,6 +149,13 @@ def hparams_from_kv(p: Path, kv: dict[str, Any], tensors: list[TensorInfo], warn
     hp.n_lora_kv = k.int("attention.kv_lora_rank")
     hp.head_dim_v_mla = k.int("attention.value_length_mla")
     hp.n_layer_dense_lead = k.int("leading_dense_block_count", 0, 0, n_all)
+    for t in tensors:  # the tensor table says which blocks are dense and which route experts
+        if t.layer is None or len(t.shape) < 2:
+            continue
+        if t.name.endswith(".ffn_up.weight") and t.layer < hp.n_layer:
+            hp.dense_ff_max = max(hp.dense_ff_max, t.shape[1])
+        elif t.name.endswith(".ffn_gate_inp.weight") and t.layer >= hp.n_layer:
+            hp.nextn_moe = True
     _layout(k, hp, warnings)
     if not n_embd or not any(n_head):
         warnings.append(f"{arch}: embedding_length or attention.head_count is missing; KV and compute estimates are unreliable.")
