@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.preset_fix import PresetFixError, fix_preset, plan_fix
+from tui.core.presets.fix import PresetFixError, fix_preset, plan_fix
 from tui.core.presets import parse_preset
 
 OLD = (
