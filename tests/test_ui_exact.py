@@ -224,3 +224,31 @@ def test_plan_state_shows_only_the_newest_settings_answers() -> None:
     st.exact_asked("D", 4, "")
     shown, cancel = st.take_estimate(PlanView(error="no such file", seq=four))
     assert cancel and shown is not None and shown.error and st.exact_rid is None
+
+
+def test_a_keystroke_that_makes_the_settings_invalid_restarts_the_debounce(tiny_models: dict[str, Path]) -> None:
+    from tui.ui.adapters.planning import ExactPlans
+
+    calls: list[Any] = []
+    got: list[int] = []
+    done = threading.Event()
+
+    def fake(settings: Any, *args: Any, cancel: threading.Event, **kwargs: Any) -> Any:
+        from tui.core.planning.exact import ExactResult
+
+        calls.append(settings)
+        return ExactResult("unavailable", "a fake dry run")
+
+    options = AppOptions(settings=demo_settings(tiny_models["tiny-mtp"]), server_bin=Path("/usr/bin/true"),
+                         exact_debounce_s=0.3)
+    plans = ExactPlans(options, plan_fn=fake)
+    plans.on_view(lambda rid, view: (got.append(rid), done.set()))
+    try:
+        assert plans.touch() is None  # nothing asked yet
+        first, _ = plans.request(options.settings, None)
+        again = plans.touch()
+        assert first is not None and again is not None and again > first
+        assert done.wait(DEADLINE_S)
+    finally:
+        plans.close()
+    assert got == [again] and len(calls) == 1

@@ -6,13 +6,15 @@ random or time-dependent, so snapshots only change when the UI does.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tui.core.gpu.types import (
     NA, GpuDevice, GpuProcess, GpuSnapshot, HostMemory, ProcessKind, ProcessMemory, Source, Status,
 )
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions, FixedScreen
 from tui.ui.view import (
-    CompareRow, DevicePlan, PlanView, ProbePoint, ProbeState, ProbeSummary, ReconcileRow, RunRow, ServerStatus,
+    EXACT_LABEL, CompareRow, DevicePlan, PlanView, ProbePoint, ProbeState, ProbeSummary, ReconcileRow, RunRow, ServerStatus,
 )
 
 GPU_NAME = "NVIDIA GeForce RTX 3060 Laptop GPU"
@@ -65,6 +67,13 @@ def plan(ctx: int = 16384, risk: str | None = None) -> PlanView:
     )
     host = DevicePlan(name="host", total_mib=31_828, free_mib=20_112, weights_mib=486.0, needed_mib=486.0 + 12.0)
     return PlanView(devices=(dev,), host=host, seq=1)
+
+
+def exact_plan() -> PlanView:
+    """The same plan after llama.cpp's dry run measured it (each device marked exact)."""
+    p = plan()
+    return dataclasses.replace(p, exact="exact", devices=tuple(dataclasses.replace(d, source=EXACT_LABEL) for d in p.devices),
+                               host=dataclasses.replace(p.host, source=EXACT_LABEL) if p.host else None)
 
 
 def server_idle() -> ServerStatus:
@@ -153,7 +162,7 @@ def fixed(which: str) -> FixedScreen:
     if which == "idle":
         return FixedScreen(snapshot=snapshot(), plan=plan(), server=server_idle())
     if which == "probes":
-        return FixedScreen(snapshot=snapshot(5400), plan=plan(), server=server_ready(), probes=probes_running())
+        return FixedScreen(snapshot=snapshot(5400), plan=exact_plan(), server=server_ready(), probes=probes_running())
     if which == "failure":
         return FixedScreen(snapshot=snapshot(), plan=plan(65536), server=server_failed())
     if which == "runs":

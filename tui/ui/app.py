@@ -195,6 +195,8 @@ class MtpTuneApp(App[int]):
         if self.fixed is not None:
             return
         if any(p.severity == "error" for p in problems):
+            if self.plans.exact_pending:  # still typing: the dry run waits for the settings to settle
+                self.plans.exact_rid = self.backend.exact.touch() or self.plans.exact_rid
             return  # keep the last plan: it is for the last valid settings
         if self.snapshot is None and not self.options.simulate:
             return  # real GPUs: the first sample brings the devices, and the first plan

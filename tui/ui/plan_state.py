@@ -45,6 +45,11 @@ class PlanState:
         self.shown: PlanView | None = None
         self._asked: Any = None  # (settings, devices) of the exact request in force
 
+    @property
+    def exact_pending(self) -> bool:
+        """An exact request is out and its answer has not come yet."""
+        return self.exact_rid is not None and self.exact_view is None
+
     def next_seq(self) -> int:
         """A new settings change: its estimate will carry this number."""
         self.seq += 1

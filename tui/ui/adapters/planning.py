@@ -214,6 +214,7 @@ class ExactPlans:
         self._on_view: Any = None
         self._lock = threading.Lock()
         self._last: tuple[Settings, Any] | None = None  # the newest exact result and its settings
+        self._asked: tuple[Settings, GpuSnapshot | None] | None = None  # the newest request's arguments
 
     def last_for(self, settings: Settings) -> Any:
         """The newest available ExactResult when it was for `settings` (what a launch then ran), else None."""
@@ -261,7 +262,15 @@ class ExactPlans:
                                            plan_fn=lambda settings, snapshot, *, cancel: self._run(fn, settings, snapshot,
                                                                                                      cancel))
             runner = self._runner
+            self._asked = (settings, snapshot)
         return runner.submit(settings, snapshot), ""
+
+    def touch(self) -> int | None:
+        """Ask again for the newest request, restarting its debounce (a keystroke that made the
+        settings invalid is still typing): the new request id, or None when there is none."""
+        with self._lock:
+            runner, asked = self._runner, self._asked
+        return runner.submit(*asked) if runner is not None and asked is not None else None
 
     def _run(self, fn: Any, settings: Settings, snapshot: GpuSnapshot | None, cancel: threading.Event) -> Any:
         args, kwargs = exact_request(settings, snapshot, self.options)
