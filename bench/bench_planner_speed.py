@@ -23,6 +23,7 @@ from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
 from tui.core.planning.devices import DeviceSpec  # noqa: E402
 from tui.core.planning.plan import plan  # noqa: E402
 from tui.core.options.settings import Settings  # noqa: E402
+from tests.helpers.archshapes import write_arch_shape  # noqa: E402
 from tests.helpers.shapemodel import write_shape_model  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -71,6 +72,13 @@ def main() -> int:
     replans = timed(replan, 200)
     replans_two = timed(lambda: plan(meta, replace(base, tensor_split=[1, 1]), two), 100)
     fit_auto = timed(lambda: plan(meta, Settings(parallel=1, spec_type=["draft-mtp"]), devs), 30)
+    # the structural compute model and per-layer SWA/MLA closed forms on other architectures
+    others = {}
+    for name in ("gemma3-12b", "glm47-flash"):
+        m = read_gguf(write_arch_shape(name, tmp / f"{name}.gguf"))
+        mtp = ["draft-mtp"] if m.hparams.n_nextn else []
+        ks = [replace(base, ctx_size=c, spec_type=mtp) for c in (32768, 65536, 131072)]
+        others[name] = timed(lambda m=m, ks=ks: plan(m, ks[len(others) % 3], devs), 100)
     med = statistics.median
     p95 = lambda xs: sorted(xs)[int(0.95 * (len(xs) - 1))]  # noqa: E731
     lines = [
@@ -87,6 +95,7 @@ def main() -> int:
         f"| re-plan after one knob change (1 GPU, fit check) | {med(replans):.3f} | {p95(replans):.3f} | < 16 |",
         f"| re-plan, 2 GPUs -ts 1,1 | {med(replans_two):.3f} | {p95(replans_two):.3f} | < 16 |",
         f"| plan with -c unset (the expected --fit search re-plans several times) | {med(fit_auto):.2f} | {p95(fit_auto):.2f} | < 16 |",
+        *(f"| re-plan, {n} shape (1 GPU) | {med(v):.3f} | {p95(v):.3f} | < 16 |" for n, v in others.items()),
     ]
     text = "\n".join(lines)
     print(text)
