@@ -47,6 +47,25 @@ def _gemma3(n_layer: int, E: int, nh: int, nkv: int, hd: int, ff: int, V: int, s
     return keys, t, V
 
 
+def _qwen3(n_layer: int, E: int, nh: int, nkv: int, hd: int, ff: int, V: int) -> tuple[dict[str, object], Table, int]:
+    """Qwen3 dense: plain GQA attention with q/k norms (no MTP; the planner's plain-transformer path)."""
+    a = "qwen3"
+    keys: dict[str, object] = {
+        f"{a}.context_length": 40960, f"{a}.embedding_length": E, f"{a}.block_count": n_layer,
+        f"{a}.feed_forward_length": ff, f"{a}.attention.head_count": nh, f"{a}.attention.head_count_kv": nkv,
+        f"{a}.attention.key_length": hd, f"{a}.attention.value_length": hd,
+        f"{a}.attention.layer_norm_rms_epsilon": 1e-6, f"{a}.rope.freq_base": 1000000.0,
+    }
+    t: Table = [("token_embd.weight", (E, V), Q4K), ("output_norm.weight", (E,), F32), ("output.weight", (E, V), Q6K)]
+    for i in range(n_layer):
+        t += [(f"blk.{i}.attn_norm.weight", (E,), F32), (f"blk.{i}.attn_q.weight", (E, hd * nh), Q8),
+              (f"blk.{i}.attn_k.weight", (E, hd * nkv), Q8), (f"blk.{i}.attn_v.weight", (E, hd * nkv), Q8),
+              (f"blk.{i}.attn_output.weight", (hd * nh, E), Q8), (f"blk.{i}.attn_k_norm.weight", (hd,), F32),
+              (f"blk.{i}.attn_q_norm.weight", (hd,), F32), (f"blk.{i}.ffn_norm.weight", (E,), F32),
+              *_dense_ffn(i, E, ff)]
+    return keys, t, V
+
+
 def _moe(i: int, E: int, n_exp: int, ff_exp: int, ff_sh: int, probs_b: bool = True) -> Table:
     t: Table = [(f"blk.{i}.ffn_gate_inp.weight", (E, n_exp), F32)]
     if probs_b:
@@ -191,6 +210,7 @@ ARCH_SHAPES: dict[str, Callable[[Path], Path]] = {
     "glm46-r32": _sparse("GLM-4.6 (32 experts)", _glm4moe(92, 5120, 96, 8, 128, 12288, 32, 8, 1536, 151552)),
     "deepseek-v2-r32": _sparse("DeepSeek-V2 (32 experts)",
                                _deepseek2(60, False, 5120, 128, 1536, 512, 64, 128, 128, 12288, 32, 6, 1536, 2, 102400)),
+    "qwen3-8b": _sparse("Qwen3-8B", _qwen3(36, 4096, 32, 8, 128, 12288, 151936)),
     "qwen3-next-80b": _qwen({"arch": "qwen3next", "n_layer": 48, "n_expert": 512, "n_expert_used": 10, "n_vocab": 151936,
                              "n_merges": 151387, "name": "Qwen3-Next-80B-A3B shape-only (no weights)"}),
 }
