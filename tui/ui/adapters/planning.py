@@ -291,4 +291,4 @@ class ExactPlans:
         with self._lock:
             runner, self._runner = self._runner, None
         if runner is not None:
-            runner.close(timeout=5.0)
+            runner.close(timeout=1.0)  # a dry run still stopping dies with us (parent-death signal)
