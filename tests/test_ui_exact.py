@@ -252,3 +252,27 @@ def test_a_keystroke_that_makes_the_settings_invalid_restarts_the_debounce(tiny_
     finally:
         plans.close()
     assert got == [again] and len(calls) == 1
+
+
+def test_a_device_llama_cpp_did_not_measure_stays_an_estimate_and_says_why() -> None:
+    from tui.core.planning.exact import ExactResult
+    from tui.core.planning.measured import DeviceSource
+    from tui.ui.adapters.planning import exact_view
+
+    class FakePlan:  # the parts of a core Plan exact_view reads
+        def __init__(self) -> None:
+            from types import SimpleNamespace as NS
+
+            comps = dict(weights=1.0, kv=2.0, draft_kv=0.5, recurrent=0.0, compute=3.0, draft_compute=1.0, output=0.0)
+            dev = lambda key: NS(key=key, name=key, components=dict(comps), total_mib=6144.0, free_mib=6000.0,  # noqa: E731
+                                 needed_mib=7.5, margin_mib=1024.0, headroom_mib=5992.5, risk="ok")
+            self.devices = [dev("CUDA0"), dev("CUDA1"), dev("Host")]
+            self.warnings: list[str] = []
+            self.fit = NS(active=False, action="none", message="")
+
+    sources = {"CUDA0": DeviceSource("CUDA0", True), "Host": DeviceSource("Host", True),
+               "CUDA1": DeviceSource("CUDA1", False, "llama.cpp used 1 offload devices where the plan has 2")}
+    view = exact_view(ExactResult("exact", "", FakePlan(), None, sources))  # type: ignore[arg-type]
+    assert view is not None and view.exact == "exact"
+    assert [d.source for d in view.devices] == [EXACT_LABEL, ESTIMATE_LABEL]
+    assert "CUDA1: estimate, llama.cpp used 1 offload devices where the plan has 2" in view.warnings

@@ -194,7 +194,8 @@ def exact_view(res: Any, seq: int = 0) -> PlanView | None:
     if not res.available:
         return PlanView(seq=seq, exact="unavailable", exact_reason=res.reason or "llama.cpp's dry run gave no figures.")
     labels = {d.key: res.label(d.key) for d in res.plan.devices}
-    view = _plan_view(res.plan, seq, labels, tuple(res.warnings), exact="exact")
+    why = tuple(f"{k}: {ESTIMATE_LABEL}, {s.why}" for k, s in res.sources.items() if not s.exact and s.why)
+    view = _plan_view(res.plan, seq, labels, (*res.warnings, *why), exact="exact")
     if res.fit is not None and res.fit.changed:
         view = replace(view, fit_note=f"{view.fit_note or res.fit.message} (llama.cpp's --fit: {' '.join(res.fit.flags())})")
     return view
