@@ -91,6 +91,15 @@ def test_fix_in_place_with_backup_and_dry_run(tmp_path: Path) -> None:
     assert not again.written and again.changes == []
 
 
+def test_a_section_is_fixed_even_when_another_still_breaks_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "presets.ini"
+    p.write_text(OLD)
+    res = fix_preset(p, "qwen")
+    assert res.written and [c.line for c in res.changes] == [8, 9]
+    assert [(x.line, x.section) for x in res.remaining] == [(4, "*"), (14, "other"), (15, "other")]
+    assert "no-mmap = true" in p.read_text() and "mlock = 0" in p.read_text()
+
+
 def test_refuses_a_file_still_refused_after_the_migration(tmp_path: Path) -> None:
     p = tmp_path / "bad.ini"
     text = "[m]\nmodel = x.gguf\nmmap = 1\n  ctx-size = 4096\n"  # an indented key fails the whole file
@@ -110,3 +119,26 @@ def test_the_real_router_accepts_the_fixed_file(server_bin: Path, tiny_models: d
     fix_preset(p)
     ok, msg = check_with_server(server_bin, p)
     assert ok, msg
+
+
+def test_cli_fix_prints_each_change_and_refuses_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main as cli_main
+
+    p = tmp_path / "presets.ini"
+    p.write_bytes(OLD.encode())
+    assert cli_main(["profile", "fix", str(p), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"{p}:line 8 [qwen]: mmap = 1 -> load-mode = mmap" in out and "dry run, nothing written" in out
+    assert p.read_bytes() == OLD.encode()
+    assert cli_main(["profile", "fix", str(p), "--section", "qwen"]) == 0
+    out = capsys.readouterr().out
+    assert "2 line(s) repaired" in out and "presets.ini.bak" in out and "line 4 [*]: no-mmap" not in out
+    assert "still refused by llama-server outside [qwen]: line 4 [*]" in out  # [*] was left as it was
+    assert (tmp_path / "presets.ini.bak").read_bytes() == OLD.encode()
+    bad = tmp_path / "bad.ini"
+    bad.write_text("[m]\nmodel = x.gguf\nspec-ngram-size-n = 3\n")
+    assert cli_main(["profile", "fix", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "line 3 [m]: spec-ngram-size-n was removed and cannot be migrated" in err and "Traceback" not in err
+    assert cli_main(["profile", "fix", str(tmp_path / "missing.ini")]) == 2
+    assert "no such preset file" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """Profiles: import a --models-preset INI or a pasted llama-server command, export as INI section,
-TOML or argv, check a preset file the way llama-server reads it, list and show saved profiles."""
+TOML or argv, check a preset file the way llama-server reads it, repair one it refuses, list and show saved
+profiles."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from tui.core.presets.profiles import (
 )
 from tui.core.provision import ProvisionError, find_server
 from tui.core.presets import atomic_write_bytes
+from tui.core.presets.fix import PresetFixError, fix_preset
 from tui.core.server_options import accepted_options
 from tui.core.options.settings import Settings
 from tui.core.options.validate import Problem, validate
@@ -67,6 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     chk.add_argument("--server-bin", help="llama-server to ask (default: the one mtp-tune finds)")
     chk.add_argument("--no-server", action="store_true", help="do not start llama-server; server_accepts is null")
     chk.add_argument("--models-max", type=int, default=DEFAULT_MODELS_MAX, help="the router's --models-max (default 4)")
+
+    fix = sub.add_parser("fix", help="repair a preset llama-server refuses: removed options migrated, a backup kept")
+    fix.add_argument("file", help="the --models-preset .ini file (repaired in place; the old one is kept as FILE.bak)")
+    fix.add_argument("--section", help="repair only this section")
+    fix.add_argument("--dry-run", action="store_true", help="print what would change and write nothing")
 
     sub.add_parser("list", help="list saved profiles")
 
@@ -230,6 +237,27 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _fix(args: argparse.Namespace) -> int:
+    try:
+        res = fix_preset(args.file, args.section, dry_run=args.dry_run)
+    except (PresetFixError, FileNotFoundError) as e:
+        return fail(str(e))
+    except OSError as e:
+        return fail(f"{args.file}: cannot be read or written ({e}).")
+    if not res.changes:
+        print(f"{res.path}: no removed options to migrate; nothing changed.")
+        return 0
+    for c in res.changes:
+        print(f"{res.path}:{c}")
+    if res.written:
+        print(f"{res.path}: {len(res.changes)} line(s) repaired; the previous file is kept as {res.backup}.")
+    else:
+        print(f"{res.path}: dry run, nothing written ({len(res.changes)} line(s) would change).")
+    for p in res.remaining:
+        print(f"{res.path}: still refused by llama-server outside [{args.section}]: {p}")
+    return 0
+
+
 def _list(_: argparse.Namespace) -> int:
     profiles = list_profiles()
     if not profiles:
@@ -282,6 +310,6 @@ def _delete(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     return {
-        "import": _import, "export": _export, "check": _check, "list": _list, "show": _show,
+        "import": _import, "export": _export, "check": _check, "fix": _fix, "list": _list, "show": _show,
         "rename": _rename, "delete": _delete,
     }[args.action](args)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from functools import cache
 
-from tui.core.options.spec import RemovedOption, normalize_spelling
+from tui.core.options.spec import FALSEY, RemovedOption, normalize_spelling
 from tui.core.options.table import TABLE_BUILD
 
-__all__ = ["REMOVED", "REMOVED_ENV", "describe_removed", "find_removed"]
+__all__ = ["REMOVED", "REMOVED_ENV", "describe_removed", "find_removed", "replacement_value"]
 
 REMOVED: tuple[RemovedOption, ...] = (
     RemovedOption(("--no-mmap",), "--load-mode none", field="load_mode", value="none"),
@@ -54,3 +54,20 @@ def find_removed(spelling: str) -> RemovedOption | None:
 def describe_removed(spelling: str, removed: RemovedOption) -> str:
     """One sentence: what was removed and what to use instead."""
     return f"{spelling} was removed from llama-server ({TABLE_BUILD} rejects it); use {removed.replacement} instead"
+
+
+#: What a removed flag's value means for its replacement (`load-mode`), on and off.
+_FLAG_VALUES: dict[tuple[str, bool], str] = {
+    ("--mmap", True): "mmap", ("--mmap", False): "none", ("--no-mmap", True): "none", ("--no-mmap", False): "mmap",
+    ("--mlock", True): "mlock",
+}
+
+
+def replacement_value(removed: RemovedOption, value: str) -> str | None:
+    """The replacement's value for a removed option set to `value` (`mmap = 0` -> `none`, `draft-max
+    = 4` -> `4`); None when the setting is the default now (`mlock = 0`). The importer and `profile fix`
+    both translate with this."""
+    if removed.takes_value:
+        return value
+    on = value not in FALSEY
+    return _FLAG_VALUES.get((removed.spellings[0], on), removed.value if on else None)

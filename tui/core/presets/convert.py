@@ -15,6 +15,7 @@ from tui.core.options import (
     find_option,
     find_removed,
 )
+from tui.core.options.removed import replacement_value
 from tui.core.options.settings import Settings
 from tui.core.options.validate import Problem
 from tui.core.presets.types import (
@@ -114,8 +115,7 @@ def _translate_removed(s: Settings, e: IniEntry, removed: RemovedOption, notes: 
     if removed.takes_value:
         value: str | None = e.value
     else:
-        on = e.value not in FALSEY
-        value = {("--mmap", True): "mmap", ("--mmap", False): "none", ("--no-mmap", True): "none", ("--no-mmap", False): "mmap", ("--mlock", True): "mlock"}.get((removed.spellings[0], on))
+        value = replacement_value(removed, e.value)
         if value == "mlock" and s.load_mode == "mmap" or value == "mmap" and s.load_mode == "mlock":
             value = "mmap+mlock"
     if value is None:

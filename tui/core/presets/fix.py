@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tui.core.options import FALSEY, FIELD_BY_NAME, REMOVED_ENV, RemovedOption, find_removed
-from tui.core.presets import GLOBAL_SECTION, IniLine, atomic_write_bytes, parse_preset
+from tui.core.options import FIELD_BY_NAME, REMOVED_ENV, RemovedOption, find_removed
+from tui.core.options.removed import replacement_value
+from tui.core.presets.parse import parse_preset
+from tui.core.presets.types import IniLine, IniProblem
+from tui.core.presets.write import atomic_write_bytes
 
 
 class PresetFixError(Exception):
@@ -47,6 +50,8 @@ class FixResult:
     text: str  # the repaired file
     written: bool
     backup: Path | None = None
+    #: With `section`: what still makes llama-server refuse the file, outside that section.
+    remaining: list[IniProblem] = field(default_factory=list)
 
 
 def removed_record(key: str) -> RemovedOption | None:
@@ -60,12 +65,7 @@ def migrated(removed: RemovedOption, value: str) -> tuple[str, str] | None:
     if removed.field is None:
         raise PresetFixError(f"it has no single replacement; use {removed.replacement}")
     key = FIELD_BY_NAME[removed.field].option.ini_key
-    if removed.takes_value:
-        return key, value
-    on = value not in FALSEY
-    flag = removed.spellings[0]
-    new = {("--mmap", True): "mmap", ("--mmap", False): "none", ("--no-mmap", True): "none",
-           ("--no-mmap", False): "mmap", ("--mlock", True): "mlock"}.get((flag, on), removed.value if on else None)
+    new = replacement_value(removed, value)
     return None if new is None else (key, new)
 
 
@@ -134,7 +134,8 @@ def _rewrite(line: str, u: IniLine, key: str, value: str) -> str:
 def fix_preset(path: str | os.PathLike[str], section: str | None = None, *, dry_run: bool = False,
                backup: bool = True) -> FixResult:
     """Repair the preset at `path` in place (see the module docstring). Raises PresetFixError or
-    FileNotFoundError; refuses when the result would still be refused by llama-server."""
+    FileNotFoundError; refuses when the result would still be refused by llama-server (with
+    `section`: because of that section; what other sections still break is in `remaining`)."""
     target = Path(os.path.realpath(path))
     if not target.exists():
         raise FileNotFoundError(f"{path}: no such preset file.")
@@ -143,19 +144,19 @@ def fix_preset(path: str | os.PathLike[str], section: str | None = None, *, dry_
     after = parse_preset(new, target)
     left = [p for p in after.problems if p.rejects or (p.severity == "error" and p.key and removed_record(p.key))]
     scope = [p for p in left if section is None or p.section in (section, None)]
-    if scope or not after.server_accepts:
+    if scope or (section is None and not after.server_accepts):
         first = (scope or left)[0]
         raise PresetFixError(f"{target} would still be refused after migrating removed options: {first}. "
                              "Fix that by hand (`mtp-tune profile check` lists every problem); nothing was changed.")
     if dry_run or not changes:
-        return FixResult(target, changes, new, False)
+        return FixResult(target, changes, new, False, remaining=left)
     bak = None
     if backup:
         bak = target.with_name(target.name + ".bak")
         shutil.copy2(target, bak)
     atomic_write_bytes(target, new.encode("utf-8", errors="surrogateescape"))
-    return FixResult(target, changes, new, True, bak)
+    return FixResult(target, changes, new, True, bak, left)
 
 
-__all__ = ["FixChange", "FixResult", "GLOBAL_SECTION", "PresetFixError", "fix_preset", "migrated", "plan_fix",
+__all__ = ["FixChange", "FixResult", "PresetFixError", "fix_preset", "migrated", "plan_fix",
            "removed_record"]
