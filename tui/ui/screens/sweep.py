@@ -44,10 +44,10 @@ class SweepScreen(Screen[None]):
     SweepScreen { layout: vertical; }
     SweepScreen > #sweep-title { height: 1; background: $panel; color: $foreground; padding: 0 1; text-style: bold; }
     SweepScreen > #sweep-body { height: 1fr; }
-    SweepScreen #sweep-setup { width: 34; border: round $foreground 25%; padding: 0 1; scrollbar-size-vertical: 1; }
+    SweepScreen #sweep-setup { width: 36; border: round $foreground 25%; padding: 0 1; scrollbar-size-vertical: 1; }
     SweepScreen #sweep-setup:focus-within { border: round $primary; }
     SweepScreen #sweep-setup .row { height: 1; }
-    SweepScreen #sweep-setup .row > Label { width: 12; color: $foreground; }
+    SweepScreen #sweep-setup .row > Label { width: 14; color: $foreground; }
     SweepScreen #sweep-setup .row > Input { width: 1fr; }
     SweepScreen #sweep-setup .row > Select { width: 1fr; }
     SweepScreen #sweep-setup .section { color: $primary; text-style: bold; }
@@ -62,7 +62,7 @@ class SweepScreen(Screen[None]):
     SweepScreen #sweep-plots { height: 1fr; min-height: 6; }
     SweepScreen #sweep-summary { height: auto; max-height: 4; color: $foreground; }
     SweepScreen.-narrow #sweep-setup { display: none; }
-    SweepScreen.-narrow.-editing #sweep-setup { display: block; width: 34; }
+    SweepScreen.-narrow.-editing #sweep-setup { display: block; width: 36; }
     SweepScreen.-narrow #sweep-live { display: none; }
     SweepScreen.-short #sweep-plots { display: none; }
     SweepScreen.-short #sweep-summary { max-height: 2; }
@@ -74,6 +74,7 @@ class SweepScreen(Screen[None]):
         Binding("x", "cancel", "Cancel"),
         Binding("b", "save_best", "Save best"),
         Binding("e", "edit", "Edit axes"),
+        *[Binding(str(i + 1), f"edit({i})", f"Edit axis {i + 1}", show=False) for i in range(len(SWEEP_KNOBS))],
         Binding("f5", "run", "Run", show=False, priority=True),
         Binding("f9", "cancel", "Cancel", show=False, priority=True),
         Binding("f4", "save_best", "Save best", show=False, priority=True),
@@ -107,7 +108,7 @@ class SweepScreen(Screen[None]):
                 given = dict(self.setup.axes)
                 for i, (knob, label, hint) in enumerate(SWEEP_KNOBS):
                     with Horizontal(classes="row"):
-                        yield Label(label)
+                        yield Label(f"{i + 1} {label}")
                         yield TextInput(given.get(knob, ""), placeholder=hint, id=f"axis-{i}", compact=True,
                                         select_on_focus=False)
                 yield Static("Run", classes="section")
@@ -294,14 +295,14 @@ class SweepScreen(Screen[None]):
         else:
             self.app.call_from_thread(self.notify, f"saved the best as {what}", title="Best saved", timeout=10)
 
-    def action_edit(self) -> None:
-        """Into the setup (shown on demand in a narrow terminal, where the table needs the width)."""
+    def action_edit(self, axis: int = 0) -> None:
+        """Into the setup, at axis field `axis` (keys 1-8); shown on demand in a narrow terminal."""
         self.add_class("-editing")
-        self.query_one("#axis-0", Input).focus()
+        self.set_focus(self.query_one(f"#axis-{axis}", Input))  # at once: keys typed next go there
 
     def action_back(self) -> None:
         if isinstance(self.focused, (Input, Select, Checkbox)):
             self.remove_class("-editing")
-            self.query_one(SweepTable).focus()
+            self.set_focus(self.query_one(SweepTable))
             return
         self.dismiss(None)

@@ -185,10 +185,10 @@ class VerdictScreen(Screen[None]):
             panel.cancel()
 
     def action_edit(self) -> None:
-        self.query_one("#verdict-in", Input).focus()
+        self.set_focus(self.query_one("#verdict-in", Input))  # at once: keys typed next go there
 
     def action_back(self) -> None:
         if isinstance(self.focused, Input):
-            self.query_one("#verdict-table", DataTable).focus()
+            self.set_focus(self.query_one("#verdict-table", DataTable))
             return
         self.dismiss(None)

@@ -1,0 +1,124 @@
+"""End to end in a real terminal: `mtp-tune --demo` in tmux runs a 2x2 sweep from the sweep screen
+and the MTP on/off verdict against the real llama-server, the best row and the verdict are read off
+the screen, `q` quits, and no llama-server it started is left (checked in /proc).
+
+Synchronisation is bounded polling of `tmux capture-pane` (the Tmux helper of test_ui_e2e_tmux).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_ui_e2e_tmux import SUITE, Tmux, alive, tmux  # noqa: F401 - tmux is the fixture
+
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[1]
+MTP_TUNE = Path(sys.executable).parent / "mtp-tune"
+
+
+def children(pid: int) -> set[int]:
+    """Every descendant of `pid` (children of all its threads: workers start the servers)."""
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            text = (task / "children").read_text()
+        except OSError:
+            continue
+        for c in text.split():
+            out.add(int(c))
+            out |= children(int(c))
+    return out
+
+
+def servers_under(root: int) -> set[int]:
+    """llama-server processes descending from `root` (the tmux pane's shell)."""
+    found = set()
+    for pid in children(root):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "llama-server":
+                found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
+def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_path: Path) -> None:  # noqa: F811
+    env = {k: os.environ[k] for k in os.environ if k.startswith(("XDG_", "MTP_TUNE_", "LLAMA_CACHE"))}
+    env |= {"MTP_TUNE_LLAMA_SERVER": str(server_bin), "TERM": "xterm-256color", "COLORTERM": "truecolor",
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    marker = tmp_path / "exit-code"
+    suite = tmp_path / "short.toml"
+    suite.write_text(SUITE)
+    args = [str(MTP_TUNE), "--demo", "--no-launch", "--suite", str(suite), "--probe-repeat", "2",
+            "--probe-n-predict", "24"]
+    inner = f"cd {shlex.quote(str(REPO))} && {shlex.join(args)}; echo $? > {shlex.quote(str(marker))}; sleep 60"
+    tmux.start("env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " sh -c " + shlex.quote(inner))
+    pane = int(tmux.cmd("list-panes", "-t", tmux.session, "-F", "#{pane_pid}").strip())
+    seen: set[int] = set()
+
+    def watching(predicate):  # noqa: ANN001, ANN202 - also collects the servers started meanwhile
+        def check(text: str) -> bool:
+            seen.update(servers_under(pane))
+            return predicate(text)
+        return check
+
+    tmux.wait_for(lambda s: "VRAM" in s and "STOPPED" in s, "the first frame", 60)
+
+    # The sweep screen: MTP on,off is there; add ubatch 256,512 (5 edits the fifth axis, ubatch).
+    tmux.keys("w")
+    tmux.wait_for(lambda s: "Sweep: g runs" in s and "rows planned" in s, "the sweep screen", 60)
+    def footer(s: str) -> str:
+        return s.rstrip("\n").splitlines()[-1] if s.strip() else ""
+
+    # The footer says where the keys go (positively: a frame being redrawn can show a blank line).
+    in_field = lambda s: "esc Back" in footer(s) and "palette" in footer(s) and "Run/resume" not in footer(s)  # noqa: E731
+    in_table = lambda s: "g Run/resume" in footer(s)  # noqa: E731
+    tmux.keys("5")
+    tmux.wait_for(in_field, "the ubatch field to have the focus", 10)
+    tmux.keys("-l", "256,512")
+    tmux.wait_for(lambda s: re.search(r"ubatch\s+256,512 ", s) is not None, "the ubatch values typed", 10)
+    tmux.keys("Escape")  # out of the field (a key sent at once after it would read as Alt+key)
+    tmux.wait_for(lambda s: "4 rows planned" in s and in_table(s), "the 2x2 grid planned", 60)
+    t0 = time.monotonic()
+    tmux.keys("g")
+    screen = tmux.wait_for(watching(lambda s: "sweep done" in s and "Best for TG t/s" in s), "the sweep to end", 300)
+    wall = time.monotonic() - t0
+    best = re.search(r"Best for TG t/s: #(\d) \(mtp=(on|off) ub=(256|512)\) at ([\d.]+) t/s", screen)
+    assert best is not None, screen
+    number, mtp, ub, tg = best.group(1), best.group(2), best.group(3), float(best.group(4))
+    row = next((line for line in screen.splitlines() if re.search(rf"││\s+{number}\s+{mtp}\s+{ub}\s", line)), None)
+    assert row is not None, screen
+    assert "BEST" in row and " ok " in row and f"{tg:.0f}" in row, row
+    print(f"2x2 demo sweep from the TUI: {wall:.1f} s (best #{number}: mtp={mtp} ub={ub}, TG {tg} t/s)")
+    assert len(seen) >= 1  # the sweep launched real servers, and they are gone now
+    assert not any(alive(p) for p in seen), seen
+
+    # Back on the main screen, the last sweep is named; then MTP on vs off in one key.
+    tmux.keys("Escape")
+    tmux.wait_for(lambda s: "last sweep" in s and "VRAM" in s, "the main screen with the sweep's line", 30)
+    tmux.keys("a")
+    screen = tmux.wait_for(watching(lambda s: "4/4 passes" in s and re.search(r"MTP (WINS|LOSES)|INCONCLUSIVE", s)
+                                    is not None and "(so far)" not in s), "the verdict", 300)
+    headline = re.search(r"MTP WINS|MTP LOSES|INCONCLUSIVE", screen).group(0)  # type: ignore[union-attr]
+    assert "1000 in / 500 out (s)" in screen and "TG t/s" in screen and "acceptance" in screen, screen
+    assert re.search(r"MTP (wins|loses)|break-even", screen), screen
+    print(f"verdict on screen: {headline}")
+
+    tmux.keys("Escape")
+    tmux.wait_for(lambda s: "VRAM" in s, "the main screen", 30)
+    tmux.keys("q")
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), tmux.screen()
+    assert marker.read_text().strip() == "0"
+    assert len(seen) >= 2 and not any(alive(p) for p in seen), f"llama-server outlived mtp-tune: {seen}"
+    assert not servers_under(pane)
