@@ -276,3 +276,18 @@ def test_a_device_llama_cpp_did_not_measure_stays_an_estimate_and_says_why() -> 
     assert view is not None and view.exact == "exact"
     assert [d.source for d in view.devices] == [EXACT_LABEL, ESTIMATE_LABEL]
     assert "CUDA1: estimate, llama.cpp used 1 offload devices where the plan has 2" in view.warnings
+
+
+async def test_exact_mode_off_shows_the_estimate_alone(server_bin: Path, tiny_models: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    """`mtp-tune --no-exact`: no dry runs at all, the estimate marked as such."""
+    fn = CountingExact(tmp_path / "exact")
+    options = dataclasses.replace(demo_options(server_bin, tiny_models["tiny-mtp"], tmp_path), exact=False)
+    app = app_with(options, fn)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await until(pilot, lambda: current(app) is not None)
+        await type_ctx(pilot, app, "4096")
+        assert await until(pilot, lambda: (p := current(app)) is not None and app.settings.ctx_size == 4096)
+        plan = current(app)
+        assert plan is not None and plan.exact == "off" and plan.devices[0].source == ESTIMATE_LABEL
+        assert app.vram.border_subtitle == f"plan: {ESTIMATE_LABEL}" and fn.calls == []

@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server-bin", help="llama-server binary to use")
     p.add_argument("--theme", help="colour theme (mtp-dark, mtp-light, mtp-okabe-ito, or a user theme)")
     p.add_argument("--no-launch", action="store_true", help="do not launch the server on start in demo mode")
+    p.add_argument("--no-exact", action="store_true",
+                   help="show only the instant memory estimate (no llama.cpp dry runs for exact figures)")
     p.add_argument("--suite", metavar="NAME|FILE", help="probe suite chosen at start: tasks, long-prompt, full, or a file")
     p.add_argument("--probe-repeat", type=int, metavar="N", help="passes per probe run (default 3)")
     p.add_argument("--probe-n-predict", type=int, metavar="N",

@@ -529,5 +529,7 @@ def run_app(args: argparse.Namespace, setup: Any) -> int:
     except ValueError as exc:
         print(f"mtp-tune: {exc}", file=sys.stderr)
         return 2
+    if getattr(args, "no_exact", False):
+        options = dataclasses.replace(options, exact=False)
     result = make_app(options).run()
     return int(result or 0)
