@@ -8,7 +8,8 @@ import threading
 from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.sweep.backend import LaunchOutcome
-from tui.core.tuning.searches import judge, smallest_fit_target
+from tui.core.sweep.recovery import judge
+from tui.core.tuning.searches import smallest_fit_target
 
 
 class Scripted:

@@ -23,6 +23,7 @@ import httpx
 
 from tui.core.options.argv import settings_to_argv
 from tui.core.server.failures import Failure, FailureKind
+from tui.core.server.handle import RunningSettings
 from tui.core.options.settings import Settings
 
 #: Tokens decoded right after a launch to catch first-decode OOMs.
@@ -191,6 +192,10 @@ class SupervisorBackend:
         out = LaunchOutcome(False, failure=sup.failure)
         classify_memory(out, self._lines)  # e.g. an RPC buffer or an abort after "insufficient memory"
         return out.failure
+
+    def running_settings(self) -> RunningSettings | None:
+        """What the current server was launched with, as its supervisor records it (runs are labelled from this)."""
+        return self._sup.running_settings() if self._sup is not None else None
 
     def lines(self) -> list[str]:
         return list(self._lines)

@@ -61,25 +61,9 @@ class Recovery:
         def with_knob(v: int) -> Settings:
             return replace(settings, fit_target=[v]) if knob == "fit_target" else replace(settings, ctx_size=v)
 
-        def judge(o: LaunchOutcome) -> tuple[str, str]:
-            if o.cancelled:
-                return "cancelled", ""
-            if o.ok:
-                return "ok", "loaded and decoded"
-            if knob == "fit_target" and o.fit_gave_up:
-                return "overshoot", "fit cannot keep that much free"
-            if o.memory_failure:
-                return "oom", ("out of memory at the first decode" if o.at_first_decode else "out of memory at load")
-            if o.failure is not None and o.failure.kind in (FailureKind.CRASH, FailureKind.KILLED):
-                # Only the knob changed since a genuine allocation failure: a crash or a kill while
-                # loading or at the first decode is the same shortage surfacing elsewhere (an
-                # unchecked allocation, the OOM killer).
-                return "oom", f"{o.failure.message} Counted as out of memory: only {knob.replace('_', '-')} changed."
-            return "failed", (o.failure.message if o.failure else "the launch failed")
-
         def trial(v: int) -> Trial:
             o = self.launch(with_knob(v))
-            outcome, detail = judge(o)
+            outcome, detail = judge(knob, o)
             self.backend.stop()
             return Trial(v, outcome, detail, round(o.seconds, 3))  # type: ignore[arg-type]
 
@@ -105,7 +89,7 @@ class Recovery:
                                         f"uses {value} {finding.unit}, the first value that loaded again.")
                     finding.value = value
                 return finding, out, final
-            outcome, detail = judge(out)
+            outcome, detail = judge(knob, out)
             t = Trial(value, outcome, f"relaunch: {detail}", round(out.seconds, 3))  # type: ignore[arg-type]
             finding.trials.append(t)
             on_trial(t)
@@ -147,6 +131,24 @@ class Recovery:
             return True
         f = self.backend.failure()
         return f is not None and f.kind in (FailureKind.OOM_DEVICE, FailureKind.OOM_HOST, FailureKind.CRASH, FailureKind.KILLED)
+
+
+def judge(knob: str, o: LaunchOutcome) -> tuple[str, str]:
+    """A launch's outcome as a knob-search trial: ok | oom | overshoot | failed | cancelled, and why."""
+    if o.cancelled:
+        return "cancelled", ""
+    if o.ok:
+        return "ok", "loaded and decoded"
+    if knob == "fit_target" and o.fit_gave_up:
+        return "overshoot", "fit cannot keep that much free"
+    if o.memory_failure:
+        return "oom", ("out of memory at the first decode" if o.at_first_decode else "out of memory at load")
+    if o.failure is not None and o.failure.kind in (FailureKind.CRASH, FailureKind.KILLED):
+        # Only the knob changed since a genuine allocation failure: a crash or a kill while loading
+        # or at the first decode is the same shortage surfacing elsewhere (an unchecked allocation,
+        # the OOM killer).
+        return "oom", f"{o.failure.message} Counted as out of memory: only {knob.replace('_', '-')} changed."
+    return "failed", (o.failure.message if o.failure else "the launch failed")
 
 
 def choose_knob(settings: Settings, failed: LaunchOutcome) -> str:

@@ -114,7 +114,11 @@ def run_ab(
                 prog.emit("launch_failed", error, side=side, pass_index=i)
                 break
             prog.emit("ready", f"MTP {side} ready in {out.seconds:.1f} s", side=side, pass_index=i)
-            run = _probe(prober, out, suite, label, launched, n_predict, cancel, store, prog, side, i)
+            rs = backend.running_settings() if isinstance(backend, SupervisorBackend) else None
+            running = rs.settings if rs is not None and rs.settings is not None else launched
+            if rs is not None:  # labelled from what the server runs, not from what was asked
+                label = f"A/B {ab_id} {rs.label()} pass {i + 1}/{passes}"
+            run = _probe(prober, out, suite, label, running, n_predict, cancel, store, prog, side, i)
             backend.stop()
             if run.run_id is not None:
                 run_ids.append(int(run.run_id))

@@ -26,9 +26,8 @@ from tui.core.options.settings import Settings
 from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
-from tui.core.server.failures import FailureKind
 from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
-from tui.core.sweep.recovery import Recovery, choose_knob
+from tui.core.sweep.recovery import Recovery, choose_knob, judge
 from tui.core.sweep.search import CTX_STEP, MIN_CTX, KnobFinding, Knob, Trial, search_knob
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
 
@@ -58,23 +57,6 @@ class SearchResult:
         return {"knob": self.knob, "value": self.value, "message": self.message, "cancelled": self.cancelled,
                 "planned": self.planned, "plan_trials": [list(t) for t in self.plan_trials],
                 "trials": [t.to_json() for t in self.trials], "finding": self.finding.to_json() if self.finding else None}
-
-
-def judge(knob: Knob, o: LaunchOutcome) -> tuple[str, str]:
-    """A launch's outcome as a search trial: ok | oom | overshoot | failed | cancelled, and why."""
-    if o.cancelled:
-        return "cancelled", ""
-    if o.ok:
-        return "ok", "loaded and decoded"
-    if knob == "fit_target" and o.fit_gave_up:
-        return "overshoot", "fit cannot keep that much free"
-    if o.memory_failure:
-        return "oom", ("out of memory at the first decode" if o.at_first_decode else "out of memory at load")
-    if o.failure is not None and o.failure.kind in (FailureKind.CRASH, FailureKind.KILLED):
-        # Only the knob changed since a genuine allocation failure: a crash or a kill while loading
-        # or at the first decode is the same shortage surfacing elsewhere (unchecked allocation, OOM killer).
-        return "oom", f"{o.failure.message} Counted as out of memory: only {knob.replace('_', '-')} changed."
-    return "failed", (o.failure.message if o.failure else "the launch failed")
 
 
 class _Launcher:
