@@ -45,36 +45,48 @@ RUN_TIMEOUT_S = 600.0
 @dataclass(frozen=True)
 class Sample:
     t_s: float  # since the first sample
-    rss_mb: float
+    rss_mb: float  # VmRSS: all resident pages
+    anon_mb: float  # RssAnon: the heap (what a leak grows; file pages come and go with the page cache)
     cpu_s: float
     runs: int
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+def memory_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, RssAnon) of `pid` in MB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024.0, int(fields["RssAnon"].split()[0]) / 1024.0
 
 
-def slope_mb_per_hour(samples: list[Sample]) -> float:
-    """Least-squares slope of RSS over time."""
+def slope_mb_per_hour(samples: list[Sample], attr: str = "anon_mb") -> float:
+    """Least-squares slope of `attr` over time."""
     n = len(samples)
     if n < 2:
         return 0.0
     mt = sum(s.t_s for s in samples) / n
-    mr = sum(s.rss_mb for s in samples) / n
+    mr = sum(getattr(s, attr) for s in samples) / n
     var = sum((s.t_s - mt) ** 2 for s in samples)
     if var == 0:
         return 0.0
-    cov = sum((s.t_s - mt) * (s.rss_mb - mr) for s in samples)
+    cov = sum((s.t_s - mt) * (getattr(s, attr) - mr) for s in samples)
     return cov / var * 3600.0
 
 
-def soak(root: Path, env: dict[str, str], minutes: float, sample_s: float, n_predict: int,
+#: The default suite: two short prompts, so probe runs (and whatever they leave behind) come often.
+SHORT_SUITE = """\
+name = "soak"
+[[prompts]]
+name = "colours"
+prompt = "Name three colours of the rainbow."
+[[prompts]]
+name = "capital"
+prompt = "What is the capital of France?"
+"""
+
+
+def soak(root: Path, env: dict[str, str], minutes: float, sample_s: float, n_predict: int, suite: str,
          progress: bool = True) -> tuple[list[Sample], int]:
     """Launch the demo, then probe continuously for `minutes`; returns the samples and the pid."""
-    term = Term(root, env, ["--demo", "--probe-repeat", "1", "--probe-n-predict", str(n_predict)])
+    term = Term(root, env, ["--demo", "--suite", suite, "--probe-repeat", "1", "--probe-n-predict", str(n_predict)])
     samples: list[Sample] = []
     try:
         term.start()
@@ -89,12 +101,12 @@ def soak(root: Path, env: dict[str, str], minutes: float, sample_s: float, n_pre
         while True:
             now = time.monotonic()
             if now >= next_sample:
-                samples.append(Sample(now - t0, rss_mb(pid), cpu_seconds(pid), runs))
+                samples.append(Sample(now - t0, *memory_mb(pid), cpu_seconds(pid), runs))
                 next_sample += sample_s
                 if progress:
                     s = samples[-1]
-                    print(f"  {s.t_s / 60:5.1f} min  RSS {s.rss_mb:6.1f} MB  CPU {s.cpu_s:7.1f} s  runs {runs}",
-                          flush=True)
+                    print(f"  {s.t_s / 60:5.1f} min  RSS {s.rss_mb:6.1f} MB  anon {s.anon_mb:6.1f} MB  "
+                          f"CPU {s.cpu_s:7.1f} s  runs {runs}", flush=True)
             if now >= end:
                 break
             match = RUN_DONE.search(term.screen())
@@ -122,8 +134,10 @@ def summarise(samples: list[Sample], warmup_s: float) -> dict[str, float]:
     return {
         "minutes": wall / 60.0,
         "rss_start": first.rss_mb, "rss_end": last.rss_mb, "rss_max": max(s.rss_mb for s in samples),
-        "rss_after_warmup": after[0].rss_mb,
+        "anon_start": first.anon_mb, "anon_end": last.anon_mb, "anon_max": max(s.anon_mb for s in samples),
+        "anon_after_warmup": after[0].anon_mb,
         "slope_all": slope_mb_per_hour(samples), "slope_after_warmup": slope_mb_per_hour(after),
+        "rss_slope_after_warmup": slope_mb_per_hour(after, "rss_mb"),
         "cpu_percent": 100.0 * (last.cpu_s - first.cpu_s) / wall if wall > 0 else 0.0,
         "runs": float(last.runs),
     }
@@ -134,7 +148,8 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to probe (default 30)")
     parser.add_argument("--warmup-minutes", type=float, default=2.0, help="left out of the slope (default 2)")
     parser.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples (default 10)")
-    parser.add_argument("--n-predict", type=int, default=128, help="tokens per probe request (the demo's 128)")
+    parser.add_argument("--n-predict", type=int, default=64, help="tokens per probe request (default 64)")
+    parser.add_argument("--suite", help="probe suite (default: two short prompts; `tasks` is the demo's own)")
     parser.add_argument("--source", type=Path, help="a directory holding the `tui` package to run instead")
     parser.add_argument("--label", default="", help="what was measured (e.g. 'before: unbounded log tail')")
     parser.add_argument("--csv", type=Path, help="also write the samples here")
@@ -155,26 +170,33 @@ def main() -> int:
         env = base_env(root, setup.server)
         if args.source is not None:
             env["PYTHONPATH"] = str(args.source.resolve())
-        samples, _pid = soak(root, env, args.minutes, args.sample_s, args.n_predict)
+        suite = args.suite
+        if suite is None:
+            suite = str(root / "soak.toml")
+            Path(suite).write_text(SHORT_SUITE)
+        samples, _pid = soak(root, env, args.minutes, args.sample_s, args.n_predict, suite)
     if args.csv:
-        args.csv.write_text("t_s,rss_mb,cpu_s,runs\n" + "".join(
-            f"{s.t_s:.1f},{s.rss_mb:.2f},{s.cpu_s:.2f},{s.runs}\n" for s in samples))
+        args.csv.write_text("t_s,rss_mb,anon_mb,cpu_s,runs\n" + "".join(
+            f"{s.t_s:.1f},{s.rss_mb:.2f},{s.anon_mb:.2f},{s.cpu_s:.2f},{s.runs}\n" for s in samples))
     r = summarise(samples, args.warmup_minutes * 60.0)
     label = f" ({args.label})" if args.label else ""
     section = f"""
 ### {started.strftime('%Y-%m-%d %H:%M UTC')}{label}
 
 Command: `{shlex.join([Path(sys.executable).name, *sys.argv])}`  
-Ran for **{r['minutes']:.1f} minutes** of continuous probing ({int(r['runs'])} probe runs of the tasks suite, one pass,
-{args.n_predict} tokens per request) in `mtp-tune --demo` (tmux 120x40, real CPU llama-server, {setup.model.name}).
+Ran for **{r['minutes']:.1f} minutes** of continuous probing ({int(r['runs'])} probe runs of the
+{args.suite or 'two-prompt'} suite, one pass, {args.n_predict} tokens per request) in `mtp-tune --demo` (tmux 120x40, real CPU llama-server, {setup.model.name}).
 Machine: {platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f}
-at start (shared with other work). RSS of the mtp-tune process sampled every {args.sample_s:.0f} s.
+at start (shared with other work). Memory of the mtp-tune process sampled every {args.sample_s:.0f} s: the heap
+(RssAnon, what a leak grows) and all resident pages (VmRSS, whose file-backed part the kernel drops and
+reloads as the shared machine's page cache churns).
 
 | measure | result | goal |
 |---|---|---|
-| RSS at start -> end, MB | {r['rss_start']:.1f} -> {r['rss_end']:.1f} (max {r['rss_max']:.1f}) | |
-| RSS slope after the first {args.warmup_minutes:g} min (from {r['rss_after_warmup']:.1f} MB), MB/hour | **{r['slope_after_warmup']:+.2f}** | flat (< 1) |
-| RSS slope over the whole run, MB/hour | {r['slope_all']:+.2f} | |
+| heap (RssAnon) at start -> end, MB | {r['anon_start']:.1f} -> {r['anon_end']:.1f} (max {r['anon_max']:.1f}) | |
+| heap slope after the first {args.warmup_minutes:g} min (from {r['anon_after_warmup']:.1f} MB), MB/hour | **{r['slope_after_warmup']:+.2f}** | flat (< 1) |
+| heap slope over the whole run, MB/hour | {r['slope_all']:+.2f} | |
+| VmRSS at start -> end, MB; slope after the warm-up, MB/hour | {r['rss_start']:.1f} -> {r['rss_end']:.1f} (max {r['rss_max']:.1f}); {r['rss_slope_after_warmup']:+.2f} | |
 | CPU of mtp-tune while probing, % of one core | {r['cpu_percent']:.1f} | |
 """
     print(section)

@@ -498,14 +498,13 @@ class MtpTuneApp(App[int]):
         if self.fixed is None and self.server.alive and not self.options.attach_url:
             self._quitting = True
             self.notify("stopping llama-server before quitting…", timeout=5)
-            self._quit_worker(self._probe_idle)
+            self._quit_worker(self._probe_idle, busy=not self._probe_idle.is_set())
             return
         self.exit(0)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="quit")
-    def _quit_worker(self, probe_idle: threading.Event) -> None:
+    def _quit_worker(self, probe_idle: threading.Event, busy: bool) -> None:
         """Wait (bounded) for the cancelled probe to close its request, then stop the server."""
-        busy = not probe_idle.is_set()
         probe_idle.wait(QUIT_CANCEL_WAIT_S)
         grace = QUIT_STOP_GRACE_S if busy else None  # None: the supervisor's own grace period
         self.post_message(ServerActionDone("stop", self.backend.server_action("stop", None, grace=grace)))

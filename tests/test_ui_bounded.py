@@ -1,0 +1,64 @@
+"""Everything a long session keeps growing is bounded (the soak benchmark, bench/bench_soak.py, watches
+the process; these pin each buffer): server log tail and head, probe series, the sampler's errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from types import SimpleNamespace
+
+from tui.core.server.events import DEFAULT_TAIL_LINES, HandleCore
+from tui.core.server.launch import HEAD_LINES, Launch
+from tui.ui.adapters.probing import MAX_SERIES, _Progress
+from tui.ui.view import ProbeState
+
+
+class _Core(HandleCore):
+    def __init__(self) -> None:
+        super().__init__()
+        self._cond = threading.Condition()
+
+
+def test_the_server_log_tail_keeps_the_newest_lines_only() -> None:
+    core = _Core()
+    for i in range(3 * DEFAULT_TAIL_LINES):
+        core._feed_line(f"line {i}")
+    tail = core.tail()
+    assert len(tail) == DEFAULT_TAIL_LINES
+    assert tail[-1] == f"line {3 * DEFAULT_TAIL_LINES - 1}"
+
+
+def test_a_launch_keeps_only_the_head_of_its_log() -> None:
+    launch = Launch(1, ["llama-server"], "127.0.0.1", 8080, None, 0.0, 0.0)
+    for i in range(5 * HEAD_LINES):
+        launch.note_line(f"line {i}")
+    assert len(launch.head) == HEAD_LINES and launch.n_lines == 5 * HEAD_LINES
+
+
+def _run(previous: ProbeState, config: str, n: int) -> ProbeState:
+    """One probe run of `n` requests through the panel's progress tracker (no server needed)."""
+    tracker = _Progress(previous, config, "tasks", lambda _s: None)
+    for i in range(n):
+        rec = SimpleNamespace(tg_tps=10.0 + i, pp_tps=100.0, acceptance=0.8, ok=True, prompt="p", error=None)
+        tracker.state = dataclasses.replace(
+            tracker.state, points=(*tracker.state.points, *_points(config, i, rec)))
+    return dataclasses.replace(tracker.state, running=False)
+
+
+def _points(config: str, i: int, rec: SimpleNamespace) -> tuple:
+    from tui.ui.view import ProbePoint
+
+    return (ProbePoint(config, i, rec.tg_tps, rec.pp_tps, rec.acceptance),)
+
+
+def test_probe_series_do_not_grow_with_the_number_of_runs() -> None:
+    """The same configuration run again replaces its points; at most MAX_SERIES configurations are kept."""
+    state = ProbeState()
+    for _ in range(50):
+        state = _run(state, "MTP n3 c8192", 6)
+    assert len(state.points) == 6
+    for k in range(20):
+        state = _run(state, f"MTP n{k} c8192", 6)
+    configs = {p.config for p in state.points}
+    assert len(configs) == MAX_SERIES
+    assert len(state.points) == 6 * MAX_SERIES
