@@ -21,6 +21,10 @@ HELP = """\
 | `o` | | the whole server log of this launch |
 | `m` | | memory after a launch: estimate, exact (llama.cpp), reported (and NVML on a GPU) side by side |
 | `h` | | runs: history, compare two, export |
+| `w` | | sweep: axes over the knobs that matter, planned, run, best saved (keeps running behind) |
+| `a` | | MTP on vs off: interleaved passes, the verdict for your workload |
+| `c` | | search the largest context that fits (plan, then a launch); Enter puts it in the form |
+| `F` | | search the smallest `--fit-target` that survives the first decode; Enter puts it in the form |
 | `f` | | profiles: save TOML, write a `--models-preset` INI section, load, import a command line |
 | `e` | | edit settings (`Escape` leaves the form, `Tab` moves between fields) |
 | `t` | | next theme (all themes: command palette → "theme") |
@@ -49,6 +53,29 @@ HELP = """\
 `Space` marks a run (two at most), `c` compares the two marked runs (medians, spread, a verdict that
 only calls a difference above the measured noise, and the end-to-end time for 12k tokens in and 800
 out), `e` exports the marked runs (`E` cycles Markdown, CSV, JSON), `R` reloads, `Escape` goes back.
+
+## Sweep (`w`)
+
+Axes on the left (values comma-separated; `1`-`8` or `e` edit them, `Escape` leaves a field): MTP
+on/off, draft n-max, draft KV, main KV, ubatch, ctx, fit-target, `-np`; suite, repeats, objective
+(`tg`, `pp` or `workload:IN,OUT`). Every row is planned as you type (memory and risk); rows predicted
+to OOM are skipped unless "run predicted OOMs anyway" is ticked. `g` runs or resumes (finished rows
+are kept), `x` cancels, `b` saves the best row as a TOML profile and a `--models-preset` INI section
+(the "save as" name). While it runs: progress and ETA, the running row's TG per request, the table
+with medians and spread, TG against PP with the best starred. `Escape` goes back; the sweep goes on
+and its progress shows on the main screen's bottom line.
+
+## MTP on vs off (`a`)
+
+The settings on screen with and without `draft-mtp`, passes interleaved (off, on, off, on) so drift
+hits both. The verdict for your workload: PP, TG, acceptance and seconds per request, the break-even
+output length, and INCONCLUSIVE when the difference is inside the noise. Edit input and output
+tokens (`i`): the verdict is recomputed at once from the same passes. `g` runs again, `x` cancels.
+
+## Searches (`c`, `F`)
+
+Each launch is a row (value, outcome, why); `x` cancels, `Enter` puts the answer in the form,
+`Escape` closes (cancelling a search that still runs).
 
 ## Profiles (`f`)
 
