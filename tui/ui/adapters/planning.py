@@ -216,6 +216,7 @@ class ExactPlans:
         self._lock = threading.Lock()
         self._last: tuple[Settings, Any] | None = None  # the newest exact result and its settings
         self._asked: tuple[Settings, GpuSnapshot | None] | None = None  # the newest request's arguments
+        self._run_rpc: list[str] = []
 
     def last_for(self, settings: Settings) -> Any:
         """The newest available ExactResult when it was for `settings` (what a launch then ran), else None."""
@@ -228,6 +229,9 @@ class ExactPlans:
 
     def _deliver(self, rid: int, res: Any) -> None:
         view = exact_view(res)
+        rpc = self._run_rpc  # the request just run (this runner thread runs one at a time)
+        if view is not None and view.exact == "exact" and rpc:
+            view = with_rpc_notes(view, rpc)
         cb = self._on_view
         if view is not None and cb is not None:
             cb(rid, view)
@@ -274,6 +278,7 @@ class ExactPlans:
         return runner.submit(*asked) if runner is not None and asked is not None else None
 
     def _run(self, fn: Any, settings: Settings, snapshot: GpuSnapshot | None, cancel: threading.Event) -> Any:
+        self._run_rpc = list(settings.rpc)
         args, kwargs = exact_request(settings, snapshot, self.options)
         res = fn(*args, cancel=cancel, **kwargs)
         if getattr(res, "available", False):
