@@ -291,3 +291,23 @@ async def test_exact_mode_off_shows_the_estimate_alone(server_bin: Path, tiny_mo
         plan = current(app)
         assert plan is not None and plan.exact == "off" and plan.devices[0].source == ESTIMATE_LABEL
         assert app.vram.border_subtitle == f"plan: {ESTIMATE_LABEL}" and fn.calls == []
+
+
+async def test_two_simulated_gpus_each_marked_exact(server_bin: Path, rpc_server_bin: Path,
+                                                    tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """Two simulated GPUs: two loopback stand-ins, and each bar says its figures are llama.cpp's."""
+    from tui.core.hwprofiles import parse_gpus_spec
+
+    hardware = parse_gpus_spec("2x8GiB")
+    assert hardware is not None
+    fn = CountingExact(tmp_path / "exact")
+    app = app_with(demo_options(server_bin, tiny_models["tiny-moe-mtp"], tmp_path, hardware=hardware), fn)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await until(pilot, lambda: (p := current(app)) is not None and p.exact in ("exact", "unavailable"))
+        plan = current(app)
+        assert plan is not None and plan.exact == "exact", plan.exact_reason
+        assert [d.source for d in plan.devices] == [EXACT_LABEL, EXACT_LABEL]
+        bars = list(app.query(DeviceBar))
+        assert len(bars) == 2 and all(f"plan: {EXACT_LABEL}" in b.render().plain for b in bars)
+        assert all(d.weights_mib > 0 and d.kv_mib > 0 for d in plan.devices)  # the layers are split over both
+        assert len(fn.calls) == 1
