@@ -211,12 +211,12 @@ class MtpTuneApp(App[int]):
         """The instant estimate, and llama.cpp's exact figures from the exact runner (debounced, the
         stale dry run stopped); only the newest request's answers are shown (`PlanState`).
         `keep_exact`: the exact request already made stands."""
-        from tui.ui.adapters.planning import header_cached
+        from tui.ui.adapters.planning import plan_is_quick
 
         seq = self.plans.next_seq()
-        if header_cached(settings.model):  # a millisecond: no thread hand-offs between key and bars
+        if plan_is_quick(settings):  # a millisecond: no thread hand-offs between key and bars
             self._take_estimate(self.backend.plan(settings, self.snapshot, seq))
-        else:  # the header is read in the worker (a big or remote file takes a while)
+        else:  # the header is read (a big file takes a while), or RPC servers asked, in the worker
             self._plan_worker(settings, seq, self.snapshot)
         asked = (settings, self.backend.exact.devices_key(settings, self.snapshot))
         if self.plans.wants_exact(asked, keep_exact):

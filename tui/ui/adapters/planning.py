@@ -56,9 +56,13 @@ def model_meta(path: str) -> Any:
 _RPC = RpcReadings()
 
 
-def header_cached(path: str | None) -> bool:
-    """Is `path`'s header already read (so a plan takes about a millisecond, fine on the UI thread)?"""
-    key = _meta_key(Path(path).expanduser()) if path else None
+def plan_is_quick(settings: Settings) -> bool:
+    """Is a plan of `settings` about a millisecond, fine on the UI thread? Yes once the model's header
+    is read, unless `--rpc` servers are to be asked for their memory (network: a worker's job)."""
+    path = settings.model
+    if not path or settings.rpc:
+        return False
+    key = _meta_key(Path(path).expanduser())
     with _META_LOCK:
         return key is not None and key in _META
 
@@ -237,9 +241,10 @@ class ExactPlans:
             cb(rid, view)
 
     def devices_key(self, settings: Settings, snapshot: GpuSnapshot | None) -> tuple[Any, ...]:
-        """What an exact plan depends on besides the settings: the devices and their free memory
-        (cheap: the snapshot is already taken)."""
-        return tuple((d.key, d.total_mib, d.free_mib) for d in device_specs(snapshot, self.options, list(settings.rpc)))
+        """What an exact plan depends on besides the settings: the local devices and their free
+        memory (cheap, on the UI thread: the snapshot is taken, and `--rpc` servers are not asked;
+        their endpoints are in the settings)."""
+        return tuple((d.key, d.total_mib, d.free_mib) for d in device_specs(snapshot, self.options))
 
     def request(self, settings: Settings, snapshot: GpuSnapshot | None,
                 server_alive: bool = False) -> tuple[int | None, str]:
