@@ -115,13 +115,46 @@ def summarize(results: list[dict], key: str = "diffs") -> tuple[list[str], dict[
     return rows, bands
 
 
+def write_report(results: list[dict], with_exact: bool, no_write: bool, planned: int) -> None:
+    """The RESULTS.md section and error_bands.json from these results (a run's, or a --summarize file's)."""
+    shapes = {r["shape"] for r in results}
+    rows, bands = summarize(results)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    ready = sum(r["ready"] for r in results)
+    comp = [d for r in results if r["ready"] for d in r["diffs"] if d["component"] in ("compute", "draft_compute")
+            and (d["reported_mib"] or d["predicted_mib"])]
+    lines = [f"### Held-out accuracy of the estimate (bench/bench_planner_heldout.py), {when}, commit {commit}", "",
+             f"{len(results)} of the {planned} planned configurations on {len(shapes)} shape-only models of {len({r['arch'] for r in results})} "
+             f"architectures, none used for calibration; {ready} reached ready; llama-server b11434 CPU build, -nr. "
+             f"Compute within 10 % (0.5 MiB floor): {sum(map(_ok, comp))}/{len(comp)}. "
+             "Error band (95th-percentile |error| / reported, %): " + ", ".join(f"{k} {v}" for k, v in bands.items()), "",
+             "| component | arch | comparisons | within goal | max abs MiB | max rel % |", "|---|---|---|---|---|---|", *rows]
+    if with_exact:
+        erows, _ = summarize(results, "exact")
+        lines += ["", "Exact mode vs the real load, same configurations:", "",
+                  "| component | arch | comparisons | within goal | max abs MiB | max rel % |", "|---|---|---|---|---|---|", *erows]
+    text = "\n".join(lines)
+    print(text)
+    if not no_write:
+        append_under("## Memory planner", text)
+        BANDS_PATH.write_text(json.dumps({"measured": when, "commit": commit, "configurations": len(results),
+                                          "architectures": sorted({r["arch"] for r in results}),
+                                          "band_pct": bands}, indent=1) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--exact", action="store_true", help="also run exact mode per configuration")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--summarize", type=Path, help="report a --json file of an earlier (or partial) run, no launches")
     a = ap.parse_args()
+    if a.summarize:
+        results = json.loads(a.summarize.read_text())
+        write_report(results, any("exact" in r for r in results), a.no_write, len(HELD_OUT))
+        return 0
     server = provision.cached_server() or provision.ensure_server().path
     tmp = Path(tempfile.mkdtemp(prefix="mtp-bench-heldout-"))
     cases = HELD_OUT[: a.limit] if a.limit else HELD_OUT
@@ -137,29 +170,7 @@ def main() -> int:
         print(f"{name:17} {' '.join(args):64} {'NOT READY' if not r['ready'] else ('ok' if not bad else '; '.join(bad))}", flush=True)
         if a.json:
             a.json.write_text(json.dumps(results, indent=1))
-    rows, bands = summarize(results)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    ready = sum(r["ready"] for r in results)
-    comp = [d for r in results if r["ready"] for d in r["diffs"] if d["component"] in ("compute", "draft_compute")
-            and (d["reported_mib"] or d["predicted_mib"])]
-    lines = [f"### Held-out accuracy of the estimate (bench/bench_planner_heldout.py), {when}, commit {commit}", "",
-             f"{len(results)} configurations on {len(shapes)} shape-only models of {len({r['arch'] for r in results})} "
-             f"architectures, none used for calibration; {ready} reached ready; llama-server b11434 CPU build, -nr. "
-             f"Compute within 10 % (0.5 MiB floor): {sum(map(_ok, comp))}/{len(comp)}. "
-             "Error band (95th-percentile |error| / reported, %): " + ", ".join(f"{k} {v}" for k, v in bands.items()), "",
-             "| component | arch | comparisons | within goal | max abs MiB | max rel % |", "|---|---|---|---|---|---|", *rows]
-    if a.exact:
-        erows, _ = summarize(results, "exact")
-        lines += ["", "Exact mode vs the real load, same configurations:", "",
-                  "| component | arch | comparisons | within goal | max abs MiB | max rel % |", "|---|---|---|---|---|---|", *erows]
-    text = "\n".join(lines)
-    print(text)
-    if not a.no_write:
-        append_under("## Memory planner", text)
-        BANDS_PATH.write_text(json.dumps({"measured": when, "commit": commit, "configurations": len(results),
-                                          "architectures": sorted({r["arch"] for r in results}),
-                                          "band_pct": bands}, indent=1) + "\n")
+    write_report(results, a.exact, a.no_write, len(cases))
     return 0
 
 
