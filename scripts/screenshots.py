@@ -128,6 +128,51 @@ async def real_run(work: Path) -> None:
         await until(pilot, lambda: not app.is_running, "the app to quit", 30)
 
 
+async def tuning_run(work: Path) -> None:
+    """The sweep screen after a real 2x2 demo sweep, and the MTP on/off verdict (screenshots/sweep.svg,
+    screenshots/verdict.svg)."""
+    from tui.core.demo import prepare_demo
+    from tui.ui.app import make_app
+    from tui.ui.launch_options import demo_settings
+    from tui.ui.options import AppOptions
+    from tui.ui.screens.sweep import SweepScreen
+    from tui.ui.screens.verdict import VerdictScreen
+
+    setup = prepare_demo(progress=lambda ev: print(f"[{ev.phase}] {ev.message}", file=sys.stderr))
+    suite = work / "demo-short.toml"
+    suite.write_text(SUITE)
+    settings = dataclasses.replace(demo_settings(setup.model), ctx_size=4096, threads=1, threads_batch=1)
+    options = AppOptions(
+        settings=settings, server_bin=setup.server, hardware=setup.hardware, simulate=True, demo=True,
+        cursor_blink=False, probe_suite=str(suite), probe_repeat=3, probe_n_predict=64,
+        title=f"mtp-tune demo · {setup.hardware.key} (simulated)",
+    )
+    app = make_app(options)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.snapshot is not None, "the first telemetry sample")
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, SweepScreen), "the sweep screen")
+        screen = app.screen
+        screen.query_one("#axis-4").value = "256,512"  # ubatch: with MTP on,off a 2x2 grid
+        await until(pilot, lambda: screen.defn is not None and len(screen.defn.axes) == 2, "the planned grid")
+        await pilot.press("g")
+        await until(pilot, lambda: app.tuning.sweeps_finished == 1, "the sweep", 900)
+        await pilot.pause(0.5)
+        save(app, "sweep")
+        await pilot.press("escape", "a")
+        await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen")
+        await until(pilot, lambda: app.tuning.abs_finished == 1, "MTP on vs off", 900)
+        await pilot.pause(0.5)
+        save(app, "verdict")
+        await pilot.press("escape", "q")
+        await until(pilot, lambda: not app.is_running, "the app to quit", 30)
+
+
+async def every_real_run(work: Path) -> None:
+    await real_run(work)
+    await tuning_run(work)
+
+
 async def fixed_run() -> None:
     from tests.helpers import ui_samples as samples
     from tui.ui.app import make_app
@@ -139,18 +184,27 @@ async def fixed_run() -> None:
                 await pilot.press(key)
             await pilot.pause(0.3)
             save(app, f"fixed-{state}")
+    from tests.helpers import tuning_samples
+
+    for name, push in (("sweep", tuning_samples.push_sweep("running")), ("verdict", tuning_samples.push_verdict())):
+        app = make_app(samples.fixed_options("idle"))
+        async with app.run_test(size=SIZE) as pilot:
+            await push(pilot)
+            await pilot.pause(0.3)
+            save(app, f"fixed-{name}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixed", action="store_true", help="render the fixed samples (no llama-server)")
+    parser.add_argument("--tuning", action="store_true", help="only the sweep and verdict screenshots (real demo run)")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mtp-tune-shots-") as tmp:
         work = Path(tmp)
         for var in ("MTP_TUNE_CONFIG_DIR", "MTP_TUNE_DATA_DIR", "XDG_CONFIG_HOME"):
             os.environ[var] = str(work / var.lower())
-        asyncio.run(fixed_run() if args.fixed else real_run(work))
+        asyncio.run(fixed_run() if args.fixed else tuning_run(work) if args.tuning else every_real_run(work))
     return 0
 
 

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Checkbox, Footer, Input, Label, ProgressBar, Select, Static
+from textual.widgets import Checkbox, DataTable, Footer, Input, Label, ProgressBar, Select, Static
 
 from tui.core.options.settings import Settings
 from tui.ui.adapters import tuning
@@ -58,7 +58,8 @@ class SweepScreen(Screen[None]):
     SweepScreen #sweep-progress-text { width: 1fr; margin-left: 1; color: $foreground-muted; }
     SweepScreen #sweep-message { height: 1; color: $foreground-muted; }
     SweepScreen #sweep-message.-error { color: $error; }
-    SweepScreen #sweep-table { height: 1fr; min-height: 4; }
+    SweepScreen #sweep-table { height: 1fr; min-height: 4; scrollbar-size-horizontal: 0; }
+    SweepScreen #sweep-note { height: auto; max-height: 3; color: $warning; }
     SweepScreen #sweep-plots { height: 1fr; min-height: 6; }
     SweepScreen #sweep-summary { height: auto; max-height: 4; color: $foreground; }
     SweepScreen.-narrow #sweep-setup { display: none; }
@@ -134,6 +135,7 @@ class SweepScreen(Screen[None]):
                     yield Static("", id="sweep-progress-text")
                 yield Static("", id="sweep-message")
                 yield SweepTable(id="sweep-table")
+                yield Static("", id="sweep-note")
                 with Horizontal(id="sweep-plots"):
                     yield ProbePlot("tg", id="sweep-live")
                     yield SweepChart(id="sweep-chart")
@@ -246,11 +248,20 @@ class SweepScreen(Screen[None]):
         msg.update(Content(view.error or view.message))
         msg.set_class(bool(view.error), "-error")
         self.query_one(SweepTable).show(view)
+        self._show_note()
         for plot in self.query("#sweep-live"):
             plot.show(view.points)  # type: ignore[attr-defined]
         for chart in self.query("#sweep-chart"):
             chart.show(view.measured, view.best)  # type: ignore[attr-defined]
         self.query_one("#sweep-summary", Static).update(Content("\n".join(view.summary)))
+
+    @on(DataTable.RowHighlighted, "#sweep-table")
+    def _show_note(self) -> None:
+        """The highlighted row's whole note (the table cuts it to the column)."""
+        view, table = self._shown, self.query_one(SweepTable)
+        row = view.rows[table.cursor_row] if view is not None and 0 <= table.cursor_row < len(view.rows) else None
+        text = f"#{row.number}: {row.note}" if row is not None and row.note else ""
+        self.query_one("#sweep-note", Static).update(Content(text))
 
     def tuning_changed(self, panel: Any) -> None:
         """The TuningPanel's state changed: show the sweep while it runs, and its last view after."""

@@ -59,7 +59,7 @@ class SweepTable(DataTable[object]):
         status_colour = {"ok": "success", "failed": "error", "predicted_oom": "warning", "running": "primary"}
         status = Text(STATUS.get(r.status, r.status), style=rich_style(v, status_colour.get(r.status, "foreground")))
         mark = Text(r.mark, style=rich_style(v, "success", bold=True)) if r.mark else Text("")
-        notes = Text.assemble(mark, " " if r.mark and r.note else "", r.note[:200])
+        notes = Text.assemble(mark, " " if r.mark and r.note else "", r.note[:40] + ("…" if len(r.note) > 40 else ""))
         cells: list[object] = [str(r.number), *r.values, mib_short(r.planned_mib) if r.planned_mib else "—", risk,
                                status, _speed(r.tg, r.tg_spread), _speed(r.pp, r.pp_spread), pct(r.acceptance)]
         if view.workload:
