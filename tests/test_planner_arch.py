@@ -167,3 +167,15 @@ def test_damaged_hyperparameters_name_the_key(tmp_path: Path, key: str, value: o
     w.close()
     with pytest.raises(GGUFError, match=match):
         read_gguf(tmp_path / "h.gguf")
+
+
+def test_the_plan_carries_the_measured_error_band(shapes: dict[str, Path]) -> None:
+    from tui.core.planning.errorband import measured
+    p = plan(read_gguf(shapes["gemma3-1b"]), Settings(ctx_size=4096, parallel=1, fit=False))
+    band = p.error_band
+    data = measured()
+    assert band == {k: float(v) for k, v in data.get("band_pct", {}).items()}
+    if data:  # committed by bench/bench_planner_heldout.py with its date and commit
+        assert data["measured"] and data["commit"] and data["configurations"] >= 60
+        assert set(band) >= {"weights", "kv", "compute"}
+    assert p.to_dict()["model"]["error_band_pct"] == band

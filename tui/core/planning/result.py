@@ -127,5 +127,6 @@ class Plan:
             "pipeline_parallel": self.pipeline_parallel,
         }
         model["fit"] = self.fit.to_dict()
+        model["error_band_pct"] = self.error_band  # the estimate's measured band per component (held-out)
         model["warnings"] = list(self.model.warnings) + list(self.warnings)
         return {"model": model, "devices": devs, "totals": totals}
