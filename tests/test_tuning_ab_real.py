@@ -46,7 +46,7 @@ def base(model: Path) -> Settings:
     return Settings(model=str(model), ctx_size=2048, parallel=1, threads=1, threads_batch=1, spec_draft_n_max=3)
 
 
-def test_mtp_wins_with_full_acceptance_and_runs_are_stored_in_order(server_bin: Path, tiny_models: dict[str, Path],
+def test_ab_passes_are_interleaved_stored_and_labelled(server_bin: Path, tiny_models: dict[str, Path],
                                                                      suite_file: Path, tmp_path: Path) -> None:
     events: list[TuneEvent] = []
     with Store(tmp_path / "results.sqlite") as store:
