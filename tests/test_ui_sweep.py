@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from dataclasses import replace as dataclass_replace
 from typing import Any
 
 import pytest
@@ -161,3 +162,35 @@ async def test_predicted_oom_rows_marked_and_skipped(server_bin: Path, tiny_mode
         assert "OOM" in final.rows[1].note
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)
+
+
+async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_models: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    """q in the middle of a row: the sweep is cancelled and its llama-server stopped before the App exits."""
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
+    app.options = dataclass_replace(app.options, probe_n_predict=4000)  # long generations: a request in flight
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_sweep(pilot, app, ub="256")
+        await pilot.press("g")
+        assert await until(pilot, lambda: app.tuning._sweep is not None and app.tuning.sweep_view is not None
+                           and "requests" in app.tuning.sweep_view.message)
+        sup = app.tuning._sweep.backend._sup
+        assert sup is not None and sup.pid is not None
+        pid = sup.pid
+        assert Path(f"/proc/{pid}").exists()
+        await pilot.press("escape")
+        t0 = time.monotonic()
+        await pilot.press("q")
+        assert await until(pilot, lambda: not app.is_running, timeout=30)
+        print(f"quit during a sweep row: {time.monotonic() - t0:.2f} s")
+    assert sup.state.final, sup.state  # stopped, not left running
+    assert not alive(pid)
+    state = load_state(screen.defn.sweep_id)
+    assert state is None or not state.rows  # the interrupted row is not recorded: a resume runs it
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
