@@ -47,7 +47,7 @@ def base(model: Path) -> Settings:
 
 
 def test_ab_passes_are_interleaved_stored_and_labelled(server_bin: Path, tiny_models: dict[str, Path],
-                                                                     suite_file: Path, tmp_path: Path) -> None:
+                                                       suite_file: Path, tmp_path: Path) -> None:
     events: list[TuneEvent] = []
     with Store(tmp_path / "results.sqlite") as store:
         v = run_ab(base(tiny_models["tiny-mtp"]), str(suite_file), (20, 400), passes=2, server_bin=server_bin,
