@@ -311,3 +311,34 @@ async def test_two_simulated_gpus_each_marked_exact(server_bin: Path, rpc_server
         assert len(bars) == 2 and all(f"plan: {EXACT_LABEL}" in b.render().plain for b in bars)
         assert all(d.weights_mib > 0 and d.kv_mib > 0 for d in plan.devices)  # the layers are split over both
         assert len(fn.calls) == 1
+
+
+async def test_the_estimates_error_band_stands_beside_its_figures_and_exact_has_none() -> None:
+    from tests.helpers import ui_samples as samples
+    from tui.ui.view import DevicePlan
+
+    est = DevicePlan("GPU", 6144, 5800, compute_mib=500, draft_compute_mib=100, kv_mib=64,
+                     error_band=(("compute", 4.0), ("draft_compute", 9.2), ("kv", 0.2)))
+    assert est.band_pct("compute") == 9.2 and est.band_pct("kv") == 0.2 and est.band_pct("weights") is None
+    app = make_app(samples.fixed_options("idle"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        bar = app.query_one(DeviceBar)
+        bar.plan = est
+        await pilot.pause()
+        legend = bar._legend().plain
+        assert "compute 600 MiB ±9 %" in legend and "KV 64 MiB  " in legend  # under 1 %: not worth a mark
+        bar.plan = dataclasses.replace(est, source=EXACT_LABEL, error_band=())
+        assert "±" not in bar._legend().plain
+
+
+def test_the_estimate_view_carries_the_cores_measured_band(tiny_models: dict[str, Path],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui.core.planning.result as result
+    from tui.ui.adapters.planning import plan_view
+
+    monkeypatch.setattr(result, "error_band", lambda: {"compute": 7.0, "kv": 0.1})
+    options = AppOptions(settings=demo_settings(tiny_models["tiny-mtp"]), hardware=PROFILES["rtx3060-laptop-6g"],
+                         simulate=True)
+    view = plan_view(options.settings, None, options, 1)
+    assert view.error is None and view.devices[0].error_band == (("compute", 7.0), ("kv", 0.1))
+    assert view.devices[0].band_pct("compute") == 7.0

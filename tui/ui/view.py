@@ -44,6 +44,8 @@ class DevicePlan:
     risk: str = "ok"
     #: EXACT_LABEL when llama.cpp's dry run measured this device, else ESTIMATE_LABEL.
     source: str = ESTIMATE_LABEL
+    #: The estimate's measured error band, (component, %) on the held-out matrix; () for exact figures.
+    error_band: tuple[tuple[str, float], ...] = ()
     #: llama.cpp's buffer name: CUDA0.., RPC0[host:port], or "Host" (a CPU-only plan: host RAM at risk).
     key: str = ""
     #: Where an RPC device's size comes from ("read from the server 3 s ago", "memory unknown (...)").
@@ -59,6 +61,12 @@ class DevicePlan:
         if key == "compute":
             return self.compute_mib + self.draft_compute_mib
         return float(getattr(self, f"{key}_mib"))
+
+    def band_pct(self, segment: str) -> float | None:
+        """The error band of one drawn segment (compute includes draft compute), or None."""
+        keys = ("compute", "draft_compute") if segment == "compute" else (segment,)
+        vals = [v for k, v in self.error_band if k in keys]
+        return max(vals) if vals else None
 
     @property
     def in_use_mib(self) -> float:

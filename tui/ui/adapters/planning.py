@@ -112,7 +112,7 @@ def core_plan(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
     return plan(meta, settings, devices, host_total_mib=total, host_free_mib=free)
 
 
-def _view(d: Any, source: str = ESTIMATE_LABEL) -> DevicePlan:
+def _view(d: Any, source: str = ESTIMATE_LABEL, band: tuple[tuple[str, float], ...] = ()) -> DevicePlan:
     c = d.components
     total = d.total_mib if d.total_mib is not None else d.needed_mib
     free = d.free_mib if d.free_mib is not None else total
@@ -121,7 +121,7 @@ def _view(d: Any, source: str = ESTIMATE_LABEL) -> DevicePlan:
         draft_kv_mib=c["draft_kv"], recurrent_mib=c["recurrent"], compute_mib=c["compute"],
         draft_compute_mib=c["draft_compute"], output_mib=c["output"], margin_mib=d.margin_mib,
         needed_mib=d.needed_mib, headroom_mib=d.headroom_mib if d.headroom_mib is not None else 0.0, risk=d.risk,
-        source=source, key=d.key,
+        source=source, key=d.key, error_band=band if source == ESTIMATE_LABEL else (),
     )
 
 
@@ -131,8 +131,9 @@ def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_war
     from tui.core.planning.devices import HOST
 
     labels = labels or {}
-    devices = tuple(_view(d, labels.get(d.key, ESTIMATE_LABEL)) for d in p.devices if d.key != HOST)
-    host = next((_view(d, labels.get(d.key, ESTIMATE_LABEL)) for d in p.devices if d.key == HOST), None)
+    band = tuple(sorted(getattr(p, "error_band", {}).items()))  # the estimate's; exact figures carry none
+    devices = tuple(_view(d, labels.get(d.key, ESTIMATE_LABEL), band) for d in p.devices if d.key != HOST)
+    host = next((_view(d, labels.get(d.key, ESTIMATE_LABEL), band) for d in p.devices if d.key == HOST), None)
     if not devices and host is not None:
         devices, host = (host,), None  # CPU only: the host is the device at risk
     fit_note = p.fit.message if p.fit.active and p.fit.action not in ("none", "off") else ""

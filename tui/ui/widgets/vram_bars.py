@@ -234,7 +234,9 @@ class DeviceBar(Widget):
             if size <= 0 and key in ("recurrent", "draft_kv", "output"):
                 continue
             t.append(glyph, self._cstyle(key))
-            t.append(f" {label} {mib(size)}  ", self._cstyle("dim"))
+            band = p.band_pct(key)  # the estimate's measured error, where it is worth saying
+            t.append(f" {label} {mib(size)}{f' ±{band:.0f} %' if band is not None and band >= 1 else ''}  ",
+                     self._cstyle("dim"))
         t.append("┃", self._cstyle("dim"))
         t.append(f" fit margin {mib(p.margin_mib)}", self._cstyle("dim"))
         return t
