@@ -100,6 +100,11 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         await pilot.press("a")
         assert await until(pilot, lambda: isinstance(app.screen, VerdictScreen))
         assert app.tuning.running is None and app.screen.view.label == app.tuning.verdict.label
+        # g measures again with the settings on screen (the edited workload kept).
+        await pilot.press("g")
+        assert app.tuning.running == "ab"
+        assert await until(pilot, lambda: app.tuning.abs_finished == 2), app.tuning.verdict_view
+        assert app.tuning.verdict.workload == (13000, 50) and app.tuning.verdict.samples != v.samples
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)
 

@@ -43,8 +43,7 @@ def open_ab(app: Any) -> None:
 
 
 def start_ab(app: Any) -> None:
-    reason = app.tuning.start_ab(app.settings, suite=app.probe_panel.suite, passes=max(1, app.options.probe_repeat),
-                                 n_predict=app.options.probe_n_predict)
+    reason = app.tuning.start_ab_on_screen()
     if reason:
         app.notify(reason, title="Cannot run MTP on vs off", severity="warning")
 

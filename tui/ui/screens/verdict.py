@@ -175,9 +175,10 @@ class VerdictScreen(Screen[None]):
         if self.fixed is not None:
             self.notify("this is a fixed preview; nothing runs", severity="warning")
             return
-        from tui.ui import tuning_actions
-
-        tuning_actions.start_ab(self.app)  # with the settings on screen
+        panel = self._panel()
+        reason = panel.start_ab_on_screen() if panel is not None else "no tuning panel"
+        if reason:
+            self.notify(reason, title="Cannot run MTP on vs off", severity="warning")
 
     def action_cancel(self) -> None:
         panel = self._panel()

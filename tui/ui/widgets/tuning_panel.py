@@ -132,6 +132,13 @@ class TuningPanel(Static):
         self._start("ab", body)
         return None
 
+    def start_ab_on_screen(self) -> str | None:
+        """MTP on vs off with what the main screen shows: its settings, the probe panel's suite, and the
+        probe options (repeats become passes per side)."""
+        app: Any = self.app
+        return self.start_ab(app.settings, suite=app.probe_panel.suite, passes=max(1, app.options.probe_repeat),
+                             n_predict=app.options.probe_n_predict)
+
     def start_search(self, knob: str, settings: Settings) -> str | None:
         """The largest context or the smallest fit-target; returns why it cannot start."""
         reason = self.blocked()
