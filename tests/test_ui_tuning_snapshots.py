@@ -76,3 +76,45 @@ async def test_fixed_verdict_follows_the_workload() -> None:
         await pilot.pause()
         assert screen.view.label == "inconclusive"  # 500 tokens is just under the break-even of 523
         assert "523 tokens" in str(screen.query_one("#verdict-break-even").render())
+
+
+def _sweep_in_background(app) -> None:  # noqa: ANN001
+    """The TuningPanel as while a sweep runs behind the main screen (the fixed sample's progress)."""
+    app.tuning.running = "sweep"
+    app.tuning.sweep_view = tuning_samples.sweep_running()
+    app.tuning._refresh()
+
+
+async def test_main_screen_shows_a_sweep_running_behind() -> None:
+    app = make_app(samples.fixed_options("idle"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert not app.tuning.has_class("-active")  # nothing has run: the line takes no room
+        _sweep_in_background(app)
+        await pilot.pause()
+        line = str(app.tuning.render())
+        assert app.tuning.has_class("-active") and app.tuning.region.height == 1
+        assert line.startswith("◆ sweep 4/6 rows · 15:17 elapsed · ETA 6:42 · #5 mtp=off ub=1024"), line
+        assert "w shows it" in line
+
+
+def test_main_screen_with_a_sweep_behind(snap_compare) -> None:
+    async def run_before(pilot) -> None:  # noqa: ANN001
+        _sweep_in_background(pilot.app)
+        await pilot.pause()
+
+    assert snap_compare(make_app(samples.fixed_options("idle")), run_before=run_before, terminal_size=(120, 40))
+
+
+async def test_tuning_actions_in_the_command_palette_and_refused_in_a_preview() -> None:
+    app = make_app(samples.fixed_options("idle"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Sweep", "MTP on vs off", "Largest context", "Smallest fit-target"):
+            assert title in titles
+        await pilot.press("a")  # the verdict screen opens; a fixed preview runs nothing
+        await pilot.pause()
+        assert isinstance(app.screen, VerdictScreen) and app.tuning.running is None
+        assert any("fixed preview" in n.message for n in app._notifications)
+        await pilot.press("escape", "c")
+        await pilot.pause()
+        assert app.tuning.running is None and not isinstance(app.screen, VerdictScreen)
