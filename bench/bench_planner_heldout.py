@@ -147,6 +147,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--exact", action="store_true", help="also run exact mode per configuration")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--shapes", help="only these shapes (comma-separated), e.g. to split a run across processes")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--summarize", type=Path, help="report a --json file of an earlier (or partial) run, no launches")
@@ -158,6 +159,8 @@ def main() -> int:
     server = provision.cached_server() or provision.ensure_server().path
     tmp = Path(tempfile.mkdtemp(prefix="mtp-bench-heldout-"))
     cases = HELD_OUT[: a.limit] if a.limit else HELD_OUT
+    if a.shapes:
+        cases = [c for c in cases if c[0] in a.shapes.split(",")]
     shapes: dict[str, Path] = {}
     results = []
     for name, args in cases:
