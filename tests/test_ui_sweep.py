@@ -113,7 +113,7 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
         assert await until(pilot, lambda: not app.is_running, timeout=30)
 
 
-async def test_sweep_cancel_then_resume(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_sweep(pilot, app)
@@ -128,11 +128,27 @@ async def test_sweep_cancel_then_resume(server_bin: Path, tiny_models: dict[str,
         state = load_state(screen.defn.sweep_id)
         assert state is not None and len(state.rows) == len(done_first)
 
+        sweep_id = screen.defn.sweep_id
+        await pilot.press("escape", "q")
+        assert await until(pilot, lambda: not app.is_running, timeout=30)
+
+    # A new session: the sweep screen starts from MTP on,off alone; r brings the saved sweep back.
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("w")
+        assert await until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen.defn is not None)
+        screen = app.screen
+        assert screen.defn.sweep_id != sweep_id
+        await pilot.press("r")
+        assert await until(pilot, lambda: screen.defn is not None and screen.defn.sweep_id == sweep_id)
+        assert screen.query_one("#axis-4", Input).value == "256,512"
+        assert await until(pilot, lambda: screen._shown is not None and "already done (g resumes)" in screen._shown.message)
+        assert [r.number for r in screen._shown.rows if r.status == "ok"] == done_first
         await pilot.press("g")  # resume: only the rows not done run
-        assert await until(pilot, lambda: app.tuning.sweeps_finished == 2)
+        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1)
         final = app.tuning.sweep_view
         assert final is not None and [r.status for r in final.rows] == ["ok"] * 4
-        state = load_state(screen.defn.sweep_id)
+        state = load_state(sweep_id)
         assert state is not None and len(state.sessions) == 2
         assert state.sessions[1]["launches"] == 4 - len(done_first)
         await pilot.press("escape", "q")

@@ -87,6 +87,36 @@ def saved_state(defn: Any) -> Any:
         return None
 
 
+def newest_saved(current: Settings) -> tuple[Settings, SweepSetup] | str:
+    """The newest saved sweep as (its base settings, the sweep screen's fields), so `g` resumes it;
+    or why none can be shown (none saved, or axes the screen has no field for: resume those with
+    `mtp-tune sweep` and the same axes)."""
+    from tui.core.sweep import list_states
+    from tui.core.sweep.axes import parse_axis
+    from tui.core.sweep.definition import settings_from_json
+    from tui.ui.tuning_view import SWEEP_KNOBS
+
+    states = list_states()
+    if not states:
+        return "no saved sweep yet"
+    knob_of = {parse_axis(f"{knob}={hint}").field: knob for knob, _label, hint in SWEEP_KNOBS}
+    for st in states:
+        d = st.definition or {}
+        axes = d.get("axes") or []
+        if not axes or any(a.get("field") not in knob_of for a in axes):
+            continue
+        base = settings_from_json(d.get("base") or {})
+        base = replace(base, api_key=current.api_key, host=current.host, port=current.port)
+        obj = d.get("objective") or {}
+        objective = (f"workload:{obj.get('in_tokens')},{obj.get('out_tokens')}" if obj.get("kind") == "workload"
+                     else str(obj.get("kind") or "tg"))
+        setup = SweepSetup(axes=tuple((knob_of[a["field"]], ",".join(a.get("texts") or [])) for a in axes),
+                           suite=str(d.get("suite") or "tasks"), repeat=int(d.get("repeat") or 3), objective=objective,
+                           try_anyway=bool(d.get("try_anyway")), n_predict=d.get("n_predict"))
+        return base, setup
+    return "the saved sweeps sweep options this screen has no field for; resume them with `mtp-tune sweep`"
+
+
 def _spread(s: Any) -> float | None:
     if s is None or s.n < 2 or math.isinf(s.spread):
         return None

@@ -60,7 +60,8 @@ Axes on the left (values comma-separated; `1`-`8` or `e` edit them, `Escape` lea
 on/off, draft n-max, draft KV, main KV, ubatch, ctx, fit-target, `-np`; suite, repeats, objective
 (`tg`, `pp` or `workload:IN,OUT`). Every row is planned as you type (memory and risk); rows predicted
 to OOM are skipped unless "run predicted OOMs anyway" is ticked. `g` runs or resumes (finished rows
-are kept), `x` cancels, `b` saves the best row as a TOML profile and a `--models-preset` INI section
+are kept; `r` brings back the newest saved sweep, its settings and axes, to continue it), `x` cancels,
+`b` saves the best row as a TOML profile and a `--models-preset` INI section
 (the "save as" name). While it runs: progress and ETA, the running row's TG per request, the table
 with medians and spread, TG against PP with the best starred. `Escape` goes back; the sweep goes on
 and its progress shows on the main screen's bottom line.

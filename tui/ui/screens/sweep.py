@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Checkbox, DataTable, Footer, Input, Label, ProgressBar, Select, Static
 
@@ -30,6 +31,14 @@ from tui.ui.widgets.sweep_chart import SweepChart
 from tui.ui.widgets.sweep_table import SweepTable
 
 OBJECTIVE_HINT = "tg, pp or workload:IN,OUT"
+
+
+class SavedSweep(Message):
+    """The newest saved sweep as (settings, setup), or why there is none to show."""
+
+    def __init__(self, found: Any) -> None:
+        super().__init__()
+        self.found = found
 
 
 def default_setup(suite: str, repeat: int, n_predict: int | None) -> SweepSetup:
@@ -75,6 +84,7 @@ class SweepScreen(Screen[None]):
         Binding("x", "cancel", "Cancel"),
         Binding("b", "save_best", "Save best"),
         Binding("e", "edit", "Edit axes"),
+        Binding("r", "resume_saved", "Saved sweep"),
         *[Binding(str(i + 1), f"edit({i})", f"Edit axis {i + 1}", show=False) for i in range(len(SWEEP_KNOBS))],
         Binding("f5", "run", "Run", show=False, priority=True),
         Binding("f9", "cancel", "Cancel", show=False, priority=True),
@@ -305,6 +315,37 @@ class SweepScreen(Screen[None]):
             self.app.call_from_thread(self.notify, error, title="Best not saved", severity="error", timeout=12)
         else:
             self.app.call_from_thread(self.notify, f"saved the best as {what}", title="Best saved", timeout=10)
+
+    def action_resume_saved(self) -> None:
+        """The newest saved sweep, its settings and axes on screen: `g` then continues it."""
+        if self.fixed is None:
+            self._saved_worker(self.settings)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="sweep-saved")
+    def _saved_worker(self, current: Settings) -> None:
+        self.post_message(SavedSweep(tuning.newest_saved(current)))
+
+    @on(SavedSweep)
+    def _saved(self, message: SavedSweep) -> None:
+        if isinstance(message.found, str):
+            self.notify(message.found, title="Saved sweeps", severity="warning")
+            return
+        self.settings, setup = message.found
+        self.setup = replace(setup, save_as=self.setup.save_as)
+        given = dict(setup.axes)
+        with self.prevent(Input.Changed, Select.Changed, Checkbox.Changed):
+            for i, (knob, _l, _h) in enumerate(SWEEP_KNOBS):
+                self.query_one(f"#axis-{i}", Input).value = given.get(knob, "")
+            self.query_one("#sweep-repeat", Input).value = str(setup.repeat)
+            self.query_one("#sweep-objective", Input).value = setup.objective
+            self.query_one("#sweep-try-anyway", Checkbox).value = setup.try_anyway
+            if setup.suite not in self.suites:
+                self.suites = (*self.suites, setup.suite)
+                select = self.query_one("#sweep-suite", Select)
+                select.set_options([(Path(x).name if "/" in x else x, x) for x in self.suites])
+            self.query_one("#sweep-suite", Select).value = setup.suite
+        self._request_preview()
+        self.notify("the newest saved sweep, with the settings it ran with: g continues it", title="Saved sweep")
 
     def action_edit(self, axis: int = 0) -> None:
         """Into the setup, at axis field `axis` (keys 1-8); shown on demand in a narrow terminal."""
