@@ -51,6 +51,9 @@ async def test_fixed_sweep_renders(size: tuple[int, int]) -> None:
         assert table.row_count == 6
         cells = [[str(c) for c in table.get_row_at(i)] for i in range(6)]
         assert cells[2][4] == "oom" and cells[2][5] == "skip:oom"  # planned, marked, skipped
+        # Columns as wide as their widest cell, set with the rows (not left to the table's idle measuring).
+        for i, column in enumerate(table.ordered_columns[:-1]):
+            assert column.width >= max(len(row[i]) for row in cells), (column.label, column.width)
         assert cells[1][-1].startswith("BEST") and cells[4][5] == "▶ running"
         assert "4/6 rows" in str(screen.query_one("#sweep-progress-text").render())
         assert "ETA 6:42" in str(screen.query_one("#sweep-progress-text").render())

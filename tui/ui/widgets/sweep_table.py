@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -46,9 +47,14 @@ class SweepTable(DataTable[object]):
         if view.workload:
             cols.append("e2e s")
         cols.append("notes")
-        self.add_columns(*cols)
-        for r in view.rows:
-            self.add_row(*self._cells(r, view), key=str(r.number))
+        rows = [self._cells(r, view) for r in view.rows]
+        # Widths from the cells themselves: the table's own measuring waits for an idle moment,
+        # which a sweep's stream of updates can keep from coming (columns stuck at their labels).
+        for i, label in enumerate(cols):
+            width = max([cell_len(label), *(cell_len(str(row[i])) for row in rows)])
+            self.add_column(label, width=width)
+        for r, cells in zip(view.rows, rows):
+            self.add_row(*cells, key=str(r.number))
         if self.row_count:
             self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
 
