@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,14 @@ def test_a_busy_server_times_out_and_survives(rpc_server_bin: Path) -> None:
         holder.recv(size, socket.MSG_WAITALL)  # the server now serves `holder`
         with pytest.raises(RpcError, match="busy"):
             read_memory(rpc.endpoints, timeout_s=0.3)
+        waiting = [t for t in threading.enumerate() if t.name == "rpc-drain"]
+        for _ in range(5):  # asked again while held: answered at once, no second waiting connection
+            with pytest.raises(RpcError, match="still waits in its queue"):
+                read_memory(rpc.endpoints, timeout_s=0.3)
+        assert [t for t in threading.enumerate() if t.name == "rpc-drain"] == waiting and len(waiting) == 1
         holder.close()  # the server moves on to our queued HELLO, answers it, and we hang up cleanly
+        waiting[0].join(10.0)  # our queued HELLO is answered and the connection closed cleanly
+        assert not waiting[0].is_alive()
         mem = read_memory(rpc.endpoints, timeout_s=5.0)
         assert mem.total > 0
         assert rpc.children[0].proc.poll() is None

@@ -31,6 +31,10 @@ DEFAULT_TIMEOUT_S = 1.0
 #: How long a timed-out connection may wait for its HELLO answer before it is dropped anyway.
 DRAIN_S = 3600.0
 MIB = 1024 * 1024
+#: Endpoints with a HELLO still waiting in the server's queue: not asked again until it is answered
+#: (so a server held by a llama-server for hours costs one waiting connection, not one per ask).
+_DRAINING: set[str] = set()
+_DRAINING_LOCK = threading.Lock()
 
 
 class RpcError(OSError):
@@ -82,7 +86,7 @@ def _command(sock: socket.socket, cmd: int, payload: bytes, expect: int) -> byte
     return _recv_exact(sock, size)
 
 
-def _drain_then_close(sock: socket.socket) -> None:
+def _drain_then_close(sock: socket.socket, endpoint: str) -> None:
     """Wait for the pending HELLO answer, then hang up (see the module doc)."""
     try:
         sock.settimeout(DRAIN_S)
@@ -92,11 +96,18 @@ def _drain_then_close(sock: socket.socket) -> None:
         pass
     finally:
         sock.close()
+        with _DRAINING_LOCK:
+            _DRAINING.discard(endpoint)
 
 
 def read_memory(endpoint: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> RpcMemory:
     """Free/total memory of every device of the rpc-server at `endpoint`. Raises RpcError or ValueError."""
     host, port = parse_endpoint(endpoint)
+    endpoint = endpoint.strip()
+    with _DRAINING_LOCK:
+        if endpoint in _DRAINING:
+            raise RpcError(f"{endpoint}: busy (our last question still waits in its queue: a llama-server is "
+                           "probably connected)")
     try:
         sock = socket.create_connection((host, port), timeout=timeout_s)
     except OSError as exc:
@@ -120,7 +131,7 @@ def read_memory(endpoint: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> RpcMemor
             free_b, total_b = struct.unpack("<QQ", _command(sock, CMD_GET_DEVICE_MEMORY, struct.pack("<I", dev), 16))
             free.append(free_b / MIB)
             total.append(total_b / MIB)
-        return RpcMemory(endpoint.strip(), tuple(free), tuple(total), version)
+        return RpcMemory(endpoint, tuple(free), tuple(total), version)
     except socket.timeout as exc:
         raise RpcError(f"{endpoint}: no answer within {timeout_s:g} s") from exc
     except OSError as exc:
@@ -131,7 +142,9 @@ def read_memory(endpoint: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> RpcMemor
         if not pending:
             sock.close()  # between commands: the server sees an orderly end
         else:
-            threading.Thread(target=_drain_then_close, args=(sock,), name="rpc-drain", daemon=True).start()
+            with _DRAINING_LOCK:
+                _DRAINING.add(endpoint)
+            threading.Thread(target=_drain_then_close, args=(sock, endpoint), name="rpc-drain", daemon=True).start()
 
 
 @dataclass(frozen=True)
