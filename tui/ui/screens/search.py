@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from tui.ui.theme_colors import rich_style
 from tui.ui.tuning_view import SearchView, clock
+from tui.ui.widgets.sweep_table import fill
 
 OUTCOME_COLOUR = {"ok": "success", "oom": "error", "overshoot": "warning", "failed": "error", "cancelled": "warning"}
 UNITS = {"ctx_size": "tokens", "fit_target": "MiB"}
@@ -58,7 +59,7 @@ class SearchScreen(ModalScreen[Any]):
             yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#search-trials", DataTable).add_columns(FLAGS[self.knob], "outcome", "seconds", "why")
+        fill(self.query_one("#search-trials", DataTable), self._columns(), [])
         if self.fixed is not None:
             self.show(self.fixed)
             return
@@ -66,18 +67,20 @@ class SearchScreen(ModalScreen[Any]):
         if panel is not None and panel.search_view is not None:
             self.show(panel.search_view)
 
+    def _columns(self) -> list[str]:
+        return [FLAGS[self.knob], "outcome", "seconds", "why"]
+
     def show(self, view: SearchView) -> None:
         self.view = view
         self.query_one("#search-box").border_title = view.title
         state = "running" if view.running else ("cancelled" if view.cancelled else "done")
         elapsed = f" · {clock(view.elapsed_s)}" if view.elapsed_s else ""
         self.query_one("#search-message", Static).update(Content(f"{state}{elapsed} · {view.message}"))
-        table = self.query_one("#search-trials", DataTable)
-        table.clear()
         variables = self.app.theme_variables
-        for t in view.trials:
-            style = rich_style(variables, OUTCOME_COLOUR.get(t.outcome, "foreground"))
-            table.add_row(str(t.value), Text(t.outcome, style=style), f"{t.seconds:.1f}", t.detail[:60])
+        rows: list[list[object]] = [
+            [str(t.value), Text(t.outcome, style=rich_style(variables, OUTCOME_COLOUR.get(t.outcome, "foreground"))),
+             f"{t.seconds:.1f}", t.detail[:60]] for t in view.trials]
+        fill(self.query_one("#search-trials", DataTable), self._columns(), rows)
         answer = self.query_one("#search-answer", Static)
         if view.found and view.value is not None:
             answer.update(Content(f"{FLAGS[view.knob]} {view.value} {UNITS[view.knob]} · Enter puts it in the form, "

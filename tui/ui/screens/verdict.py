@@ -21,8 +21,10 @@ from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, Static
 from tui.ui.theme_colors import rich_style
 from tui.ui.tuning_view import VerdictView, clock
 from tui.ui.widgets.inputs import TextInput
+from tui.ui.widgets.sweep_table import fill
 
 VERDICT_COLOUR = {"better": "success", "worse": "error", "same": "foreground-muted", "inconclusive": "warning"}
+COLUMNS = ("metric", "MTP off", "MTP on", "change", "verdict")
 HEADLINE_CLASS = {"mtp_wins": "-wins", "mtp_loses": "-loses", "inconclusive": "-inconclusive"}
 
 
@@ -103,7 +105,7 @@ class VerdictScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#verdict-box").border_title = "Verdict"
-        self.query_one("#verdict-table", DataTable).add_columns("metric", "MTP off", "MTP on", "change", "verdict")
+        fill(self.query_one("#verdict-table", DataTable), list(COLUMNS), [])
         self.set_class(self.app.size.height < 34, "-short")
         if self.fixed is not None:
             self.show(self.fixed)
@@ -134,12 +136,12 @@ class VerdictScreen(Screen[None]):
             head.remove_class(cls)
         if view.label in HEADLINE_CLASS:
             head.add_class(HEADLINE_CLASS[view.label])
-        table = self.query_one("#verdict-table", DataTable)
-        table.clear()
         variables = self.app.theme_variables
+        rows: list[list[object]] = []
         for r in view.rows:
             style = rich_style(variables, VERDICT_COLOUR.get(r.verdict, "foreground"), bold=r.verdict in ("better", "worse"))
-            table.add_row(r.metric, r.off, r.on, r.change, Text(r.verdict, style=style))
+            rows.append([r.metric, r.off, r.on, r.change, Text(r.verdict, style=style)])
+        fill(self.query_one("#verdict-table", DataTable), list(COLUMNS), rows)
         self.query_one("#verdict-break-even", Static).update(Content(view.break_even))
         self.query_one("#verdict-answer", Static).update(Content(view.error or view.answer))
         self.query_one("#verdict-passes", Static).update(Content(" · ".join(view.passes)))

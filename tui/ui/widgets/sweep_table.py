@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
@@ -25,6 +27,18 @@ def _speed(v: float | None, spread: float | None) -> str:
     return f"{num} ±{half:.0f}%" if half >= 1 else f"{num} ±<1%"
 
 
+def fill(table: DataTable[Any], labels: list[str], rows: list[list[object]], keys: list[str] | None = None) -> None:
+    """Replace a table's columns and rows, each column as wide as its widest cell.
+
+    Why not the table's own measuring: it waits for an idle moment, which a stream of progress
+    updates can keep from coming, leaving columns at their labels' width (values cut short)."""
+    table.clear(columns=True)
+    for i, label in enumerate(labels):
+        table.add_column(label, width=max([cell_len(label), *(cell_len(str(row[i])) for row in rows)]))
+    for n, cells in enumerate(rows):
+        table.add_row(*cells, key=keys[n] if keys else None)
+
+
 class SweepTable(DataTable[object]):
     """One row per configuration; rebuilt from a SweepView only when its rows change."""
 
@@ -42,19 +56,11 @@ class SweepTable(DataTable[object]):
             return
         self._key = key
         cursor = self.cursor_row
-        self.clear(columns=True)
         cols = ["#", *view.axes, "plan MiB", "risk", "status", "TG t/s", "PP t/s", "accept"]
         if view.workload:
             cols.append("e2e s")
         cols.append("notes")
-        rows = [self._cells(r, view) for r in view.rows]
-        # Widths from the cells themselves: the table's own measuring waits for an idle moment,
-        # which a sweep's stream of updates can keep from coming (columns stuck at their labels).
-        for i, label in enumerate(cols):
-            width = max([cell_len(label), *(cell_len(str(row[i])) for row in rows)])
-            self.add_column(label, width=width)
-        for r, cells in zip(view.rows, rows):
-            self.add_row(*cells, key=str(r.number))
+        fill(self, cols, [self._cells(r, view) for r in view.rows], [str(r.number) for r in view.rows])
         if self.row_count:
             self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
 
