@@ -2,7 +2,7 @@
 
 HELD-OUT set: shape-only GGUFs of shapes the estimate's compute constants were never fitted on
 (tests/helpers/archshapes.py: gemma3 iswa 4B/12B, deepseek2 MLA with MTP (GLM-4.7-Flash-like) and
-DeepSeek-V2, glm4moe MTP (GLM-4.6), qwen3next, mimo2 iswa+MTP), each configuration launched on the real llama-server (CPU build, -nr, until it listens) and
+DeepSeek-V2, glm4moe MTP (GLM-4.6), qwen3next, mimo2 iswa+MTP, nemotron_h_moe Mamba-2 hybrid), each configuration launched on the real llama-server (CPU build, -nr, until it listens) and
 compared component by component with its memory report. The CALIBRATION set is separate:
 CALIBRATION_SHAPES here (the structural compute model) and bench_planner_accuracy.py's MATRIX/SHAPE
 (tiny qwen35/qwen35moe presets and the Qwen3.6-35B-A3B shape, the hybrid widths).
@@ -67,6 +67,7 @@ HELD_OUT: list[tuple[str, list[str]]] = (
     + [("deepseek-v2-r32", v) for v in _VARIANTS[:7]]
     + [("qwen3-next-80b", v) for v in _VARIANTS[:7] + _MTP_VARIANTS]
     + [("mimo-v2-flash-r32", v) for v in _VARIANTS[:3] + _MTP_VARIANTS[:3]]
+    + [("nemotron-h-moe-r32", v) for v in _VARIANTS[:6]]
 )
 assert not {s for s, _ in HELD_OUT} & set(CALIBRATION_SHAPES)
 EXACTISH = ("weights", "kv", "draft_kv", "recurrent", "output")

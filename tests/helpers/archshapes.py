@@ -181,6 +181,43 @@ def _mimo2(n_layer: int, E: int, nh: int, kv_full: int, kv_swa: int, hd_k: int, 
     return keys, t, V
 
 
+def _nemotron_h_moe(pattern: str, E: int, nh: int, nkv: int, hd: int, d_inner: int, d_state: int, n_group: int,
+                    n_ssm_head: int, n_exp: int, n_used: int, ff_exp: int, ff_sh: int, V: int) -> tuple[dict[str, object], Table, int]:
+    """Nemotron-H MoE: Mamba-2 (M), attention (*) and MoE (E) blocks; no MTP block (trunk only)."""
+    a = "nemotron_h_moe"
+    n = len(pattern)
+    conv_ch = d_inner + 2 * n_group * d_state
+    keys: dict[str, object] = {
+        f"{a}.context_length": 262144, f"{a}.embedding_length": E, f"{a}.block_count": n,
+        f"{a}.feed_forward_length": [ff_exp if c == "E" else 0 for c in pattern],
+        f"{a}.attention.head_count": nh,
+        f"{a}.attention.head_count_kv": [nkv if c == "*" else 0 for c in pattern],
+        f"{a}.attention.key_length": hd, f"{a}.attention.value_length": hd,
+        f"{a}.attention.layer_norm_epsilon": 1e-5, f"{a}.attention.layer_norm_rms_epsilon": 1e-5,
+        f"{a}.ssm.conv_kernel": 4, f"{a}.ssm.inner_size": d_inner, f"{a}.ssm.state_size": d_state,
+        f"{a}.ssm.time_step_rank": n_ssm_head, f"{a}.ssm.group_count": n_group, f"{a}.expert_count": n_exp,
+        f"{a}.expert_used_count": n_used, f"{a}.expert_feed_forward_length": ff_exp,
+        f"{a}.expert_shared_feed_forward_length": ff_sh, f"{a}.rope.freq_base": 10000.0,
+    }
+    t: Table = [("token_embd.weight", (E, V), Q4K), ("output_norm.weight", (E,), F32), ("output.weight", (E, V), Q6K)]
+    for i, c in enumerate(pattern):
+        t.append((f"blk.{i}.attn_norm.weight", (E,), F32))
+        if c == "M":
+            t += [(f"blk.{i}.ssm_in.weight", (E, 2 * d_inner + 2 * n_group * d_state + n_ssm_head), Q8),
+                  (f"blk.{i}.ssm_conv1d.weight", (4, conv_ch), F32), (f"blk.{i}.ssm_conv1d.bias", (conv_ch,), F32),
+                  (f"blk.{i}.ssm_dt.bias", (n_ssm_head,), F32), (f"blk.{i}.ssm_a", (1, n_ssm_head), F32),
+                  (f"blk.{i}.ssm_d", (1, n_ssm_head), F32), (f"blk.{i}.ssm_norm.weight", (d_inner // n_group, n_group), F32),
+                  (f"blk.{i}.ssm_out.weight", (d_inner, E), Q8)]
+        elif c == "*":
+            t += [(f"blk.{i}.attn_q.weight", (E, hd * nh), Q8), (f"blk.{i}.attn_k.weight", (E, hd * nkv), Q8),
+                  (f"blk.{i}.attn_v.weight", (E, hd * nkv), Q8), (f"blk.{i}.attn_output.weight", (hd * nh, E), Q8)]
+        else:
+            t += [(f"blk.{i}.ffn_gate_inp.weight", (E, n_exp), F32), (f"blk.{i}.exp_probs_b.bias", (n_exp,), F32),
+                  (f"blk.{i}.ffn_down_exps.weight", (ff_exp, E, n_exp), Q8), (f"blk.{i}.ffn_up_exps.weight", (E, ff_exp, n_exp), Q8),
+                  (f"blk.{i}.ffn_down_shexp.weight", (ff_sh, E), Q8), (f"blk.{i}.ffn_up_shexp.weight", (E, ff_sh), Q8)]
+    return keys, t, V
+
+
 def _qwen(spec_kw: dict[str, object]) -> Callable[[Path], Path]:
     spec = replace(QWEN36_35B_A3B, **spec_kw)  # type: ignore[arg-type]
     return lambda p: write_shape_model(p, spec)
@@ -210,6 +247,9 @@ ARCH_SHAPES: dict[str, Callable[[Path], Path]] = {
     "glm46-r32": _sparse("GLM-4.6 (32 experts)", _glm4moe(92, 5120, 96, 8, 128, 12288, 32, 8, 1536, 151552)),
     "deepseek-v2-r32": _sparse("DeepSeek-V2 (32 experts)",
                                _deepseek2(60, False, 5120, 128, 1536, 512, 64, 128, 128, 12288, 32, 6, 1536, 2, 102400)),
+    # Nemotron-3-Nano-30B-A3B-like layout (52 blocks: 23 Mamba-2, 23 MoE, 6 attention), 32 of 128 experts
+    "nemotron-h-moe-r32": _sparse("Nemotron-H MoE (32 experts)", _nemotron_h_moe(
+        "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEMEM*E"[:52], 2688, 32, 2, 128, 4096, 128, 8, 64, 32, 6, 1856, 3712, 131072)),
     "qwen3-8b": _sparse("Qwen3-8B", _qwen3(36, 4096, 32, 8, 128, 12288, 151936)),
     "qwen3-next-80b": _qwen({"arch": "qwen3next", "n_layer": 48, "n_expert": 512, "n_expert_used": 10, "n_vocab": 151936,
                              "n_merges": 151387, "name": "Qwen3-Next-80B-A3B shape-only (no weights)"}),
