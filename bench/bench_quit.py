@@ -34,6 +34,14 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
+def _running(pid: int) -> bool:
+    """Still running: a zombie has exited (tmux, its parent, reaps it when it gets round to it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def quit_time(root: Path, env: dict[str, str], streaming: bool) -> tuple[float, bool]:
     """Seconds from `q` to the process gone, and whether its llama-server is gone too."""
     term = Term(root, env, ["--demo", "--probe-repeat", "1", "--probe-n-predict", "4096"])
@@ -47,11 +55,15 @@ def quit_time(root: Path, env: dict[str, str], streaming: bool) -> tuple[float, 
             term.wait(", pass 1 (", 120, poll=0.05)  # a request in flight
             time.sleep(1.0)  # well into the stream (not at its first byte)
         t0 = time.monotonic()
+        wall0 = time.time()
         term.keys("q")
+        sent = time.monotonic() - t0
         deadline = t0 + 30.0
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        while _running(pid) and time.monotonic() < deadline:
             time.sleep(0.005)
         elapsed = time.monotonic() - t0
+        print(f"  q at {wall0:.3f} (tmux took {sent:.2f} s to send it), process gone at {wall0 + elapsed:.3f}",
+              flush=True)
         time.sleep(0.2)
         left = [s for s in servers if Path(f"/proc/{s}").exists()]
         return elapsed, not left
@@ -94,7 +106,7 @@ def main() -> int:
 
 Command: `{shlex.join([Path(sys.executable).name, *sys.argv])}`  
 `mtp-tune --demo` in tmux, {args.tries} tries each, {os.cpu_count()} CPUs shared with other work; keypress to
-process gone. llama-server left afterwards: {'none' if clean else 'YES (a bug)'}.
+process ended (exited, even if tmux has not reaped it yet). llama-server left afterwards: {'none' if clean else 'YES (a bug)'}.
 
 | case | q -> exit, s | goal |
 |---|---|---|
