@@ -63,10 +63,15 @@ class DevicePlan:
         return float(getattr(self, f"{key}_mib"))
 
     def band_pct(self, segment: str) -> float | None:
-        """The error band of one drawn segment (compute includes draft compute), or None."""
+        """The error band of one drawn segment, or None; the compute segment's is its two buffers'
+        bands weighted by their sizes."""
+        bands = dict(self.error_band)
         keys = ("compute", "draft_compute") if segment == "compute" else (segment,)
-        vals = [v for k, v in self.error_band if k in keys]
-        return max(vals) if vals else None
+        parts = [(bands[k], float(getattr(self, f"{k}_mib"))) for k in keys if k in bands]
+        if not parts:
+            return None
+        total = sum(size for _, size in parts)
+        return sum(b * size for b, size in parts) / total if total > 0 else max(b for b, _ in parts)
 
     @property
     def in_use_mib(self) -> float:
