@@ -62,3 +62,22 @@ def test_probe_series_do_not_grow_with_the_number_of_runs() -> None:
     configs = {p.config for p in state.points}
     assert len(configs) == MAX_SERIES
     assert len(state.points) == 6 * MAX_SERIES
+
+
+def test_probe_runs_share_one_thread_whoever_asks() -> None:
+    """Each probe run used to allocate on a fresh thread (a Textual worker each time), leaving about
+    80 KB per run in the allocator's per-thread arenas; runs now all happen on the backend's one probe thread."""
+    from tui.ui.backend import Backend
+    from tui.ui.options import AppOptions
+
+    backend = Backend(AppOptions())
+    idents: list[int] = []
+    try:
+        for _ in range(5):
+            t = threading.Thread(target=lambda: idents.append(backend._on_probe_thread(threading.get_ident)))
+            t.start()
+            t.join(10.0)
+    finally:
+        backend.close()
+    assert len(idents) == 5 and len(set(idents)) == 1
+    assert idents[0] != threading.get_ident()
