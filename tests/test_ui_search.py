@@ -76,11 +76,12 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
         await pilot.press("enter")
         assert await until(pilot, lambda: app.settings.fit_target == [0])
 
-        # Again from a high value, cancelled at once (during the first launch): nothing to accept.
-        app.form.load(with_value(app.settings, "fit_target", 8192))
-        assert await until(pilot, lambda: app.settings.fit_target == [8192])
+        # Again from a far higher value (many launches down), cancelled after its first trial.
+        app.form.load(with_value(app.settings, "fit_target", 1 << 20))
+        assert await until(pilot, lambda: app.settings.fit_target == [1 << 20])
         await pilot.press("F")
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
+        assert await until(pilot, lambda: app.tuning.search_view is not None and len(app.tuning.search_view.trials) >= 1)
         await pilot.press("x")
         assert await until(pilot, lambda: app.tuning.searches_finished == 2)
         view = app.tuning.search_view
@@ -90,6 +91,6 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
         assert isinstance(app.screen, SearchScreen)
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, SearchScreen))
-        assert app.settings.fit_target == [8192]
+        assert app.settings.fit_target == [1 << 20]
         await pilot.press("q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from dataclasses import replace as dataclass_replace
 from typing import Any
 
 import pytest
@@ -38,15 +37,19 @@ async def until(pilot, predicate, timeout: float = 120.0) -> bool:  # noqa: ANN0
     return bool(predicate())
 
 
-def options(model: Path, server_bin: Path, tmp_path: Path, hardware: Any = None, **extra: Any) -> AppOptions:
-    settings = Settings(model=str(model), ctx_size=1024, parallel=1, threads=1, threads_batch=1,
+def options(model: Path, server_bin: Path, tmp_path: Path, hardware: Any = None, n_predict: int = 16,
+            **extra: Any) -> AppOptions:
+    """`n_predict` long enough keeps a request in flight for the tests that cancel or quit mid-row
+    (the context is sized to hold it: a full context would end the generation early)."""
+    extra.setdefault("ctx_size", max(1024, 2 * n_predict))
+    settings = Settings(model=str(model), parallel=1, threads=1, threads_batch=1,
                         spec_type=["draft-mtp"], spec_draft_n_max=3, **extra)
     suites = config_dir() / "suites"
     suites.mkdir(parents=True, exist_ok=True)
     (suites / "sweep-ui.toml").write_text(SUITE)
     return AppOptions(settings=settings, server_bin=server_bin, hardware=hardware or PROFILES["rtx3060-laptop-6g"],
                       simulate=True, cursor_blink=False, server_log_dir=tmp_path / "logs", probe_repeat=2,
-                      probe_n_predict=16, probe_suite=str(suites / "sweep-ui.toml"), sample_interval_s=0.5)
+                      probe_n_predict=n_predict, probe_suite=str(suites / "sweep-ui.toml"), sample_interval_s=0.5)
 
 
 async def open_sweep(pilot, app: MtpTuneApp, ub: str = "256,512") -> SweepScreen:  # noqa: ANN001
@@ -75,7 +78,8 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
 
         t0 = time.monotonic()
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.running == "sweep")
+        assert await until(pilot, lambda: app.tuning.running == "sweep" or app.tuning.sweeps_finished)
+        assert app.tuning.sweep_view is not None and app.tuning.sweep_view.error is None, app.tuning.sweep_view
         # Back to the main screen: the sweep goes on and says so there.
         assert await until(pilot, lambda: app.tuning.sweep_view is not None and app.tuning.sweep_view.done >= 1)
         await pilot.press("escape")
@@ -114,7 +118,7 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
 
 
 async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path, n_predict=1000))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_sweep(pilot, app)
         await pilot.press("g")
@@ -133,7 +137,7 @@ async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_
         assert await until(pilot, lambda: not app.is_running, timeout=30)
 
     # A new session: the sweep screen starts from MTP on,off alone; r brings the saved sweep back.
-    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path, n_predict=1000))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("w")
         assert await until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen.defn is not None)
@@ -183,8 +187,7 @@ async def test_predicted_oom_rows_marked_and_skipped(server_bin: Path, tiny_mode
 async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_models: dict[str, Path],
                                                        tmp_path: Path) -> None:
     """q in the middle of a row: the sweep is cancelled and its llama-server stopped before the App exits."""
-    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path))
-    app.options = dataclass_replace(app.options, probe_n_predict=4000)  # long generations: a request in flight
+    app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path, n_predict=4000))  # a request in flight
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_sweep(pilot, app, ub="256")
         await pilot.press("g")

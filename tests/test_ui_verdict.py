@@ -61,7 +61,7 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         await pilot.press("a")
         assert await until(pilot, lambda: isinstance(app.screen, VerdictScreen))
         screen = app.screen
-        assert app.tuning.running == "ab"
+        assert app.tuning.running == "ab" or app.tuning.abs_finished == 1  # started (tiny models are quick)
         assert await until(pilot, lambda: screen.view is not None and screen.view.done >= 1)
         assert "passes" in str(screen.query_one("#verdict-progress-text").render())
         assert await until(pilot, lambda: app.tuning.abs_finished == 1), app.tuning.verdict_view
@@ -102,8 +102,7 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         assert app.tuning.running is None and app.screen.view.label == app.tuning.verdict.label
         # g measures again with the settings on screen (the edited workload kept).
         await pilot.press("g")
-        assert app.tuning.running == "ab"
-        assert await until(pilot, lambda: app.tuning.abs_finished == 2), app.tuning.verdict_view
+        assert await until(pilot, lambda: app.tuning.abs_finished == 2), [n.message for n in app._notifications]
         assert app.tuning.verdict.workload == (13000, 50) and app.tuning.verdict.samples != v.samples
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)
