@@ -109,8 +109,10 @@ def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_
     tmux.keys("Escape")
     tmux.wait_for(lambda s: "last sweep" in s and "VRAM" in s, "the main screen with the sweep's line", 30)
     tmux.keys("a")
+    # The table refills after the headline (rows are replaced, not appended): wait for the whole frame.
     screen = tmux.wait_for(watching(lambda s: "4/4 passes" in s and re.search(r"MTP (WINS|LOSES)|INCONCLUSIVE", s)
-                                    is not None and "(so far)" not in s), "the verdict", 300)
+                                    is not None and "(so far)" not in s and "1000 in / 500 out (s)" in s),
+                           "the verdict with its table", 300)
     headline = re.search(r"MTP WINS|MTP LOSES|INCONCLUSIVE", screen).group(0)  # type: ignore[union-attr]
     assert "1000 in / 500 out (s)" in screen and "TG t/s" in screen and "acceptance" in screen, screen
     assert re.search(r"MTP (wins|loses)|break-even", screen), screen
