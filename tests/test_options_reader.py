@@ -45,3 +45,10 @@ def test_without_removes_every_spelling_and_its_value():
 def test_one_redactor_for_every_spelling():
     assert redact_argv(["--api-key", "k1", "--api-key=k2", "-m", "x"]) == [
         "--api-key", REDACTED, f"--api-key={REDACTED}", "-m", "x"]
+
+
+def test_probe_launch_defaults_see_every_spelling_of_a_given_option():
+    from tui.core.probes.session import with_defaults
+
+    assert with_defaults(["--threads", "4", "--parallel=2"]) == ["--threads", "4", "--parallel=2", "--metrics"]
+    assert with_defaults([]) == ["-np", "1", "-t", "1", "--metrics"]

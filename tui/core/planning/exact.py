@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tui.core.options.lookup import default
 from tui.core.options.reader import without
 from tui.core.options.settings import Settings
 from tui.core.planning.breakdown import DryRunLog
@@ -171,7 +172,7 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
     local = [d for d in devices if not d.remote] if stand_in else []
     remote_eps = [d.key[5:-1] for d in devices if d.remote and d.key.startswith("RPC0[")]
     warnings: list[str] = []
-    margins = list(settings.fit_target) or [1024]
+    margins = list(settings.fit_target) or [int(default("--fit-target"))]  # type: ignore[call-overload]
     try:
         fit_targets(local, margins[len(remote_eps):] or margins)
     except StandInError as e:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tui.core.options import reader
 from tui.core.options.argv import settings_from_argv
 from tui.core.probes.hygiene import ProbeWarning, check_gpu_snapshot, check_memory_report
 from tui.core.probes.runner import ProbeRun, ProgressFn, RunConfig, RunContext, run_probe
@@ -39,9 +40,9 @@ class ProbeSetupError(RuntimeError):
 def with_defaults(server_args: Sequence[str]) -> list[str]:
     """`server_args` plus DEFAULT_LAUNCH_ARGS for each option the user did not give."""
     out = list(server_args)
-    given = {a.split("=", 1)[0] for a in out if a.startswith("-")}
+    given = {t.option for t in reader.scan(out) if isinstance(t, reader.Occurrence)}
     for names, add in DEFAULT_LAUNCH_ARGS:
-        if not given & set(names):
+        if reader.option_named(names[0]) not in given:
             out += list(add)
     return out
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from tui.core.options.lookup import default
 from tui.core.options.settings import Settings
 from tui.core.server.events import LogListener, ServerState, StateListener
 from tui.core.server.failures import Failure
 
-DEFAULT_N_MAX = 3  # common_params_speculative::n_max in b11434 (common/common.h)
+DEFAULT_N_MAX = int(default("--spec-draft-n-max"))  # type: ignore[call-overload]  # the option table's, b11434
 
 
 @dataclass(frozen=True)

@@ -56,16 +56,6 @@ def last_launched() -> Settings | None:
     return dataclasses.replace(settings, api_key=None) if settings.api_key == REDACTED else settings
 
 
-def record_launch(settings: Settings) -> None:
-    """Keep every launched configuration (koboldcpp users asked for exactly this)."""
-    from tui.core.presets.profiles import ProfileError, record_launch as core_record
-
-    try:
-        core_record(settings)
-    except (ProfileError, OSError):
-        pass  # history is a convenience; never block a launch on it
-
-
 def write_ini_section(path: str, section: str, settings: Settings) -> tuple[str, bool]:
     from tui.core.presets import IniWriteError, write_section
 
