@@ -2,7 +2,7 @@
 and the MTP on/off verdict against the real llama-server, the best row and the verdict are read off
 the screen, `q` quits, and no llama-server it started is left (checked in /proc).
 
-Synchronisation is bounded polling of `tmux capture-pane` (the Tmux helper of test_ui_e2e_tmux).
+Synchronisation is bounded polling of `tmux capture-pane` (tests/helpers/tmux.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_ui_e2e_tmux import SUITE, Tmux, alive, tmux  # noqa: F401 - tmux is the fixture
+from tests.helpers.tmux import SUITE, Tmux, alive, tmux  # noqa: F401 - tmux is the fixture
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from tui.core.options import reader
 from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server
 from tui.core.server.failures import Failure
 from tui.core.provision import ProvisionError, ensure_server
@@ -48,9 +49,7 @@ def _printer(t0: float) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     server_args: list[str] = list(args.server_args)
-    if not any(a in server_args for a in ("-m", "--model", "-hf", "--hf-repo", "-hfr", "--models-preset")) and not any(
-        a.startswith(("--model=", "--models-preset=")) for a in server_args
-    ):
+    if not any(reader.occurrences(server_args, n) for n in ("--model", "--hf-repo", "--models-preset")):
         return fail("serve needs a model: `mtp-tune serve -m FILE.gguf [llama-server flags]` "
                     "(or --models-preset FILE.ini --router-model NAME for router mode).")
     try:
