@@ -11,7 +11,6 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
