@@ -273,3 +273,31 @@ def test_sync_use_via_asyncio_run() -> None:
 
     assert asyncio.run(go()) == "ok"
 
+
+
+async def test_a_get_on_a_connection_the_server_dropped_is_sent_once_more() -> None:
+    # The router closes a kept-alive connection as it is reused right after a child loads.
+    calls: list[str] = []
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        calls.append(r.method)
+        if len(calls) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=r)
+        return httpx.Response(200, json={"status": "ok"})
+
+    async with client(handler) as c:
+        assert (await c.health()).ok
+    assert calls == ["GET", "GET"]
+
+
+async def test_a_dropped_post_is_not_sent_twice() -> None:
+    calls: list[str] = []
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        calls.append(r.method)
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=r)
+
+    async with client(handler) as c:
+        with pytest.raises(ServerGone):
+            await c.load_model("m")
+    assert calls == ["POST"]

@@ -197,7 +197,15 @@ class LlamaClient:
     async def _request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
                        json_body: Any = None, ok_statuses: Sequence[int] = ()) -> httpx.Response:
         try:
-            r = await self._http.request(method, path, params=params, json=json_body)
+            try:
+                r = await self._http.request(method, path, params=params, json=json_body)
+            except httpx.RemoteProtocolError:
+                if method != "GET":
+                    raise
+                # A kept-alive connection the server closed as it was reused (the router does this
+                # right after a child loads): an idempotent GET is sent once more on a new one. A
+                # server that is really gone then refuses the connection, and that is reported below.
+                r = await self._http.request(method, path, params=params, json=json_body)
         except httpx.TimeoutException as e:
             raise ClientTimeout(f"llama-server at {self.base_url} did not answer {path} in time ({e!r}).") from e
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
