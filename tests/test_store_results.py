@@ -36,6 +36,9 @@ def test_new_database_has_current_schema_and_wal(tmp_path: Path) -> None:
         assert s.schema_version == SCHEMA_VERSION
         mode = s._conn.execute("PRAGMA journal_mode").fetchone()[0]
         assert mode == "wal"
+        # a bounded page cache, smaller than SQLite's 2 MB default (it filled over a long session)
+        assert s._conn.execute("PRAGMA cache_size").fetchone()[0] == -store_mod.CACHE_KIB
+        assert store_mod.CACHE_KIB < 2000
 
 
 def test_run_round_trip_keeps_everything_verbatim(tmp_path: Path) -> None:

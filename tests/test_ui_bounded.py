@@ -74,10 +74,46 @@ def test_probe_runs_share_one_thread_whoever_asks() -> None:
     idents: list[int] = []
     try:
         for _ in range(5):
-            t = threading.Thread(target=lambda: idents.append(backend._on_probe_thread(threading.get_ident)))
+            t = threading.Thread(target=lambda: idents.append(backend._probe_executor().submit(threading.get_ident).result()))
             t.start()
             t.join(10.0)
     finally:
         backend.close()
     assert len(idents) == 5 and len(set(idents)) == 1
     assert idents[0] != threading.get_ident()
+
+
+async def test_a_probe_run_in_the_app_starts_no_thread_of_its_own(monkeypatch) -> None:  # noqa: ANN001
+    """The app awaits the run on the probe thread; a Textual thread worker per run (a new thread each
+    time, with its own arena and stack) was the TUI's share of the soak's growth."""
+    from tui.ui.app import make_app
+    from tui.ui.backend import Backend
+    from tui.ui.options import AppOptions
+
+    class Quick(Backend):
+        def _run_probes(self, suite, settings, previous, progress, cancel):  # noqa: ANN001, ANN202
+            progress(dataclasses.replace(previous, message="one request"))
+            return dataclasses.replace(previous, message=f"ok: 1 request(s) on {threading.current_thread().name}"), 7, None
+
+    options = AppOptions(cursor_blink=False)
+    app = make_app(options, Quick(options))
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def counting_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        for run in range(1, 7):  # the first runs start the probe thread and the loop's executor pool
+            if run == 3:
+                monkeypatch.setattr(threading.Thread, "start", counting_start)
+            app._probe_worker("tasks", app.settings, threading.Event())
+            for _ in range(200):
+                if app.probe_runs_finished >= run:
+                    break
+                await pilot.pause(0.02)
+        monkeypatch.undo()
+        assert app.probe_runs_finished == 6
+        assert "mtp-tune-probe" in app.probes.message
+    assert started == []

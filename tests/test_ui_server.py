@@ -106,9 +106,9 @@ async def test_quit_while_a_probe_streams_cancels_it_before_the_stop(
     events: list[str] = []
 
     class Recording(Backend):
-        def run_probes(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def _run_probes(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - on the probe thread
             events.append("probe started")
-            result = super().run_probes(*args, **kwargs)
+            result = super()._run_probes(*args, **kwargs)
             events.append(f"probe ended: {result[0].message}")
             return result
 

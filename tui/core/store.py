@@ -137,6 +137,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: The connection's page cache, in KiB (SQLite's default is 2000).
+CACHE_KIB = 256
+
+
 class Store:
     """A handle on the results database. Thread-safe (one connection behind a lock)."""
 
@@ -156,6 +160,9 @@ class Store:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
+            # SQLite's default page cache (2 MB) fills as the database grows, run after run, and
+            # looked like a leak in a long session (bench/bench_soak.py); the queries are small.
+            self._conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             self._migrate()
         except sqlite3.DatabaseError as exc:
             self._conn.close()

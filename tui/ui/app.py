@@ -9,6 +9,7 @@ state change and hand the new state down to the widgets ("attributes down, messa
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import sys
 import threading
@@ -377,16 +378,25 @@ class MtpTuneApp(App[int]):
         self.probes = dataclasses.replace(self.probes, message="cancelling after the current request…")
         self.probe_panel.show(self.probes)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
-    def _probe_worker(self, suite: str, settings: Settings, cancel: threading.Event) -> None:
+    @work(exclusive=True, exit_on_error=False, group="probe")
+    async def _probe_worker(self, suite: str, settings: Settings, cancel: threading.Event) -> None:
+        """Await the run on the backend's one probe thread: no thread of its own per run (a thread
+        per run left its allocator arenas and stack behind, bench/bench_soak.py)."""
         def progress(state: ProbeState) -> None:
             self.post_message(ProbeUpdated(state))
 
         try:
-            state, run_id, error = self.backend.run_probes(suite, settings, self.probes, progress, cancel)
-            self.post_message(ProbeFinished(state, run_id, error))
-        finally:
+            future = self.backend.submit_probes(suite, settings, self.probes, progress, cancel)
+        except Exception as exc:  # noqa: BLE001 - reported as a failed run, never a traceback
             self._probe_idle.set()
+            self.post_message(ProbeFinished(self.probes, None, f"the probe run could not start: {exc}"))
+            return
+        future.add_done_callback(lambda _f: self._probe_idle.set())
+        try:
+            state, run_id, error = await asyncio.wrap_future(future)
+        except Exception as exc:  # noqa: BLE001
+            state, run_id, error = self.probes, None, f"the probe run failed: {exc}"
+        self.post_message(ProbeFinished(state, run_id, error))
 
     @on(ProbeUpdated)
     def _probe_updated(self, message: ProbeUpdated) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from tui.core.gpu.types import GpuSnapshot, ServerView
@@ -255,24 +256,28 @@ class Backend:
         wanted = self.options.probe_suite
         return (wanted, *[n for n in names if n != wanted]) if wanted else names
 
+    def submit_probes(
+        self, suite: str, settings: Settings, previous: ProbeState,
+        progress: Callable[[ProbeState], None], cancel: threading.Event,
+    ) -> Future[tuple[ProbeState, Any, str | None]]:
+        """Start a run on the one probe thread; the future holds (state, run id, error)."""
+        return self._probe_executor().submit(self._run_probes, suite, settings, previous, progress, cancel)
+
     def run_probes(
         self, suite: str, settings: Settings, previous: ProbeState,
         progress: Callable[[ProbeState], None], cancel: threading.Event,
     ) -> tuple[ProbeState, Any, str | None]:
-        """Run on the one probe thread (see `_on_probe_thread`), whatever thread asks."""
-        return self._on_probe_thread(lambda: self._run_probes(suite, settings, previous, progress, cancel))
+        """`submit_probes` and wait for it (for callers on a thread of their own)."""
+        return self.submit_probes(suite, settings, previous, progress, cancel).result()
 
-    def _on_probe_thread(self, fn: Callable[[], Any]) -> Any:
+    def _probe_executor(self) -> ThreadPoolExecutor:
         """Every probe run on one long-lived thread: a fresh thread per run (each with its own event
         loop, HTTP client and JSON) left about 80 KB per run behind in the allocator's per-thread
         arenas (tests/test_ui_bounded.py, bench/bench_soak.py)."""
         with self._lock:
             if self._probe_pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
                 self._probe_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mtp-tune-probe")
-            pool = self._probe_pool
-        return pool.submit(fn).result()
+            return self._probe_pool
 
     def _run_probes(
         self, suite: str, settings: Settings, previous: ProbeState,
