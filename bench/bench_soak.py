@@ -131,6 +131,9 @@ def summarise(samples: list[Sample], warmup_s: float) -> dict[str, float]:
     after = [s for s in samples if s.t_s >= warmup_s] or samples
     first, last = samples[0], samples[-1]
     wall = last.t_s - first.t_s
+    half = [x for x in samples if x.t_s >= wall / 2.0] or samples
+    runs_after = after[-1].runs - after[0].runs
+    half_runs = half[-1].runs - half[0].runs
     return {
         "minutes": wall / 60.0,
         "rss_start": first.rss_mb, "rss_end": last.rss_mb, "rss_max": max(s.rss_mb for s in samples),
@@ -140,6 +143,11 @@ def summarise(samples: list[Sample], warmup_s: float) -> dict[str, float]:
         "rss_slope_after_warmup": slope_mb_per_hour(after, "rss_mb"),
         "cpu_percent": 100.0 * (last.cpu_s - first.cpu_s) / wall if wall > 0 else 0.0,
         "runs": float(last.runs),
+        # The second half alone: bounded caches (Rich's, Textual's, SQLite's) fill in the first
+        # hundreds of runs; what still grows in the second half is what an overnight session keeps.
+        "slope_second_half": slope_mb_per_hour(half), "half_from_min": half[0].t_s / 60.0,
+        "kb_per_run_after_warmup": (after[-1].anon_mb - after[0].anon_mb) * 1024.0 / runs_after if runs_after else 0.0,
+        "kb_per_run_second_half": (half[-1].anon_mb - half[0].anon_mb) * 1024.0 / half_runs if half_runs else 0.0,
     }
 
 
@@ -194,7 +202,9 @@ reloads as the shared machine's page cache churns).
 | measure | result | goal |
 |---|---|---|
 | heap (RssAnon) at start -> end, MB | {r['anon_start']:.1f} -> {r['anon_end']:.1f} (max {r['anon_max']:.1f}) | |
-| heap slope after the first {args.warmup_minutes:g} min (from {r['anon_after_warmup']:.1f} MB), MB/hour | **{r['slope_after_warmup']:+.2f}** | flat (< 1) |
+| heap slope after the first {args.warmup_minutes:g} min (from {r['anon_after_warmup']:.1f} MB), MB/hour | {r['slope_after_warmup']:+.2f} | |
+| heap slope over the second half (from minute {r['half_from_min']:.0f}), MB/hour | **{r['slope_second_half']:+.2f}** | flat (< 1) |
+| heap growth per probe run: after the warm-up; second half, KB | {r['kb_per_run_after_warmup']:+.1f}; {r['kb_per_run_second_half']:+.1f} | |
 | heap slope over the whole run, MB/hour | {r['slope_all']:+.2f} | |
 | VmRSS at start -> end, MB; slope after the warm-up, MB/hour | {r['rss_start']:.1f} -> {r['rss_end']:.1f} (max {r['rss_max']:.1f}); {r['rss_slope_after_warmup']:+.2f} | |
 | CPU of mtp-tune while probing, % of one core | {r['cpu_percent']:.1f} | |

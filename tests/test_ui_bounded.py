@@ -116,4 +116,6 @@ async def test_a_probe_run_in_the_app_starts_no_thread_of_its_own(monkeypatch) -
         monkeypatch.undo()
         assert app.probe_runs_finished == 6
         assert "mtp-tune-probe" in app.probes.message
+        # a saved run says so in the panel: no toast per run (each one's render state added up)
+        assert len(app._notifications) == 0
     assert started == []

@@ -412,8 +412,8 @@ class MtpTuneApp(App[int]):
         self.probe_panel.show(self.probes)
         if message.error:
             self.notify(message.error, title="Probe run failed", severity="error", timeout=12)
-        elif message.run_id is not None:
-            self.notify(f"run {message.run_id} saved; h opens the runs view", title="Probes done")
+        # A saved run says so in the panel ("ok: 6 request(s), run 12"); no toast per run, which
+        # piled up render state over a long session of probing (bench/bench_soak.py).
 
     # --- screens and other actions -------------------------------------------------------------
 
