@@ -16,3 +16,10 @@ def append_under(heading: str, text: str, path: Path = RESULTS) -> None:
     nxt = body.find("\n## ", start)
     end = len(body) if nxt < 0 else nxt
     path.write_text(body[:end].rstrip("\n") + "\n\n" + text.strip("\n") + "\n" + body[end:])
+
+
+def publish(heading: str, text: str, write: bool = True) -> None:
+    """Print a benchmark's section and, unless told not to (`--no-write`), append it under `heading`."""
+    print(text)
+    if write:
+        append_under(heading, text)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _results import append_under  # noqa: E402
+from _results import publish  # noqa: E402
 
 from tests.helpers.archshapes import write_arch_shape  # noqa: E402
 from tests.helpers.launch import probe_launch  # noqa: E402
@@ -178,9 +178,7 @@ def main() -> int:
              "| case | devices | weights/KV/draft KV/recurrent/output | compute/draft compute |", "|---|---|---|---|"]
     text += [f"| {c} | {d} | {e} | {f} |" for c, d, e, f in agree]
     out = "\n".join(text)
-    print(out)
-    if not a.no_write:
-        append_under(HEADING, out)
+    publish(HEADING, out, write=not a.no_write)
     return 0
 
 

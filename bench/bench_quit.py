@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _results import append_under  # noqa: E402
+from _results import publish  # noqa: E402
 from bench_ui import Term, base_env  # noqa: E402
 
 HEADING = "## Quit"
@@ -113,9 +113,7 @@ process ended (exited, even if tmux has not reaped it yet). llama-server left af
 | idle (server ready) | {fmt(results['idle'])} | < 1 s |
 | a probe streaming (4096-token generation in flight) | {fmt(results['streaming'])} | < 1 s |
 """
-    print(section)
-    if not args.no_write:
-        append_under(HEADING, section)
+    publish(HEADING, section, write=not args.no_write)
     return 0 if clean else 1
 
 

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _results import append_under  # noqa: E402
+from _results import publish  # noqa: E402
 from bench_ui import Term, base_env, cpu_seconds  # noqa: E402
 
 HEADING = "## Soak"
@@ -209,9 +209,7 @@ reloads as the shared machine's page cache churns).
 | VmRSS at start -> end, MB; slope after the warm-up, MB/hour | {r['rss_start']:.1f} -> {r['rss_end']:.1f} (max {r['rss_max']:.1f}); {r['rss_slope_after_warmup']:+.2f} | |
 | CPU of mtp-tune while probing, % of one core | {r['cpu_percent']:.1f} | |
 """
-    print(section)
-    if not args.no_write:
-        append_under(HEADING, section)
+    publish(HEADING, section, write=not args.no_write)
     return 0
 
 

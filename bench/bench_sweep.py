@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _results import append_under  # noqa: E402
+from _results import publish  # noqa: E402
 from bench_soak import SHORT_SUITE  # noqa: E402
 from bench_ui import base_env  # noqa: E402
 
@@ -78,9 +78,7 @@ start. Model: the demo's {setup.model.name}, real CPU llama-server.
 | best | {best} |
 """
     print(done.stdout)
-    print(section)
-    if not args.no_write:
-        append_under(HEADING, section)
+    publish(HEADING, section, write=not args.no_write)
     return 0
 
 

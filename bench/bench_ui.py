@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _results import append_under  # noqa: E402
+from _results import publish  # noqa: E402
 
 HEADING = "## TUI"
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -310,9 +310,7 @@ Start-up breakdown (fresh interpreter, in-process clocks, median of 3, s):
 | part | time |
 |---|---|
 """ + "".join(f"| {k} | {fmt(v, 3)} |\n" for k, v in breakdown.items())
-    print(section)
-    if not args.no_write:
-        append_under(HEADING, section)
+    publish(HEADING, section, write=not args.no_write)
     return 0
 
 

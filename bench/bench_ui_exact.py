@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _results import append_under  # noqa: E402
+from _results import publish  # noqa: E402
 
 HEADING = "## TUI exact mode (issue 13)"
 DEADLINE_S = 120.0
@@ -170,9 +170,7 @@ keys that arrive while Textual is still laying out and rendering the previous fr
 shared machine. The exact dry run is the tiny demo model's; a 35B shape takes 1.6-2 s cold (bench_exact.py).
 A dry run beyond one per burst is a pause between keys longer than the debounce.
 """
-    print(section)
-    if not args.no_write:
-        append_under(HEADING, section)
+    publish(HEADING, section, write=not args.no_write)
     return 0
 
 
