@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _results import publish  # noqa: E402
-from bench_ui import Term, base_env, cpu_seconds  # noqa: E402
+from bench_ui import SUITE, Term, base_env, cpu_seconds  # noqa: E402
 
 HEADING = "## Soak"
 #: The probe panel's line when a run is over: "ok: 6 request(s), run 12".
@@ -69,18 +69,6 @@ def slope_mb_per_hour(samples: list[Sample], attr: str = "anon_mb") -> float:
         return 0.0
     cov = sum((s.t_s - mt) * (getattr(s, attr) - mr) for s in samples)
     return cov / var * 3600.0
-
-
-#: The default suite: two short prompts, so probe runs (and whatever they leave behind) come often.
-SHORT_SUITE = """\
-name = "soak"
-[[prompts]]
-name = "colours"
-prompt = "Name three colours of the rainbow."
-[[prompts]]
-name = "capital"
-prompt = "What is the capital of France?"
-"""
 
 
 def soak(root: Path, env: dict[str, str], minutes: float, sample_s: float, n_predict: int, suite: str,
@@ -181,7 +169,7 @@ def main() -> int:
         suite = args.suite
         if suite is None:
             suite = str(root / "soak.toml")
-            Path(suite).write_text(SHORT_SUITE)
+            Path(suite).write_text(SUITE)  # two short prompts: probe runs come often
         samples, _pid = soak(root, env, args.minutes, args.sample_s, args.n_predict, suite)
     if args.csv:
         args.csv.write_text("t_s,rss_mb,anon_mb,cpu_s,runs\n" + "".join(

@@ -26,8 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _results import publish  # noqa: E402
-from bench_soak import SHORT_SUITE  # noqa: E402
-from bench_ui import base_env  # noqa: E402
+from bench_ui import SUITE, base_env  # noqa: E402
 
 HEADING = "## Sweep"
 MTP_TUNE = Path(sys.executable).parent / "mtp-tune"
@@ -50,7 +49,7 @@ def main() -> int:
         root = Path(tmp)
         env = base_env(root, setup.server)
         suite = root / "soak.toml"
-        suite.write_text(SHORT_SUITE)
+        suite.write_text(SUITE)
         argv = [str(MTP_TUNE), "sweep", "-m", str(setup.model), "-c", "8192", "-t", str(args.threads),
                 "--spec-type", "draft-mtp", "--spec-draft-n-max", "3",
                 "--axis", "mtp=on,off", "--axis", "ub=256,512", "--suite", str(suite),
