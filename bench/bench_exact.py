@@ -25,7 +25,7 @@ from _results import publish  # noqa: E402
 from tests.helpers.archshapes import write_arch_shape  # noqa: E402
 from tests.helpers.launch import probe_launch  # noqa: E402
 from tests.helpers.shapemodel import write_shape_model  # noqa: E402
-from tui.core import provision  # noqa: E402
+from tui.core.server import provision  # noqa: E402
 from tui.core.options.argv import settings_from_argv  # noqa: E402
 from tui.core.planning.devices import DeviceSpec  # noqa: E402
 from tui.core.planning.dryrun import dry_run_args, run_dry  # noqa: E402
@@ -34,7 +34,7 @@ from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
 from tui.core.planning.reconcile import reconcile  # noqa: E402
 from tui.core.planning.sparse import sparse_copy  # noqa: E402
 from tui.core.planning.standin import RpcServers  # noqa: E402
-from tui.core.tinymodel import PRESETS, write_tiny_model  # noqa: E402
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model  # noqa: E402
 
 HEADING = "## Exact mode (issue 13)"
 ARCHS = ("gemma3-1b", "gemma3-4b", "deepseek-v2-lite", "glm47-flash", "glm45-air", "qwen3-next-80b")

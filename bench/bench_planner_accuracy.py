@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_planner_speed import append_section  # noqa: E402
 
-from tui.core import provision  # noqa: E402
+from tui.core.server import provision  # noqa: E402
 from tui.core.options.argv import settings_from_argv  # noqa: E402
 from tui.core.planning.gguf_reader import read_gguf  # noqa: E402
 from tui.core.planning.devices import DeviceSpec  # noqa: E402
@@ -30,7 +30,7 @@ from tests.helpers.launch import probe_launch  # noqa: E402
 from tui.core.planning.standin import RpcServers  # noqa: E402
 from tui.core.planning.reconcile import EXACT_COMPONENTS, reconcile  # noqa: E402
 from tests.helpers.shapemodel import write_shape_model  # noqa: E402
-from tui.core.tinymodel import PRESETS, write_tiny_model  # noqa: E402
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model  # noqa: E402
 
 MTP = ["--spec-type", "draft-mtp"]
 COMMON = ["-t", "1", "-tb", "1", "--no-warmup", "-fit", "off"]

@@ -27,7 +27,7 @@ from _results import append_under  # noqa: E402
 
 from tests.helpers.archshapes import write_arch_shape  # noqa: E402
 from tests.helpers.launch import probe_launch  # noqa: E402
-from tui.core import provision  # noqa: E402
+from tui.core.server import provision  # noqa: E402
 from tui.core.options.argv import settings_from_argv  # noqa: E402
 from tui.core.planning.errorband import BANDS_PATH  # noqa: E402
 from tui.core.planning.gguf_reader import read_gguf  # noqa: E402

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tui.cli import main as cli  # noqa: E402
-from tui.core.tinymodel import PRESETS, write_tiny_model  # noqa: E402
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model  # noqa: E402
 
 CONFIGS: tuple[tuple[str, list[str]], ...] = (
     ("MTP off", []),

@@ -80,7 +80,7 @@ def main() -> int:
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("bench_quit: tmux is required")
-    from tui.core.demo import prepare_demo
+    from tui.core.demo.prepare import prepare_demo
 
     setup = prepare_demo()
     results: dict[str, list[float]] = {"idle": [], "streaming": []}

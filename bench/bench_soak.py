@@ -156,7 +156,7 @@ def main() -> int:
     if shutil.which("tmux") is None:
         raise SystemExit("bench_soak: tmux is required")
 
-    from tui.core.demo import prepare_demo
+    from tui.core.demo.prepare import prepare_demo
 
     setup = prepare_demo()
     load = os.getloadavg()[0]

@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from _results import append_under  # noqa: E402
 
-from tui.core.provision import ensure_server  # noqa: E402
+from tui.core.server.provision import ensure_server  # noqa: E402
 from tui.core.server.events import ServerState  # noqa: E402
 from tui.core.server.supervisor import Supervisor  # noqa: E402
-from tui.core.tinymodel import preset, write_tiny_model  # noqa: E402
+from tui.core.demo.tiny_model import preset, write_tiny_model  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 HEADING = "## Supervisor"

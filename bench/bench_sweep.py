@@ -40,7 +40,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
-    from tui.core.demo import prepare_demo
+    from tui.core.demo.prepare import prepare_demo
 
     setup = prepare_demo()
     load = os.getloadavg()[0]

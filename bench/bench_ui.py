@@ -136,7 +136,7 @@ import tui.ui.app
 from tui.ui.launch_options import demo_settings
 from tui.ui.options import AppOptions
 t3 = time.perf_counter()
-from tui.core.demo import prepare_demo
+from tui.core.demo.prepare import prepare_demo
 setup = prepare_demo()
 t4 = time.perf_counter()
 
@@ -269,7 +269,7 @@ def main() -> int:
     if shutil.which("tmux") is None:
         raise SystemExit("bench_ui: tmux is required")
 
-    from tui.core.demo import prepare_demo
+    from tui.core.demo.prepare import prepare_demo
 
     setup = prepare_demo()
     load = os.getloadavg()[0]

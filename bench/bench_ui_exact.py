@@ -67,7 +67,7 @@ class Clock:
 async def run(bursts: int, root: Path) -> dict[str, Any]:
     from textual import events
 
-    from tui.core.demo import prepare_demo
+    from tui.core.demo.prepare import prepare_demo
     from tui.core.planning.exact import exact_plan
     from tui.ui.app import make_app
     from tui.ui.backend import Backend

@@ -56,10 +56,10 @@ def save(app, name: str) -> None:  # noqa: ANN001
 
 
 async def real_run(work: Path) -> None:
-    from tui.core.demo import prepare_demo
+    from tui.core.demo.prepare import prepare_demo
     from tui.core.options.settings import Settings
     from tests.helpers.shapemodel import write_shape_model
-    from tui.core.tinymodel import PRESETS, write_tiny_model
+    from tui.core.demo.tiny_model import PRESETS, write_tiny_model
     from tui.ui.app import make_app
     from tui.ui.launch_options import demo_settings
     from tui.ui.options import AppOptions
@@ -131,7 +131,7 @@ async def real_run(work: Path) -> None:
 async def tuning_run(work: Path) -> None:
     """The sweep screen after a real 2x2 demo sweep, and the MTP on/off verdict (screenshots/sweep.svg,
     screenshots/verdict.svg)."""
-    from tui.core.demo import prepare_demo
+    from tui.core.demo.prepare import prepare_demo
     from tui.ui.app import make_app
     from tui.ui.launch_options import demo_settings
     from tui.ui.options import AppOptions

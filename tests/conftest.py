@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.core import provision
-from tui.core.tinymodel import PRESETS, write_tiny_model
+from tui.core.server import provision
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
 #: Models generated once per session; small-mtp-q8_0 (25 MB) only on request.
 DEFAULT_MODELS = ("tiny-mtp", "tiny-nomtp", "tiny-mtp-a50", "tiny-mtp-random", "tiny-mtp-q8_0", "tiny-moe-mtp")
@@ -63,7 +63,7 @@ def rpc_server_bin(server_bin: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Generated GGUFs by preset name (see tui.core.tinymodel.PRESETS)."""
+    """Generated GGUFs by preset name (see tui.core.demo.tiny_model.PRESETS)."""
     out = tmp_path_factory.mktemp("models")
     return {name: write_tiny_model(out / f"{name}.gguf", PRESETS[name]) for name in DEFAULT_MODELS}
 

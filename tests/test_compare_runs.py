@@ -22,7 +22,7 @@ from tui.core.probes.compare import (
 )
 from tui.core.probes.records import RequestRecord, pass_stats, summarize_run
 from tui.core.probes.report import to_csv, to_markdown
-from tui.core.store import Store
+from tui.core.results.store import Store
 
 PROMPTS = ("code_python", "summarize", "translation")
 

@@ -15,7 +15,7 @@ def _core_modules() -> list[str]:
 
 def test_there_are_core_modules() -> None:
     mods = _core_modules()
-    assert "tui.core.provision" in mods and "tui.core.tinymodel" in mods
+    assert "tui.core.server.provision" in mods and "tui.core.demo.tiny_model" in mods
 
 
 def test_core_does_not_import_textual_or_rich() -> None:

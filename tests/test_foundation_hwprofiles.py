@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.hwprofiles import PROFILES, parse_gpus_spec
+from tui.core.gpu.profiles import PROFILES, parse_gpus_spec
 
 
 def test_required_profiles_exist() -> None:

@@ -9,7 +9,7 @@ import gguf
 import pytest
 
 from tests.helpers.llama import ServerFailed, llama_server
-from tui.core.tinymodel import PRESETS, expected_acceptance_band, preset, write_tiny_model
+from tui.core.demo.tiny_model import PRESETS, expected_acceptance_band, preset, write_tiny_model
 
 MTP = ["--spec-type", "draft-mtp", "--spec-draft-n-max", "3", "--spec-draft-n-min", "1"]
 GREEDY = {"prompt": "Hello world", "n_predict": 256, "temperature": 0, "ignore_eos": True, "cache_prompt": False}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.core import provision
-from tui.core.server_info import ServerProbeError, parse_spec_types, parse_version, probe
+from tui.core.server import provision
+from tui.core.server.binary import ServerProbeError, parse_spec_types, parse_version, probe
 
 
 def _exe(path: Path, body: str = "exit 0") -> Path:
@@ -137,7 +137,7 @@ def test_probe_real_server(server_bin: Path) -> None:
 
 
 def test_removed_options_are_not_accepted() -> None:
-    from tui.core.server_options import removed_options
+    from tui.core.server.binary import removed_options
 
     help_text = (
         "--spec-draft-n-max N                    number of tokens to draft (default: 3)\n"

@@ -18,7 +18,7 @@ from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tests.helpers.shapemodel import QWEN36_35B_A3B, write_shape_model
-from tui.core.tinymodel import PRESETS, write_tiny_model
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
 
 @pytest.fixture(scope="module")

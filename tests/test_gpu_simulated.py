@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tui.core.gpu import NA, ProcessKind, ServerView, SimulatedGpus, Source, Status, collect_snapshot, device_index
-from tui.core.hwprofiles import PROFILES
+from tui.core.gpu.profiles import PROFILES
 
 ISSUE_PROFILES = ("rtx3060-laptop-6g", "rtx3090-24g", "rtx4090-24g", "2xv100-16g", "h200-141g")
 

@@ -104,7 +104,7 @@ def test_plan_refuses_an_absurd_draft(tiny_models: dict[str, Path], capsys: pyte
 @pytest.mark.parametrize("command", ["probe", "sweep", "serve"])
 def test_commands_refuse_bad_values_before_launching(command: str, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.core import provision
+    from tui.core.server import provision
 
     def no_launch(*_a: object, **_k: object) -> None:
         raise AssertionError("a server was provisioned or launched for refused flags")

@@ -16,7 +16,7 @@ from tui.core.planning.devices import HOST, DeviceSpec, planner_devices
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.core.planning.resolve import resolve
-from tui.core.tinymodel import PRESETS, write_tiny_model
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
 PCI = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 

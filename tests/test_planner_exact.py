@@ -22,7 +22,7 @@ from tui.core.planning.fitchoice import FitChoice, choice_from_trace
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.sparse import header_bytes, header_hash, needs_sparse, sparse_copy
 from tui.core.planning.standin import StandInError, fit_targets
-from tui.core.tinymodel import PRESETS, write_tiny_model
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
 
 def _log(msg: str, level: str = "info") -> str:

@@ -21,7 +21,7 @@ from tui.core.planning.plan import plan
 from tui.core.planning.resolve import resolve
 from tui.core.options.settings import Settings
 from tests.helpers.shapemodel import write_shape_model
-from tui.core.tinymodel import PRESETS, write_tiny_model
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
 MTP = ["draft-mtp"]
 

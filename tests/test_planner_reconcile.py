@@ -11,7 +11,7 @@ from tui.core.server.memreport import parse_log
 from tui.core.planning.plan import plan
 from tui.core.planning.reconcile import reconcile
 from tui.core.options.settings import Settings
-from tui.core.tinymodel import PRESETS, write_tiny_model
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

@@ -25,8 +25,8 @@ from tui.core.probes import hygiene
 from tui.core.probes.records import records_from_json
 from tui.core.probes.runner import ProbeProgress, ProbeRunner, RunConfig, RunContext, run_probe, run_probe_sync
 from tui.core.probes.suites import ProbePrompt, Suite, long_prompt_suite, task_suite
-from tui.core.store import Store
-from tui.core.tinymodel import PRESETS, expected_acceptance_band, preset, write_tiny_model
+from tui.core.results.store import Store
+from tui.core.demo.tiny_model import PRESETS, expected_acceptance_band, preset, write_tiny_model
 
 pytestmark = pytest.mark.server
 N_MAX = 3

@@ -15,7 +15,7 @@ from tui.core.options import (
     find_removed,
     option_for_ini_key,
 )
-from tui.core.server_options import parse_help, parse_help_entries
+from tui.core.server.binary import parse_help, parse_help_entries
 from tui.core.options.settings import Settings, effective_spec_types
 from tui.core.options.validate import Problem, validate
 

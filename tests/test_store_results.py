@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import tui.core.store as store_mod
-from tui.core.paths import data_dir
-from tui.core.store import SCHEMA_VERSION, Store, StoreError, default_path, open_store
+import tui.core.results.store as store_mod
+from tui.core.config.paths import data_dir
+from tui.core.results.store import SCHEMA_VERSION, Store, StoreError, default_path, open_store
 
 REQ = {
     "seq": 0, "prompt": "code_python", "kind": "tg", "repeat": 0, "n_predict": 512, "started_at": 1.0,
@@ -84,7 +84,7 @@ def test_list_filters_and_orders_newest_first(tmp_path: Path) -> None:
 
 _WRITER = """
 import sys
-from tui.core.store import open_store
+from tui.core.results.store import open_store
 s = open_store(sys.argv[1])
 rid = s.begin_run(suite="tasks", model="/m.gguf", mtp=False, settings={"parallel": 1})
 s.add_request(rid, {"seq": 0, "prompt": "p", "kind": "tg", "repeat": 0, "timings": {"predicted_n": 512}})
@@ -99,7 +99,7 @@ print(rid)
 
 _READER = """
 import json, sys
-from tui.core.store import open_store
+from tui.core.results.store import open_store
 s = open_store(sys.argv[1])
 print(json.dumps([r.to_json() for r in (s.require(r.id) for r in s.list_runs())]))
 """

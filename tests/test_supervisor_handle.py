@@ -106,7 +106,7 @@ def test_cli_attached_probe_is_labelled_from_the_server(server_bin: Path, tiny_m
     from tui.core.probes.runner import RunConfig
     from tui.core.probes.session import probe_attached
     from tui.core.probes.suites import ProbePrompt, Suite
-    from tui.core.store import Store
+    from tui.core.results.store import Store
 
     extra = ["--spec-type", "draft-mtp", "--spec-draft-n-max", "3"]
     with llama_server(server_bin, tiny_models["tiny-mtp"], extra, tmp_path) as srv, \

@@ -11,7 +11,7 @@ import pytest
 from tui.core.options.settings import Settings
 from tui.core.planning.exact import exact_plan
 from tui.core.sweep.planning import plan_check
-from tui.core.tinymodel import preset, write_tiny_model
+from tui.core.demo.tiny_model import preset, write_tiny_model
 
 pytestmark = [pytest.mark.server]
 

@@ -30,7 +30,7 @@ from tui.core.sweep.definition import build_definition
 from tui.core.sweep.results import build_table
 from tui.core.sweep.events import SweepEvent
 from tui.core.sweep.runner import Sweep
-from tui.core.tinymodel import preset, write_tiny_model
+from tui.core.demo.tiny_model import preset, write_tiny_model
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -60,7 +60,7 @@ def run_sweep(defn: Any, server_bin: Path, events: list[SweepEvent] | None = Non
 
 
 def test_2x2_sweep_completes_with_4_rows(server_bin: Path, tiny_models: dict[str, Path], suite_file: Path) -> None:
-    from tui.core.store import open_store
+    from tui.core.results.store import open_store
 
     store = open_store()
     defn = build_definition(base(tiny_models["tiny-mtp"]), ["mtp=on,off", "ub=256,512"], suite=str(suite_file),

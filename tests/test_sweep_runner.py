@@ -319,7 +319,7 @@ def test_missing_server_and_bad_suite_are_explained(tmp_path: Path) -> None:
 
 
 def test_failed_launches_are_recorded_in_the_store(suite: str, tmp_path: Path) -> None:
-    from tui.core.store import open_store
+    from tui.core.results.store import open_store
 
     store = open_store(tmp_path / "r.sqlite")
     bad = Failure(FailureKind.MISSING_MODEL, "The model file /m.gguf does not exist.", "/m.gguf")

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from tui.core.options.settings import Settings
-from tui.core.store import Store
+from tui.core.results.store import Store
 from tui.core.sweep.backend import SupervisorBackend
-from tui.core.tinymodel import preset, write_tiny_model
+from tui.core.demo.tiny_model import preset, write_tiny_model
 from tui.core.tuning.ab import run_ab
 from tui.core.tuning.progress import TuneEvent
 

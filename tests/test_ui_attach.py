@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.llama import llama_server
-from tui.core.hwprofiles import PROFILES
-from tui.core.paths import config_dir
+from tui.core.gpu.profiles import PROFILES
+from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input
 
-from tui.core.hwprofiles import PROFILES, HwProfile, SimDevice
+from tui.core.gpu.profiles import PROFILES, HwProfile, SimDevice
 from tui.core.planning.exact import exact_plan
 from tui.ui.adapters.planning import exact_request
 from tui.ui.app import MtpTuneApp, make_app
@@ -296,7 +296,7 @@ async def test_exact_mode_off_shows_the_estimate_alone(server_bin: Path, tiny_mo
 async def test_two_simulated_gpus_each_marked_exact(server_bin: Path, rpc_server_bin: Path,
                                                     tiny_models: dict[str, Path], tmp_path: Path) -> None:
     """Two simulated GPUs: two loopback stand-ins, and each bar says its figures are llama.cpp's."""
-    from tui.core.hwprofiles import parse_gpus_spec
+    from tui.core.gpu.profiles import parse_gpus_spec
 
     hardware = parse_gpus_spec("2x8GiB")
     assert hardware is not None

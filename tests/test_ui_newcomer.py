@@ -109,7 +109,7 @@ def test_rerunning_the_first_command_reopens_the_demo(tmp_path: Path) -> None:
     """`mtp-tune` again after the demo launched: the demo (simulated GPU), with the settings it last
     launched, not the bare demo model on a machine without a GPU."""
     from tui.cli.app import _wants_demo
-    from tui.core.demo import demo_model_path
+    from tui.core.demo.prepare import demo_model_path
     from tui.core.presets.profiles import record_launch
     from tui.ui.launch_options import options_from_args
 
@@ -119,8 +119,8 @@ def test_rerunning_the_first_command_reopens_the_demo(tmp_path: Path) -> None:
     last = Settings(model=str(model), ctx_size=4096, parallel=1, spec_type=["draft-mtp"], spec_draft_n_max=2)
     record_launch(last)
     assert _wants_demo(args)
-    from tui.core.demo import DemoSetup
-    from tui.core.hwprofiles import PROFILES
+    from tui.core.demo.prepare import DemoSetup
+    from tui.core.gpu.profiles import PROFILES
 
     options = options_from_args(args, DemoSetup(Path("/bin/true"), model, PROFILES["rtx3060-laptop-6g"]))
     assert options.demo and options.simulate and options.hardware is PROFILES["rtx3060-laptop-6g"]
@@ -134,7 +134,7 @@ async def test_rpc_memory_is_read_from_the_servers_into_the_bars_and_the_plan(
     the memory it reports, the second is named as unknown (planned as this host's RAM)."""
     import time
 
-    from tui.core.hwprofiles import PROFILES
+    from tui.core.gpu.profiles import PROFILES
     from tui.core.planning.standin import RpcServers, host_total_mib
     from tui.core.server.process import free_port
 

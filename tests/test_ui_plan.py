@@ -11,7 +11,7 @@ from rich.style import Style
 from textual.color import Color
 from textual.widgets import Input
 
-from tui.core.hwprofiles import HwProfile, SimDevice
+from tui.core.gpu.profiles import HwProfile, SimDevice
 from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions

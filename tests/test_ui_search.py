@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from tui.core.hwprofiles import PROFILES
+from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from textual.widgets import Input
 
-from tui.core.hwprofiles import PROFILES
+from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
@@ -181,7 +181,7 @@ def test_launched_run_is_labelled_from_what_runs(server_bin: Path, tiny_models: 
     import dataclasses
     import threading
 
-    from tui.core.paths import config_dir
+    from tui.core.config.paths import config_dir
     from tui.ui.backend import Backend
     from tui.ui.view import ProbeState
 

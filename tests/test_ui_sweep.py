@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from textual.widgets import Input, Select
 
-from tui.core.hwprofiles import PROFILES, parse_gpus_spec
-from tui.core.paths import config_dir
+from tui.core.gpu.profiles import PROFILES, parse_gpus_spec
+from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
 from tui.core.sweep import load_state
 from tui.ui.app import MtpTuneApp, make_app

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.paths import config_dir
+from tui.core.config.paths import config_dir
 from tests.helpers import ui_samples as samples
 from tui.ui.app import make_app
 from tui.ui.themes import bundled_theme_dirs, load_themes, theme_from_toml

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input
 
-from tui.core.hwprofiles import PROFILES
+from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
-from tui.core.paths import config_dir
+from tui.core.config.paths import config_dir
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions
 from tui.ui.screens.verdict import VerdictScreen, parse_tokens

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tui.core.provision import BUILD_FLAGS, BUILD_TARGETS, RPC_SERVER_NAME, SDIST_NAME, SDIST_VERSION, SERVER_NAME
+from tui.core.server.provision import BUILD_FLAGS, BUILD_TARGETS, RPC_SERVER_NAME, SDIST_NAME, SDIST_VERSION, SERVER_NAME
 from tui.core.server.classify import classify
 from tui.core.server.memreport import parse_log
 

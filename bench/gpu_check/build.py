@@ -1,6 +1,6 @@
 """Build llama-server, llama-fit-params and ggml-rpc-server with CUDA from the carried sdist.
 
-The product's CPU build flags (tui/core/provision.py) are reused, plus CUDA for the local
+The product's CPU build flags (tui/core/server/provision.py) are reused, plus CUDA for the local
 architecture only, the default FlashAttention type pairs without bf16 (the matrix uses f16, q8_0 and
 q4_0), no fatbin compression and no NCCL: each cuts nvcc work without changing what is measured.
 Resumable: an existing build folder is configured once and Ninja continues where a killed call stopped.

@@ -16,7 +16,7 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 
-from tui.core.tinymodel import CHAT_TEMPLATE, build_vocab
+from tui.core.demo.vocab import CHAT_TEMPLATE, build_vocab
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from tui.cli._common import fail
-from tui.core import provision
+from tui.core.server import provision
 
 COMMAND = "app"
 HELP = "open the terminal UI (the default when no command is given)"
@@ -56,8 +56,8 @@ def _wants_demo(args: argparse.Namespace) -> bool:
 
 
 def _is_demo_model(model: str) -> bool:
-    """A model the demo generated (they live in the cache's models/ folder, see tui.core.demo)."""
-    from tui.core.paths import cache_dir
+    """A model the demo generated (they live in the cache's models/ folder, see tui.core.demo.prepare)."""
+    from tui.core.config.paths import cache_dir
 
     try:
         return Path(model).expanduser().resolve().parent == (cache_dir() / "models").resolve()
@@ -68,8 +68,8 @@ def _is_demo_model(model: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     setup = None
     if _wants_demo(args):
-        from tui.core.demo import DEFAULT_PROFILE, prepare_demo
-        from tui.core.hwprofiles import PROFILES, parse_gpus_spec
+        from tui.core.demo.prepare import DEFAULT_PROFILE, prepare_demo
+        from tui.core.gpu.profiles import PROFILES, parse_gpus_spec
 
         profile = args.gpus if args.gpus in PROFILES else DEFAULT_PROFILE
         try:

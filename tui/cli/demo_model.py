@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tui.cli._common import fail
-from tui.core.tinymodel import PRESETS, TinySpec, write_tiny_model
+from tui.core.demo.tiny_model import PRESETS, TinySpec, write_tiny_model
 
 COMMAND = "demo-model"
 HELP = "generate a tiny MTP GGUF (qwen35 / qwen35moe) with a chosen draft acceptance"

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from tui.cli._common import fail, print_json
-from tui.core import provision
-from tui.core.doctor import collect
+from tui.core.server import provision
+from tui.core.server.doctor import collect
 
 COMMAND = "doctor"
 HELP = "check the llama-server, GPUs and environment (--build to build a server)"

@@ -27,7 +27,7 @@ from tui.core.gpu import (
     device_index,
 )
 from tui.core.gpu.sampler import DEFAULT_INTERVAL_S
-from tui.core.hwprofiles import PROFILES
+from tui.core.gpu.profiles import PROFILES
 
 COMMAND = "gpus"
 HELP = "list GPUs, their processes and host RAM (NVML, or --simulate PROFILE)"

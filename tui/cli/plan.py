@@ -48,7 +48,7 @@ def _parse_settings(args: list[str]) -> Any:
 
 def _devices(spec: str | None, rpc: list[str], rpc_mib: float | None) -> tuple[list[Any], Any, str]:
     """(devices from the one device list, the snapshot they came from, a tag naming the source)."""
-    from tui.core.hwprofiles import parse_gpus_spec
+    from tui.core.gpu.profiles import parse_gpus_spec
     from tui.core.planning.devices import current_snapshot, planner_devices
 
     tag = f"{len(rpc)} RPC + " if rpc else ""

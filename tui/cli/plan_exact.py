@@ -17,7 +17,7 @@ from tui.cli._common import print_json
 def run_exact(args: argparse.Namespace, settings: Any, meta: Any, devices: list[Any], estimate: Any, source: str,
               host_total: float | None, host_free: float | None) -> int:
     from tui.cli._plan_table import render
-    from tui.core import provision
+    from tui.core.server import provision
     from tui.core.planning.exact import exact_plan
 
     try:

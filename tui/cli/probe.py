@@ -67,7 +67,7 @@ def _progress_printer(enabled: bool) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from tui.core.probes.session import probe_attached, probe_launched
-    from tui.core.store import StoreError, open_store
+    from tui.core.results.store import StoreError, open_store
 
     server_args: list[str] = list(args.server_args)
     if args.url and server_args:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             result = probe_attached(args.url, suite, config, store=store, label=args.label, api_key=args.api_key,
                                     simulate=args.simulate, server_pid=args.server_pid, progress=progress, cancel=cancel)
         else:
-            from tui.core.provision import ProvisionError, ensure_server
+            from tui.core.server.provision import ProvisionError, ensure_server
 
             try:
                 found = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",

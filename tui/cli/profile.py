@@ -31,10 +31,10 @@ from tui.core.presets.profiles import (
     save_profile,
     settings_to_toml,
 )
-from tui.core.provision import ProvisionError, find_server
+from tui.core.server.provision import ProvisionError, find_server
 from tui.core.presets import atomic_write_bytes
 from tui.core.presets.fix import PresetFixError, fix_preset
-from tui.core.server_options import accepted_options
+from tui.core.server.binary import accepted_options
 from tui.core.options.settings import Settings
 from tui.core.options.validate import Problem, validate
 

@@ -48,7 +48,7 @@ def _when(ts: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.core.store import StoreError, open_store
+    from tui.core.results.store import StoreError, open_store
 
     if not getattr(args, "action", None):
         return fail("say what to do: `mtp-tune runs list`, `runs show ID`, `runs compare A B` or `runs export ID...`.")

@@ -16,7 +16,7 @@ from typing import Any
 from tui.core.options import reader
 from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server
 from tui.core.server.failures import Failure
-from tui.core.provision import ProvisionError, ensure_server
+from tui.core.server.provision import ProvisionError, ensure_server
 from tui.core.server.events import LogLine, ServerState, StateEvent
 from tui.core.server.supervisor import Supervisor, SupervisorError
 

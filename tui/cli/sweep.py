@@ -151,14 +151,14 @@ def run(args: argparse.Namespace) -> int:
     model = base_settings.model
     if model and not Path(model).expanduser().is_file():
         return fail(f"the model file {model} does not exist (or is not a file); check the path given to -m.")
-    from tui.core.provision import ProvisionError, ensure_server
+    from tui.core.server.provision import ProvisionError, ensure_server
 
     try:
         found = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
                                                                           file=sys.stderr, flush=True))
     except ProvisionError as e:
         return fail(str(e))
-    from tui.core.store import StoreError, open_store
+    from tui.core.results.store import StoreError, open_store
 
     try:
         store = open_store(args.db)

@@ -325,7 +325,7 @@ class Backend:
         """The results store (opened on first use, in a worker thread)."""
         with self._lock:
             if self._store is None:
-                from tui.core.store import open_store
+                from tui.core.results.store import open_store
 
                 self._store = open_store()
             return self._store

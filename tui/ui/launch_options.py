@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from tui.core.hwprofiles import parse_gpus_spec
+from tui.core.gpu.profiles import parse_gpus_spec
 from tui.core.options.settings import Settings
 from tui.ui.adapters import profiles
 from tui.ui.options import AppOptions
@@ -103,7 +103,7 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
         settings = dataclasses.replace(settings, model=str(Path(args.model).expanduser()))
     if getattr(args, "profile", None):
         _checked(settings, f"--profile {args.profile}")
-    from tui.core import provision
+    from tui.core.server import provision
 
     try:
         found = provision.find_server(getattr(args, "server_bin", None))

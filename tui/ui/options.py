@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tui.core.hwprofiles import HwProfile
+from tui.core.gpu.profiles import HwProfile
 from tui.core.options.settings import Settings
 from tui.ui.view import CompareRow, PlanView, ProbeState, RunRow, ServerStatus
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from textual.theme import Theme
 
-from tui.core.paths import config_dir
+from tui.core.config.paths import config_dir
 
 DEFAULT_THEME = "mtp-dark"
 #: Custom variables the widgets use; builtin Textual themes get them derived from their own palette.

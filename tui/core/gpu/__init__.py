@@ -3,6 +3,7 @@
 Layering: `types` (immutable values) <- `nvml` / `simulated` / `host` (sources) <- `collect`
 (one pass) <- `sampler` (the background thread). The UI reads `GpuSampler.latest` or subscribes.
 `order` maps llama.cpp's CUDA0.. names to NVML devices (docs/gpu-order.md).
+`profiles` names the simulated GPUs (`--gpus` specs, demo hardware).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Simulated devices from `tui.core.hwprofiles`, for planning on a machine without the GPU.
+"""Simulated devices from `tui.core.gpu.profiles`, for planning on a machine without the GPU.
 
 A simulated device's "used" memory is the profile's baseline (a desktop session, the CUDA context)
 plus what the server really allocated on it according to its own log, or what the plan says before
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from tui.core.gpu.types import NA, GpuDevice, GpuProcess, GpuReading, ProcessKind, Source, Status
-from tui.core.hwprofiles import PROFILES, HwProfile, parse_gpus_spec
+from tui.core.gpu.profiles import PROFILES, HwProfile, parse_gpus_spec
 
 #: Per-device allocation in MiB, keyed by device index or llama.cpp device name ("CUDA0", "RPC1").
 Allocation = Mapping[int | str, float]

@@ -3,7 +3,7 @@
 Why a table: the argv reader, the preset parser and validation must agree with the real server on
 which spellings exist. `SERVER_OPTIONS` was dumped from b11434's own option registry
 (`common_params_parser_init(LLAMA_EXAMPLE_SERVER)` plus the preset-only keys), so it is exact for that
-build; an installed server can be checked against its `--help` with `server_options.parse_help`.
+build; an installed server can be checked against its `--help` with `server.binary.parse_help`.
 Value types, defaults and ranges are attached from `rules.RULES` (hand-written, one place).
 """
 

@@ -270,7 +270,7 @@ def validate(
 ) -> list[Problem]:
     """Every problem in `settings`, errors first.
 
-    `accepted`: option spellings the installed server knows (`server_options.parse_help`); None
+    `accepted`: option spellings the installed server knows (`server.binary.parse_help`); None
     checks against the b11434 table only. `device_count`: GPUs (or RPC devices) present; None skips
     the per-device rules. `target="ini"` turns values a preset file would truncate into errors.
     """

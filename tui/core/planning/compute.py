@@ -33,7 +33,7 @@ REFERENCES: tuple[tuple[str, dict[str, float], float, float, float], ...] = (
     ("moe", {"embd": 512, "q": 1024, "uembd": 2048, "uff": 512, "ff": 128}, 6666.0, 7178.0, 5130.0),
     ("moe", {"embd": 512, "q": 512, "uembd": 4096, "uff": 1024, "ff": 128}, 9738.0, 8714.0, 6666.0),
     ("moe", {"embd": 512, "q": 512, "uembd": 2048, "uff": 2048, "ff": 128}, 8714.0, 8714.0, 6666.0),
-    # tinymodel presets (qwen35, qwen35moe with a shared expert wider than the routed ones)
+    # tiny_model presets (qwen35, qwen35moe with a shared expert wider than the routed ones)
     ("dense", {"embd": 128, "q": 128, "uembd": 0, "uff": 0, "ff": 256}, 1420.8, 1930.0, 778.0),
     ("dense", {"embd": 256, "q": 128, "uembd": 0, "uff": 0, "ff": 256}, 1548.8, 1930.0, 1034.0),
     ("dense", {"embd": 128, "q": 128, "uembd": 0, "uff": 0, "ff": 1024}, 3724.8, 4234.0, 778.0),

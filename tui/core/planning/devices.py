@@ -29,7 +29,7 @@ from tui.core.gpu.nvml import Nvml
 from tui.core.gpu.order import cuda_order
 from tui.core.gpu.simulated import SIMULATED_SUFFIX, SimulatedGpus
 from tui.core.gpu.types import NA, GpuDevice, GpuSnapshot
-from tui.core.hwprofiles import HwProfile
+from tui.core.gpu.profiles import HwProfile
 
 HOST = "Host"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from tui.core.options.argv import settings_to_argv
 from tui.core.options.reader import without
 from tui.core.options.settings import Settings
-from tui.core.paths import cache_dir
+from tui.core.config.paths import cache_dir
 from tui.core.planning.breakdown import DryRunLog
 from tui.core.planning.fitchoice import FitChoice
 from tui.core.server.supervisor import Supervisor

@@ -148,7 +148,7 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
     t0 = time.monotonic()
     root = Path(root) if root is not None else default_root()
     if server_bin is None:  # the server mtp-tune would launch: $MTP_TUNE_LLAMA_SERVER, PATH, the cached build
-        from tui.core import provision
+        from tui.core.server import provision
         try:
             found = provision.find_server()
         except provision.ProvisionError as e:

@@ -29,7 +29,7 @@ class ExactCheck:
 
 def check_exact_mode(server_bin: str | Path, root: Path | None = None, timeout_s: float = CHECK_TIMEOUT_S) -> ExactCheck:
     """Plan a tiny qwen35 MTP model exactly with `server_bin`; never raises."""
-    from tui.core.tinymodel import PRESETS, write_tiny_model
+    from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
     root = Path(root) if root is not None else default_root()
     model = root / "selfcheck" / "tiny-mtp.gguf"

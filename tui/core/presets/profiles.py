@@ -21,7 +21,7 @@ from typing import Any
 
 import tomli_w
 
-from tui.core.paths import config_dir
+from tui.core.config.paths import config_dir
 from tui.core.presets.write import atomic_write_bytes
 from tui.core.options.redact import REDACTED
 from tui.core.options.settings import Settings

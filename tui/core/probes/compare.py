@@ -49,7 +49,7 @@ class RunView:
 
     @classmethod
     def from_row(cls, row: Any) -> RunView:
-        """From a `tui.core.store.RunRow` loaded with its requests."""
+        """From a `tui.core.results.store.RunRow` loaded with its requests."""
         recs = records_from_json(row.requests)
         names = [p["name"] for p in ((row.config or {}).get("suite") or {}).get("prompts", [])] or list(
             dict.fromkeys(r.prompt for r in recs)

@@ -57,7 +57,7 @@ class ProbeClient(Protocol):
 
 
 class RunSink(Protocol):
-    """Where a run is recorded as it goes (`tui.core.store.Store` fits)."""
+    """Where a run is recorded as it goes (`tui.core.results.store.Store` fits)."""
 
     def begin_run(self, **fields: Any) -> int: ...
 

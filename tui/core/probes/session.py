@@ -76,7 +76,7 @@ def hardware_snapshot(
 
 
 def _server_info(binary: Path) -> dict[str, Any]:
-    from tui.core.server_info import ServerProbeError, probe
+    from tui.core.server.binary import ServerProbeError, probe
 
     try:
         info = probe(binary)

@@ -14,4 +14,7 @@ preset_check the real router's verdict on a --models-preset file
 client       the async HTTP client (and the pollers' sync client); metrics: /metrics as data
 failures     Failure and the endings the supervisor decides; classify: a log read into a Failure
 memreport    the memory lines of a launch log as data
+binary       what an installed llama-server is and accepts (`--version`, one cached `--help`)
+provision    finding or building the llama-server binary
+doctor       the checks `mtp-tune doctor` prints
 """

@@ -126,7 +126,7 @@ def classify(
     """Classify an ending from Popen's return code (negative = killed by that signal) and the log.
 
     `was_ready` says the server had answered /health 200 before it ended (so a crash happened while
-    serving). `known_options` (from `server_info`) lets unknown flags get a "did you mean".
+    serving). `known_options` (from `server.binary`) lets unknown flags get a "did you mean".
     """
     lines = [ln.rstrip("\r\n") for ln in log_lines]
     msgs = [strip_prefix(ln) for ln in lines]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tui.core.options.redact import redact_argv
-from tui.core.paths import data_dir
+from tui.core.config.paths import data_dir
 
 log = logging.getLogger(__name__)
 

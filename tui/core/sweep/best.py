@@ -26,7 +26,7 @@ def save_best(table: SweepTable, name: str, *, ini_path: str | Path | None = Non
     """
     from tui.core import presets as preset_ini
     from tui.core.presets import profiles
-    from tui.core.paths import config_dir
+    from tui.core.config.paths import config_dir
 
     if table.best is None:
         raise ValueError("the sweep has no measured configuration yet, so there is no best to save; run it first.")

@@ -45,7 +45,7 @@ from tui.core.sweep.state import RowResult, StateError, SweepLock, open_state
 class Sweep:
     """One sweep run (resumes the saved state of the same definition unless `fresh`).
 
-    `store`: a results store (`tui.core.store.Store`) or anything with its run-writing methods;
+    `store`: a results store (`tui.core.results.store.Store`) or anything with its run-writing methods;
     "default" opens `data_dir()/results.sqlite`; None records nothing there (state file only).
     """
 
@@ -137,7 +137,7 @@ class Sweep:
 
     def _open_store(self) -> None:
         if self._store_arg == "default":
-            from tui.core.store import open_store
+            from tui.core.results.store import open_store
 
             self.store = open_store()
         else:

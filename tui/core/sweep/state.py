@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.core.paths import data_dir
+from tui.core.config.paths import data_dir
 
 STATE_FORMAT = 1
 #: Statuses a row can end with. `pending` rows (never run, or interrupted) are not stored.

@@ -84,7 +84,7 @@ def run_ab(
     cancel = new_cancel(cancel)
     own_store = store == "default"
     if own_store:
-        from tui.core.store import open_store
+        from tui.core.results.store import open_store
 
         store = open_store()
     ab_id = uuid.uuid4().hex[:6]  # ties the passes of one A/B together in the store

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tui.core.paths import config_dir
+from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
 from tui.core.server.handle import DEFAULT_N_MAX, RunningSettings
 from tui.ui.view import PlanView, ProbePoint, ProbeState, ProbeSummary

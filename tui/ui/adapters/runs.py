@@ -6,7 +6,7 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-from tui.core.paths import data_dir
+from tui.core.config.paths import data_dir
 
 from tui.ui.view import CompareRow, RunRow
 

@@ -297,7 +297,7 @@ def _host_ram(snapshot: GpuSnapshot | None) -> tuple[float, float] | None:
     return (total - avail, total) if total and avail is not None else None
 
 
-#: Shown when there is no GPU and none is simulated (profiles: tui.core.hwprofiles).
+#: Shown when there is no GPU and none is simulated (profiles: tui.core.gpu.profiles).
 NO_GPU_TEXT = "no GPU: planning for host RAM · try --gpus rtx3060-laptop-6g (rtx3090-24g, 2x16GiB…) to plan for a GPU"
 
 

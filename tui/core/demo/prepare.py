@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tui.core import provision
-from tui.core.hwprofiles import PROFILES, HwProfile
-from tui.core.paths import cache_dir
+from tui.core.server import provision
+from tui.core.gpu.profiles import PROFILES, HwProfile
+from tui.core.config.paths import cache_dir
 
 DEFAULT_PROFILE = "rtx3060-laptop-6g"
 DEMO_MODEL = "small-mtp-q8_0"  # 25 MB: big enough for visible speeds, generated in about a second
@@ -25,7 +25,7 @@ def demo_model_path(name: str = DEMO_MODEL) -> Path:
     """The generated demo model, written on first use and reused (generation is deterministic)."""
     path = cache_dir() / "models" / f"{name}.gguf"
     if not path.is_file():
-        from tui.core.tinymodel import PRESETS, write_tiny_model  # numpy and gguf: only when needed
+        from tui.core.demo.tiny_model import PRESETS, write_tiny_model  # numpy and gguf: only when needed
 
         write_tiny_model(path, PRESETS[name])
     return path

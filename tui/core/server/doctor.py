@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tui import package_version
-from tui.core import provision
+from tui.core.server import provision
 from tui.core.gpu import Nvml, or_none, read_host_memory
 from tui.core.gpu.collect import other_process_warnings
-from tui.core.server_info import ServerProbeError, probe
+from tui.core.server.binary import ServerProbeError, probe
 from tui.core.options.redact import redact_env
 
 #: Options whose absence changes what mtp-tune can do with a build.

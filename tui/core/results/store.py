@@ -1,6 +1,6 @@
 """The results store: every probe run with its settings, server, hardware, memory, requests and warnings.
 
-SQLite in `data_dir()/results.sqlite`. The schema version is `PRAGMA user_version`; `MIGRATIONS` below
+SQLite in `data_dir()/results.sqlite`. The schema version is `PRAGMA user_version`; `schema.MIGRATIONS`
 upgrades any older file step by step when it is opened, and a file from a newer mtp-tune is refused
 with a clear message rather than damaged. WAL journal mode lets the TUI, a sweep and `mtp-tune runs`
 read while a probe writes. A run is written as it goes (the run row first, then each request), so a
@@ -21,60 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.core.paths import data_dir
+from tui.core.config.paths import data_dir
+from tui.core.results.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
 DB_NAME = "results.sqlite"
 STATUSES = ("running", "ok", "failed", "cancelled")
-
-#: Schema migrations: (version reached, SQL). Append only; never edit a released step.
-MIGRATIONS: tuple[tuple[int, str], ...] = (
-    (
-        1,
-        """
-        CREATE TABLE runs (
-            id            INTEGER PRIMARY KEY AUTOINCREMENT,
-            created_at    REAL NOT NULL,
-            finished_at   REAL,
-            status        TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'cancelled')),
-            error         TEXT,
-            label         TEXT,
-            suite         TEXT,
-            url           TEXT,
-            model         TEXT,
-            mtp           INTEGER,            -- 1 on, 0 off, NULL unknown
-            owner_pid     INTEGER,
-            owner_host    TEXT,
-            settings_json TEXT,               -- the full Settings snapshot (or what attach mode saw)
-            config_json   TEXT,               -- probe options: repeat, n_predict, seed, temperature...
-            server_json   TEXT,               -- version, build_info, capabilities, props
-            hardware_json TEXT,               -- GPUs (real or simulated) and host
-            plan_json     TEXT,               -- the planner's prediction
-            memory_json   TEXT,               -- memory llama.cpp reported at launch
-            summary_json  TEXT,
-            warnings_json TEXT NOT NULL DEFAULT '[]'
-        );
-        CREATE TABLE requests (
-            run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            seq           INTEGER NOT NULL,
-            prompt        TEXT NOT NULL,
-            kind          TEXT NOT NULL,
-            repeat        INTEGER NOT NULL,
-            n_predict     INTEGER,
-            started_at    REAL,
-            ttft_ms       REAL,
-            wall_ms       REAL,
-            timings_json  TEXT,               -- the server's `timings`, verbatim
-            metrics_json  TEXT,               -- /metrics counter deltas
-            finish_reason TEXT,
-            error         TEXT,
-            content_chars INTEGER,
-            PRIMARY KEY (run_id, seq)
-        );
-        CREATE INDEX runs_created ON runs(created_at);
-        """,
-    ),
-)
-SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
 class StoreError(RuntimeError):
@@ -212,7 +163,7 @@ class Store:
             try:
                 with self._tx() as c:
                     # executescript would COMMIT our transaction; run the statements one by one.
-                    for stmt in _statements(sql):
+                    for stmt in statements(sql):
                         c.execute(stmt)
                     c.execute(f"PRAGMA user_version = {version}")
             except sqlite3.OperationalError as exc:
@@ -386,12 +337,6 @@ class Store:
     def export(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
         """Full JSON of the given runs (with requests), in the given order."""
         return [self.require(i).to_json() for i in run_ids]
-
-
-def _statements(sql: str) -> list[str]:
-    """Split a migration script on `;` outside comments (our scripts have no `;` in strings)."""
-    lines = [ln.split("--", 1)[0] for ln in sql.splitlines()]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
 def open_store(path: str | Path | None = None) -> Store:
