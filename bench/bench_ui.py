@@ -133,7 +133,7 @@ import textual.app
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, ProgressBar, Select, Static, Switch
 t2 = time.perf_counter()
 import tui.ui.app
-from tui.ui.launch_options import demo_settings
+from tui.cli._app_options import demo_settings
 from tui.ui.options import AppOptions
 t3 = time.perf_counter()
 from tui.core.demo.prepare import prepare_demo

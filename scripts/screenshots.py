@@ -61,7 +61,7 @@ async def real_run(work: Path) -> None:
     from tests.helpers.shapemodel import write_shape_model
     from tui.core.demo.tiny_model import PRESETS, write_tiny_model
     from tui.ui.app import make_app
-    from tui.ui.launch_options import demo_settings
+    from tui.cli._app_options import demo_settings
     from tui.ui.options import AppOptions
 
     setup = prepare_demo(progress=lambda ev: print(f"[{ev.phase}] {ev.message}", file=sys.stderr))
@@ -133,7 +133,7 @@ async def tuning_run(work: Path) -> None:
     screenshots/verdict.svg)."""
     from tui.core.demo.prepare import prepare_demo
     from tui.ui.app import make_app
-    from tui.ui.launch_options import demo_settings
+    from tui.cli._app_options import demo_settings
     from tui.ui.options import AppOptions
     from tui.ui.screens.sweep import SweepScreen
     from tui.ui.screens.verdict import VerdictScreen

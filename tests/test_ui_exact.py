@@ -20,7 +20,7 @@ from tui.core.planning.exact import exact_plan
 from tui.ui.adapters.planning import exact_request
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.backend import Backend
-from tui.ui.launch_options import demo_settings
+from tui.cli._app_options import demo_settings
 from tui.ui.messages import ExactPlanned
 from tui.ui.options import AppOptions
 from tui.ui.view import ESTIMATE_LABEL, EXACT_LABEL, PlanView

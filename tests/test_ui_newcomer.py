@@ -111,10 +111,10 @@ def test_rerunning_the_first_command_reopens_the_demo(tmp_path: Path) -> None:
     from tui.cli.app import _wants_demo
     from tui.core.demo.prepare import demo_model_path
     from tui.core.presets.profiles import record_launch
-    from tui.ui.launch_options import options_from_args
+    from tui.cli._app_options import options_from_args
 
     model = demo_model_path()  # the demo's generated model (made here if no demo ran yet)
-    args = argparse.Namespace(demo=False, model=None, attach=None, profile=None, gpus=None, server_bin=None,
+    args = argparse.Namespace(demo=False, server_args=[], attach=None, profile=None, gpus=None, server_bin=None,
                               theme=None, no_launch=True, suite=None, probe_repeat=None, probe_n_predict=None)
     last = Settings(model=str(model), ctx_size=4096, parallel=1, spec_type=["draft-mtp"], spec_draft_n_max=2)
     record_launch(last)

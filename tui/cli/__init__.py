@@ -7,6 +7,7 @@ and `run(args) -> int` is a subcommand; modules are discovered, so adding one to
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import pkgutil
 import sys
@@ -44,7 +45,8 @@ def build_parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mtp-tune",
         description="Tune llama-server's MTP speculative decoding. Without a command, opens the TUI "
-        "(see `mtp-tune app --help` for its options).",
+        "(see `mtp-tune app --help` for its options): `mtp-tune [-m FILE | -hf REPO[:QUANT] | -mu URL | --demo] "
+        "[llama-server flags]`.",
     )
     parser.add_argument("--version", action="version", version=f"mtp-tune {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -54,10 +56,21 @@ def build_parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
     return parser
 
 
+def unknown_command(word: str, names: list[str]) -> str:
+    """One sentence for a word that is no command: the commands, and the nearest one."""
+    near = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    hint = f" Did you mean `mtp-tune {near[0]}`?" if near else ""
+    return (f"unknown command {word!r}. Commands: {', '.join(sorted(names))}; without one, `mtp-tune "
+            f"[-m FILE | -hf REPO | -mu URL | --demo] [llama-server flags]` opens the TUI.{hint}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = _command_names()
-    # No command (or only app options): the TUI.
+    if argv and not argv[0].startswith("-") and argv[0] not in names:
+        print(f"mtp-tune: {unknown_command(argv[0], list(_commands()))}", file=sys.stderr)
+        return 2
+    # No command, only the TUI's options and llama-server flags: the TUI.
     if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help", "--version")):
         argv = ["app", *argv]
     commands = _commands(None if argv[0] in ("-h", "--help") else argv[0]) if argv[0] != "--version" else {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -9,6 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tui.core.options.settings import Settings
+
+
+#: The llama-server options that name the model to load: a file, a Hugging Face repo, or a URL.
+MODEL_OPTIONS = ("--model", "--hf-repo", "--model-url")
 
 
 class ServerArgsError(ValueError):
@@ -26,25 +31,66 @@ def print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
-def pass_unknown_to_server(p: Any) -> None:
-    """Make `p` collect every option it does not know into `args.server_args`, in order.
+def split_server_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(this command's own tokens, llama-server's tokens), each in order.
 
-    llama-server's flags are open-ended, so `mtp-tune serve|probe|sweep -m F -c 4096 -fa on` passes
-    `-c 4096 -fa on` through; abbreviations are off so `--server...` never swallows one of ours.
+    The command's own spellings win (`--n-predict` of `probe`); every other token is read with the one
+    argv reader, llama-server's rules: `-hf repo` is llama-server's `-hf` (argparse alone would read
+    `-h f`), and an option's value is the next token whatever it looks like (`-ngl -1`). Unknown
+    `-x` tokens are llama-server's too (the validator names them); a bare word stays ours so
+    argparse can refuse it. Everything after `--` is llama-server's.
+    """
+    from tui.core.options.reader import Occurrence, scan
+
+    own = parser._option_string_actions  # argparse's own index of spellings (stable since 3.2)
+    mine: list[str] = []
+    server: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = str(args[i])
+        if tok == "--":
+            server.extend(str(a) for a in args[i + 1:])
+            break
+        name, eq, _ = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+        action = own.get(name)
+        if action is not None:
+            takes = 0 if eq or action.nargs == 0 else 1
+            if action.nargs == "?" and (i + 1 >= len(args) or str(args[i + 1]).startswith("-")):
+                takes = 0
+            mine.extend(str(a) for a in args[i:i + 1 + takes])
+            i += 1 + takes
+            continue
+        first = scan(list(args[i:i + 2]))[0]
+        if isinstance(first, Occurrence):
+            server.extend(str(a) for a in args[i:i + first.end])
+            i += first.end
+        elif tok.startswith("-") and len(tok) > 1:
+            server.append(tok)
+            i += 1
+        else:
+            mine.append(tok)
+            i += 1
+    return mine, server
+
+
+def pass_unknown_to_server(p: argparse.ArgumentParser) -> None:
+    """Make `p` hand every llama-server token to `args.server_args`, in order (`split_server_args`).
+
+    llama-server's flags are open-ended, so `mtp-tune plan|serve|probe|sweep -m F -c 4096 -fa on` and
+    the TUI itself pass `-c 4096 -fa on` through; abbreviations are off so `--server...` never
+    swallows one of ours.
     """
     p.set_defaults(server_args=[])
     p.allow_abbrev = False
     parse_known = p.parse_known_args
 
     def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[Any, list[str]]:
-        ns, extras = parse_known(args, namespace)
-        rest = list(extras)
-        if rest[:1] == ["--"]:
-            rest = rest[1:]
-        ns.server_args = list(getattr(ns, "server_args", []) or []) + rest
+        mine, server = split_server_args(p, list(sys.argv[1:] if args is None else args))
+        ns, extras = parse_known(mine, namespace)
+        ns.server_args = list(getattr(ns, "server_args", []) or []) + server + extras
         return ns, []
 
-    p.parse_known_args = parse_known_args
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 
 def check_server_args(server_args: Sequence[str], *, base: Settings | None = None, warn: bool = True) -> Settings:
@@ -67,7 +113,7 @@ def check_server_args(server_args: Sequence[str], *, base: Settings | None = Non
 
 
 def names_a_model(server_args: Sequence[str]) -> bool:
-    """True when the llama-server flags give a model (`-m`/`--model` or `-hf`), read as the server reads them."""
+    """True when the llama-server flags give a model (`-m`, `-hf` or `-mu`), read as the server reads them."""
     from tui.core.options import reader
 
-    return any(reader.values(list(server_args), name) for name in ("--model", "--hf-repo"))
+    return any(reader.values(list(server_args), name) for name in MODEL_OPTIONS)

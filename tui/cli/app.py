@@ -1,8 +1,11 @@
-"""Open the TUI: `mtp-tune [-m FILE | --profile NAME | --demo | --attach URL] [--gpus SPEC] [--theme NAME]`.
+"""Open the TUI: `mtp-tune [-m FILE | -hf REPO[:QUANT] | -mu URL | --profile NAME | --demo | --attach URL]
+[llama-server flags] [--gpus SPEC] [--theme NAME]`.
 
-Without -m, --profile or --attach, the last launched settings are reopened; with none recorded (or
-with --demo), the demo starts: a generated tiny MTP model on a real CPU llama-server, with a
-simulated GPU profile, so the whole loop works on a machine without a GPU.
+llama-server's flags (any of its spellings, read by the one argv reader as `plan`, `serve`, `probe` and
+`sweep` read them) go into the form on top of where the settings come from: `--profile`, the demo's, or
+the last launched ones. Without a model, --profile or --attach, the last launched settings are
+reopened; with none recorded (or with --demo), the demo starts: a generated tiny MTP model on a real
+CPU llama-server, with a simulated GPU profile, so the whole loop works on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
-from tui.cli._common import fail
+from tui.cli._common import fail, names_a_model, pass_unknown_to_server
 from tui.core.server import provision
 
 COMMAND = "app"
@@ -20,7 +24,6 @@ HELP = "open the terminal UI (the default when no command is given)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--model", help="GGUF model to tune")
     p.add_argument("--demo", action="store_true", help="tiny generated MTP model, CPU server, simulated GPUs")
     p.add_argument("--attach", metavar="URL", help="watch and probe an already running llama-server")
     p.add_argument("--profile", help="start from a saved profile")
@@ -34,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-repeat", type=int, metavar="N", help="passes per probe run (default 3)")
     p.add_argument("--probe-n-predict", type=int, metavar="N",
                    help="tokens generated per probe request (default 512; the demo uses 128)")
+    pass_unknown_to_server(p)  # -m FILE, -hf REPO, -c 32768 ...: llama-server's, into the form
 
 
 def _progress(ev: provision.BuildProgress) -> None:
@@ -47,7 +51,7 @@ def _wants_demo(args: argparse.Namespace) -> bool:
     a machine without one."""
     if args.demo:
         return True
-    if args.model or args.attach or args.profile:
+    if names_a_model(args.server_args) or args.attach or args.profile:
         return False
     from tui.ui.adapters.profiles import last_launched
 
@@ -86,11 +90,24 @@ def run(args: argparse.Namespace) -> int:
             if hardware is None:
                 return fail("--gpus cpu: the demo needs at least one simulated GPU; give a profile or a size")
             setup = dataclasses.replace(setup, hardware=hardware)
+    return _leave(run_app(args, setup))
+
+
+def run_app(args: argparse.Namespace, setup: Any) -> int:
+    """Run the TUI for the parsed arguments (`setup` is a DemoSetup in demo mode)."""
+    from tui.cli._app_options import options_from_args
+
     try:
-        from tui.ui.app import run_app
+        from tui.ui.app import make_app
     except ImportError as exc:  # pragma: no cover - only when the UI package is broken
         return fail(f"the terminal UI could not be loaded: {exc}", 1)
-    return _leave(run_app(args, setup))
+    try:
+        options = options_from_args(args, setup)
+    except ValueError as exc:
+        return fail(str(exc))
+    if getattr(args, "no_exact", False):
+        options = dataclasses.replace(options, exact=False)
+    return int(make_app(options).run() or 0)
 
 
 def _is_the_command() -> bool:

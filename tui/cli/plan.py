@@ -14,7 +14,7 @@ import argparse
 import os
 from typing import Any
 
-from tui.cli._common import fail, print_json
+from tui.cli._common import fail, names_a_model, pass_unknown_to_server, print_json
 
 COMMAND = "plan"
 HELP = "per-device memory plan and OOM risk for llama-server flags (MTP-aware)"
@@ -26,17 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true", help="measure with llama.cpp's own --fit dry run (about a second)")
     p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB",
                    help="memory of each --rpc device (default: this machine's RAM, as ggml-rpc-server reports)")
-    p.set_defaults(server_args=[])
-    # llama-server's flags are open-ended: whatever this parser does not know is theirs, in order.
-    p.allow_abbrev = False
-    parse_known = p.parse_known_args
-
-    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
-        ns, extras = parse_known(args, namespace)
-        ns.server_args = list(getattr(ns, "server_args", []) or []) + [a for a in extras if a != "--"]
-        return ns, []
-
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    pass_unknown_to_server(p)
 
 
 def _parse_settings(args: list[str]) -> Any:
@@ -73,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
         settings = _parse_settings(server_args)
     except ValueError as exc:
         return fail(str(exc))
+    if not settings.model and names_a_model(server_args):
+        return fail("plan reads the GGUF header of a file on this disk; a model named by -hf or -mu is not "
+                    "planned before download yet: download it, then `mtp-tune plan -m FILE.gguf`")
     if not settings.model:
         return fail("plan needs the model file: mtp-tune plan -m FILE.gguf [llama-server flags] [--gpus SPEC] [--json]")
     try:

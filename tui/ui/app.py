@@ -8,10 +8,8 @@ state change and hand the new state down to the widgets ("attributes down, messa
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
-import sys
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -527,18 +525,3 @@ class MtpTuneApp(App[int]):
 def make_app(options: AppOptions | None = None, backend: Backend | None = None) -> MtpTuneApp:
     """The one factory for the CLI, the tests and the screenshot script."""
     return MtpTuneApp(options or AppOptions(), backend)
-
-
-def run_app(args: argparse.Namespace, setup: Any) -> int:
-    """Run the TUI for the CLI's parsed arguments (`setup` is a DemoSetup in demo mode)."""
-    from tui.ui.launch_options import options_from_args
-
-    try:
-        options = options_from_args(args, setup)
-    except ValueError as exc:
-        print(f"mtp-tune: {exc}", file=sys.stderr)
-        return 2
-    if getattr(args, "no_exact", False):
-        options = dataclasses.replace(options, exact=False)
-    result = make_app(options).run()
-    return int(result or 0)

@@ -1,6 +1,7 @@
 """CLI arguments -> AppOptions: where the model, the settings, the server and the devices come from.
 
-`mtp-tune` takes the model from `-m`, a `--profile`, or the last settings used; `--demo` uses the
+`mtp-tune` starts from a `--profile` or the last settings used, with the command line's llama-server
+flags (`-m FILE`, `-hf REPO`, `-c 32768`, ...) on top; `--demo` uses the
 generated tiny model, the provisioned CPU server and a simulated GPU profile; `--attach URL` watches
 and probes a server mtp-tune did not start.
 """
@@ -37,6 +38,24 @@ def _profile_settings(name: str) -> Settings:
         raise ValueError(f"--profile {name}: {exc}") from exc
 
 
+def _with_flags(settings: Settings, server_args: list[str]) -> Settings:
+    """The command line's llama-server flags on top of `settings`, read and checked as every command
+    reads them (`check_server_args`: the one argv reader and the form's validator); a refused value
+    stops the TUI before it opens, naming the flag."""
+    if not server_args:
+        return settings
+    from tui.cli._common import MODEL_OPTIONS, check_server_args, names_a_model
+    from tui.core.options import reader
+
+    if names_a_model(server_args):  # a new model replaces the old one, whichever way each was named
+        settings = dataclasses.replace(settings, model=None, hf_repo=None, extra_args=reader.without(
+            list(settings.extra_args), *MODEL_OPTIONS, "--hf-file"))
+    out = check_server_args(server_args, base=settings, warn=False)  # ServerArgsError is a ValueError
+    if out.model:
+        out = dataclasses.replace(out, model=str(Path(out.model).expanduser()))
+    return out
+
+
 def _checked(settings: Settings, source: str) -> Settings:
     """The settings a launch starts from, through the form's validator: refused values stop here."""
     from tui.core.options.validate import errors, validate
@@ -69,6 +88,7 @@ def _probe_options(args: argparse.Namespace, demo: bool) -> dict[str, Any]:
 
 def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions:
     """Raises ValueError with a one-paragraph message for bad arguments."""
+    server_args = list(getattr(args, "server_args", None) or [])
     theme = getattr(args, "theme", None)
     gpus = getattr(args, "gpus", None)
     server_bin: Path | None = None
@@ -85,6 +105,7 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
         if getattr(args, "profile", None):
             settings = dataclasses.replace(_profile_settings(args.profile), model=str(setup.model))
             _checked(settings, f"--profile {args.profile}")
+        settings = _with_flags(settings, server_args)
         return AppOptions(
             settings=settings, server_bin=setup.server, hardware=setup.hardware, simulate=True, demo=True,
             theme=theme, autolaunch=not getattr(args, "no_launch", False),
@@ -92,6 +113,9 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
             **_probe_options(args, demo=True),
         )
     if getattr(args, "attach", None):
+        if server_args:
+            raise ValueError(f"--attach watches a server that is already running, so llama-server flags "
+                             f"({' '.join(server_args[:3])} ...) cannot apply; start it with them instead")
         settings = Settings(host="127.0.0.1")
         return AppOptions(settings=settings, attach_url=args.attach, hardware=hardware, simulate=simulate,
                           theme=theme, title=f"mtp-tune · attached to {args.attach}", **_probe_options(args, False))
@@ -99,8 +123,7 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
         settings = _profile_settings(args.profile)
     else:
         settings = profiles.last_launched() or Settings()
-    if getattr(args, "model", None):
-        settings = dataclasses.replace(settings, model=str(Path(args.model).expanduser()))
+    settings = _with_flags(settings, server_args)
     if getattr(args, "profile", None):
         _checked(settings, f"--profile {args.profile}")
     from tui.core.server import provision

@@ -1,0 +1,131 @@
+"""The front door: `mtp-tune [-m FILE | -hf REPO | -mu URL | --demo] [llama-server flags]` and every
+command read llama-server's flags with the one argv reader; unknown command words are named.
+
+Most checks run the real entry point (`python -m tui.cli`, what the `mtp-tune` script runs) in a
+subprocess; the TUI's settings are read from the same parser and options code the entry point uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.cli import build_parser, _commands
+from tui.cli._app_options import options_from_args
+from tui.core.demo.prepare import DemoSetup
+from tui.core.gpu.profiles import PROFILES
+
+#: Commands that hand llama-server's flags through, and a model argument each accepts.
+PASSING = ("app", "plan", "serve", "probe", "sweep")
+HF_FLAGS = ["-hf", "user/repo:Q4_K_M", "-hfr", "user/repo2", "-hff", "model-Q4_K_M.gguf", "-hft", "hf_tok",
+            "-mu", "http://127.0.0.1:9/m.gguf"]
+
+
+def mtp_tune(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser(_commands(argv[0])).parse_args(list(argv))
+
+
+def test_an_unknown_command_is_named_with_the_commands_and_the_nearest() -> None:
+    out = mtp_tune("plna", "-m", "x.gguf")
+    assert out.returncode == 2 and out.stdout == ""
+    assert "unknown command 'plna'" in out.stderr and "Did you mean `mtp-tune plan`?" in out.stderr
+    for name in ("plan", "serve", "probe", "sweep", "doctor", "gpus", "runs", "profile"):
+        assert name in out.stderr
+    assert "plan-exact" not in out.stderr  # a helper module, not a command
+    assert "unrecognized arguments" not in out.stderr
+
+
+def test_help_of_an_unknown_command_is_not_the_tuis_help() -> None:
+    out = mtp_tune("variants", "--help")
+    assert out.returncode == 2 and "unknown command 'variants'" in out.stderr
+    assert "usage:" not in out.stdout
+
+
+@pytest.mark.parametrize("command", PASSING)
+def test_llama_servers_hf_spellings_parse_on_every_command(command: str) -> None:
+    """`-hf` is llama-server's option, not argparse's `-h f`; the values come through in order."""
+    args = parse(command, *HF_FLAGS, "-c", "4096", "-ngl", "-1")
+    assert args.server_args == [*HF_FLAGS, "-c", "4096", "-ngl", "-1"]
+
+
+@pytest.mark.parametrize("command", PASSING)
+def test_dash_h_is_still_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        parse(command, "-h")
+    assert ended.value.code == 0 and f"usage: mtp-tune {command}" in capsys.readouterr().out
+
+
+def test_the_commands_own_spellings_win_and_the_servers_pass() -> None:
+    """probe's `--n-predict`/`--seed` are its own; llama-server's short `-n`/`-s` still reach the server."""
+    args = parse("probe", "-m", "x.gguf", "--n-predict", "5", "-n", "7", "--seed", "3", "-s", "4", "--json")
+    assert (args.n_predict, args.seed, args.json) == (5, 3, True)
+    assert args.server_args == ["-m", "x.gguf", "-n", "7", "-s", "4"]
+
+
+def test_everything_after_double_dash_is_the_servers() -> None:
+    args = parse("app", "--gpus", "cpu", "--", "--gpus", "x")
+    assert args.gpus == "cpu" and args.server_args == ["--gpus", "x"]
+
+
+def test_plan_with_a_hub_repo_says_what_is_missing_not_an_argparse_error() -> None:
+    out = mtp_tune("plan", "-hf", "user/repo:Q4_K_M")
+    assert out.returncode == 2
+    assert "-h/--help" not in out.stderr and "ignored explicit argument" not in out.stderr
+    assert "-hf" in out.stderr and "download" in out.stderr
+
+
+def test_plan_reads_the_flags_through_the_real_entry_point(tiny_models: dict[str, Path]) -> None:
+    out = mtp_tune("plan", "-m", str(tiny_models["tiny-mtp"]), "-c", "2048", "-np", "2", "--gpus", "2x16GiB",
+                   "--json")
+    assert out.returncode == 0, out.stderr
+    context = json.loads(out.stdout)["model"]["context"]
+    assert context["n_ctx"] == 2048 and context["n_seq_max"] == 2
+
+
+def test_the_tui_opens_with_the_command_lines_flags_in_the_form(tiny_models: dict[str, Path]) -> None:
+    model = tiny_models["tiny-mtp"]
+    args = parse("app", "-m", str(model), "-c", "32768", "-ctkd", "q8_0", "--spec-type", "draft-mtp",
+                 "--gpus", "2x16GiB")
+    options = options_from_args(args)
+    s = options.settings
+    assert s.model == str(model) and s.ctx_size == 32768 and s.cache_type_k_draft == "q8_0"
+    assert s.spec_type == ["draft-mtp"] and options.simulate and options.hardware is not None
+
+
+def test_a_new_model_on_the_command_line_replaces_the_last_ones_source(tiny_models: dict[str, Path]) -> None:
+    from tui.core.options.settings import Settings
+    from tui.core.presets.profiles import record_launch
+
+    record_launch(Settings(model=str(tiny_models["tiny-nomtp"]), ctx_size=1024))
+    options = options_from_args(parse("app", "-hf", "user/repo:Q4_K_M"))
+    assert options.settings.model is None and options.settings.hf_repo == "user/repo:Q4_K_M"
+    assert options.settings.ctx_size == 1024  # the rest of the last launch stays
+
+
+def test_the_demo_takes_llama_server_flags_on_top_of_its_settings(tiny_models: dict[str, Path]) -> None:
+    model = tiny_models["tiny-mtp"]
+    args = parse("app", "--demo", "-c", "4096", "--spec-draft-n-max", "2")
+    options = options_from_args(args, DemoSetup(Path("/bin/true"), model, PROFILES["rtx3060-laptop-6g"]))
+    assert options.demo and options.settings.ctx_size == 4096 and options.settings.spec_draft_n_max == 2
+    assert options.settings.model == str(model)
+
+
+def test_a_bad_value_stops_the_tui_before_it_opens_naming_the_field() -> None:
+    out = mtp_tune("-m", "x.gguf", "-c", "abc")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "ctx-size" in out.stderr and "abc" in out.stderr
+
+
+def test_attach_refuses_server_flags() -> None:
+    out = mtp_tune("--attach", "http://127.0.0.1:9", "-c", "4096")
+    assert out.returncode == 2 and "--attach" in out.stderr and "-c 4096" in out.stderr
