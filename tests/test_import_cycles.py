@@ -4,6 +4,23 @@ Module-level imports must form no cycle at all (one would make import order matt
 functions are checked as well, because a cycle hidden in a function is still two modules that each
 need the other (the old `sweep.planning` <-> `sweep.runner` pair was such a cycle); the known ones
 that remain are listed, so a new one fails and a fixed one must be taken off the list.
+
+tui.core's subpackages are layered as well (an edge A -> B when any module of tui.core.A imports
+from tui.core.B, inside functions too: a lazy import is still a design dependency). A subpackage
+may import only from tiers below its own, never from its own tier or above (`LAYERS`):
+
+    0  config options gpu        leaves: paths, llama-server's options as data, GPU telemetry
+    1  results presets           the SQLite store; INI/TOML presets (read options)
+    2  server                    launching, watching and talking to llama-server (records launches in presets)
+    3  demo                      tiny generated MTP models (built with the provisioned server)
+    4  planning                  GGUF header, device list, estimate, exact mode (dry runs a server)
+    5  probes                    PP/TG/acceptance measurements, statistics, comparison, break-even
+    6  sweep                     grids of launches and probes
+    7  tuning                    the MTP on/off verdict and knob searches (built on sweep)
+    8  doctor                    checks everything above, so nothing imports it
+
+A needed edge that points up or sideways means the code is in the wrong subpackage: move it down
+(as `breakeven` moved from tuning to probes) rather than hide the import.
 """
 
 from __future__ import annotations
@@ -13,6 +30,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "tui"
+
+#: tui.core's subpackages, lowest tier first; see the module docstring.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"config", "options", "gpu"}),
+    frozenset({"results", "presets"}),
+    frozenset({"server"}),
+    frozenset({"demo"}),
+    frozenset({"planning"}),
+    frozenset({"probes"}),
+    frozenset({"sweep"}),
+    frozenset({"tuning"}),
+    frozenset({"doctor"}),
+)
 
 #: Function-level cycles that exist on purpose, as sorted module tuples (none today).
 KNOWN_FUNCTION_LEVEL: set[tuple[str, ...]] = set()
@@ -173,3 +203,58 @@ def test_no_new_function_level_import_cycle() -> None:
     assert not new, "import cycles (counting imports inside functions): " + "; ".join(" -> ".join(c) for c in new)
     gone = KNOWN_FUNCTION_LEVEL - set(found)
     assert not gone, f"fixed cycles still listed in KNOWN_FUNCTION_LEVEL: {sorted(gone)}"
+
+
+def subpackage_graph(*, module_level_only: bool = False) -> dict[str, set[str]]:
+    """tui.core's subpackages as nodes: A -> B when any module in tui.core.A imports from tui.core.B."""
+    g: dict[str, set[str]] = {}
+    for mod, targets in graph(module_level_only=module_level_only).items():
+        a = _core_subpackage(mod)
+        if a is None:
+            continue
+        g.setdefault(a, set())
+        for t in targets:
+            b = _core_subpackage(t)
+            if b is not None and b != a:
+                g[a].add(b)
+    return g
+
+
+def _core_subpackage(mod: str) -> str | None:
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["tui", "core"] else None
+
+
+def test_the_subpackage_graph_sees_the_layers() -> None:
+    g = subpackage_graph()
+    assert {"probes", "planning", "options"} <= g["sweep"]  # module- and function-level edges both count
+    assert "probes" in g["tuning"] and "options" in g["server"]
+
+
+def test_no_subpackage_cycle() -> None:
+    found = cycles(subpackage_graph())
+    assert not found, "tui.core subpackage cycles (imports inside functions count): " + "; ".join(
+        " -> ".join(c) for c in found)
+
+
+def layer_violations(g: dict[str, set[str]], layers: tuple[frozenset[str], ...] = LAYERS) -> list[str]:
+    """Each edge that does not point to a lower tier, and each subpackage no tier names."""
+    tier = {name: i for i, names in enumerate(layers) for name in names}
+    out = [f"tui.core.{a} is in no tier of LAYERS" for a in sorted(g) if a not in tier]
+    for a in sorted(g):
+        for b in sorted(g[a]):
+            if a in tier and b in tier and tier[b] >= tier[a]:
+                out.append(f"{a} (tier {tier[a]}) imports {b} (tier {tier[b]})")
+    return out
+
+
+def test_the_layer_check_names_upward_and_sideways_edges() -> None:
+    layers = (frozenset({"a", "b"}), frozenset({"c"}))
+    assert layer_violations({"a": set(), "b": {"a"}, "c": {"a", "b"}, "d": set()}, layers) == [
+        "tui.core.d is in no tier of LAYERS", "b (tier 0) imports a (tier 0)"]
+    assert layer_violations({"a": {"c"}, "c": {"a"}}, layers) == ["a (tier 0) imports c (tier 1)"]
+
+
+def test_subpackages_import_only_lower_tiers() -> None:
+    bad = layer_violations(subpackage_graph())
+    assert not bad, "tui.core layering (see this test's docstring; move the code down a tier): " + "; ".join(bad)

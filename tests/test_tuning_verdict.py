@@ -6,9 +6,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from tui.core.probes.breakeven import break_even, crossing
 from tui.core.options.settings import Settings
 from tui.core.tuning.ab import interleaved, with_mtp
-from tui.core.tuning.breakeven import break_even, crossing
 from tui.core.tuning.verdict import MtpVerdict, PassSample, decide
 
 

@@ -7,7 +7,7 @@ import sys
 
 from tui.cli._common import fail, print_json
 from tui.core.server import provision
-from tui.core.server.doctor import collect
+from tui.core.doctor.report import collect
 
 COMMAND = "doctor"
 HELP = "check the llama-server, GPUs and environment (--build to build a server)"

@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.core.probes.breakeven import break_even, crossing
 from tui.core.probes.hygiene import ProbeWarning, check_comparison, dedupe
 from tui.core.probes.records import PassStats, pass_stats, prompt_stats, records_from_json
 from tui.core.probes.stats import INCONCLUSIVE, SAME, Summary, Verdict, fmt_rel, fmt_summary, summarize, verdict
-from tui.core.tuning.breakeven import break_even, crossing
 
 #: (key, label, unit, higher is better)
 METRICS: tuple[tuple[str, str, str, bool], ...] = (

@@ -16,5 +16,4 @@ failures     Failure and the endings the supervisor decides; classify: a log rea
 memreport    the memory lines of a launch log as data
 binary       what an installed llama-server is and accepts (`--version`, one cached `--help`)
 provision    finding or building the llama-server binary
-doctor       the checks `mtp-tune doctor` prints
 """

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from tui.core.probes.breakeven import BreakEven, break_even
 from tui.core.probes.compare import RunView, workload_view
 from tui.core.probes.records import PassStats
 from tui.core.probes.stats import BETTER, WORSE, Summary, Verdict, fmt_rel, fmt_summary, summarize, verdict
-from tui.core.tuning.breakeven import BreakEven, break_even
 
 Side = Literal["off", "on"]
 Label = Literal["mtp_wins", "mtp_loses", "inconclusive"]
