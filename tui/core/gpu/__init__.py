@@ -1,7 +1,8 @@
 """GPU and host telemetry: NVML devices and processes, simulated hardware, host RAM, a sampler.
 
 Layering: `types` (immutable values) <- `nvml` / `simulated` / `host` (sources) <- `collect`
-(one pass) <- `sampler` (the background thread). The UI reads `GpuSampler.latest` or subscribes.
+(one pass) <- `sampler` (the background thread). `nvml` is built on `nvml_codes` (what NVML's
+answers mean), `nvml_calls` (init, shutdown, calls that never raise) and `nvml_devices` (one device). The UI reads `GpuSampler.latest` or subscribes.
 `order` maps llama.cpp's CUDA0.. names to NVML devices (docs/gpu-order.md).
 `profiles` names the simulated GPUs (`--gpus` specs, demo hardware).
 """
