@@ -23,7 +23,8 @@ from tests.helpers.llama import Running, llama_server
 from tui.core.server.client import LlamaClient
 from tui.core.probes import hygiene
 from tui.core.probes.records import records_from_json
-from tui.core.probes.runner import ProbeProgress, ProbeRunner, RunConfig, RunContext, run_probe, run_probe_sync
+from tui.core.probes.run_types import ProbeProgress, RunConfig, RunContext
+from tui.core.probes.runner import ProbeRunner, run_probe, run_probe_sync
 from tui.core.probes.suites import ProbePrompt, Suite, long_prompt_suite, task_suite
 from tui.core.results.store import Store
 from tui.core.demo.tiny_model import PRESETS, expected_acceptance_band, preset, write_tiny_model
@@ -255,7 +256,7 @@ def test_cli_probe_launches_probes_and_records_json(tiny_models: dict[str, Path]
     assert settings["parallel"] == 1 and settings["threads"] == 1 and settings["spec_draft_n_max"] == 2
     assert settings["ctx_size"] == 4096 and settings["model"] == str(tiny_models["tiny-mtp"])
     assert row.server is not None and row.server["version"] == 11434 and row.server["capabilities"]["draft_mtp"]
-    assert "-np" in row.server["argv"] and row.memory is not None and row.memory["totals"]["kv"] > 0
+    assert "--parallel" in row.server["argv"] and row.memory is not None and row.memory["totals"]["kv"] > 0
     assert row.hardware is not None and "devices" in row.hardware
     # The planner's prediction, reconciled with what llama.cpp reported at launch.
     assert row.plan is not None and row.plan["prediction"]["devices"]

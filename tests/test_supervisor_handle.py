@@ -103,7 +103,7 @@ def test_both_handles_report_what_the_server_runs(server_bin: Path, tiny_models:
 def test_cli_attached_probe_is_labelled_from_the_server(server_bin: Path, tiny_models: dict[str, Path],
                                                          tmp_path: Path) -> None:
     """`mtp-tune probe --attach URL` (probe_attached): no settings are known, the stored run still says MTP n3."""
-    from tui.core.probes.runner import RunConfig
+    from tui.core.probes.run_types import RunConfig
     from tui.core.probes.session import probe_attached
     from tui.core.probes.suites import ProbePrompt, Suite
     from tui.core.results.store import Store

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from tui.cli._common import ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json
-from tui.core.probes.runner import ProbeProgress, ProbeRun, RunConfig
+from tui.core.probes.run_types import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
 

@@ -94,7 +94,7 @@ def _show(store, args: argparse.Namespace) -> int:
     from tui.cli.probe import render_run
     from tui.core.probes.hygiene import ProbeWarning
     from tui.core.probes.records import records_from_json
-    from tui.core.probes.runner import ProbeRun, RunConfig
+    from tui.core.probes.run_types import ProbeRun, RunConfig
 
     cfg = {k: v for k, v in (row.config or {}).items() if k in RunConfig.__dataclass_fields__}
     result = ProbeRun(row.id, row.status, row.suite or "?", RunConfig(**cfg) if cfg else RunConfig(),

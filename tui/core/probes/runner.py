@@ -1,14 +1,12 @@
 """A probe run: every prompt of a suite N times against one server, each request's `timings` recorded.
 
 Order: a short warm-up request (not recorded), then passes: pass r sends every prompt once, so slow
-drift (clocks, thermals) spreads over all prompts instead of biasing one. Every request uses a fixed
-seed, temperature 0 and `cache_prompt: false`, streams (for the client-side time to first token), and
-is bracketed by two `/metrics` scrapes whose counter deltas give the verification steps (mean
-acceptance length = 1 + accepted / drafts).
+drift (clocks, thermals) spreads over all prompts instead of biasing one. How one request is sent
+and bracketed by `/metrics` scrapes (mean acceptance length = 1 + accepted / drafts) is `transport`.
 
-The run is recorded as it goes through a `RunSink` (the results store): if the server dies, the run ends
-`failed` with every request done so far; if it is cancelled (a `threading.Event`, or asyncio
-cancellation), it ends `cancelled` the same way.
+What a run takes and returns is `run_types`. The run is recorded as it goes through a `RunSink` (the
+results store): if the server dies, the run ends `failed` with every request done so far; if it is
+cancelled (a `threading.Event`, or asyncio cancellation), it ends `cancelled` the same way.
 """
 
 from __future__ import annotations
@@ -18,166 +16,22 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from tui.core.server.client import ClientError, ClientTimeout, CompletionResult, ServerGone, ServerHTTPError
-from tui.core.server.metrics import Metrics
 from tui.core.probes import hygiene
 from tui.core.probes.hygiene import ProbeWarning
-from tui.core.probes.records import METRIC_COUNTERS, RequestRecord, summarize_run
+from tui.core.probes.records import RequestRecord, summarize_run
+from tui.core.probes.run_types import (
+    ProbeProgress, ProbeRun, ProgressFn, RunConfig, RunContext, RunSink, mtp_from_settings,
+)
 from tui.core.probes.suites import ProbePrompt, Suite
-from tui.core.options.settings import effective_spec_types
+from tui.core.probes.transport import Cancelled, MetricsScraper, ProbeClient, RunFailed, cancellable, send
+from tui.core.server.client import ClientError, ClientTimeout, CompletionResult, ServerGone, ServerHTTPError
 
 #: Tokens of the warm-up request: enough to allocate every graph once.
 WARMUP_N_PREDICT = 8
 WARMUP_TEXT = "Name three primary colours."
-_CANCEL_POLL_S = 0.05
-
-
-class ProbeClient(Protocol):
-    """What the runner needs from a client (`tui.core.server.client.LlamaClient` fits)."""
-
-    async def chat(
-        self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = ..., stream: bool = ...,
-        on_text: Callable[[str], None] | None = ..., **params: Any,
-    ) -> CompletionResult: ...
-
-    async def complete(
-        self, prompt: str | list[Any], *, n_predict: int = ..., stream: bool = ...,
-        on_text: Callable[[str], None] | None = ..., **params: Any,
-    ) -> CompletionResult: ...
-
-    async def metrics(self) -> Metrics: ...
-
-    async def props(self) -> dict[str, Any]: ...
-
-    async def slots(self) -> list[dict[str, Any]]: ...
-
-
-class RunSink(Protocol):
-    """Where a run is recorded as it goes (`tui.core.results.store.Store` fits)."""
-
-    def begin_run(self, **fields: Any) -> int: ...
-
-    def update_run(self, run_id: int, **fields: Any) -> None: ...
-
-    def add_request(self, run_id: int, rec: dict[str, Any]) -> None: ...
-
-    def finish_run(
-        self, run_id: int, status: str, *, summary: dict[str, Any] | None = ...,
-        warnings: Sequence[dict[str, Any]] = ..., error: str | None = ...,
-    ) -> None: ...
-
-
-@dataclass
-class RunConfig:
-    """Probe options. `n_predict` applies to prompts that don't set their own (the long prompt does)."""
-
-    repeat: int = 3
-    n_predict: int = 512
-    seed: int = 42
-    temperature: float = 0.0
-    warmup: bool = True
-    ignore_eos: bool = False  # True forces exactly n_predict tokens (less realistic text, exact lengths)
-    min_generation: int = hygiene.MIN_GENERATION
-
-    def __post_init__(self) -> None:
-        if self.repeat < 1:
-            raise ValueError(f"repeat must be at least 1, not {self.repeat}")
-        if self.n_predict < 1:
-            raise ValueError(f"n_predict must be at least 1, not {self.n_predict}")
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class RunContext:
-    """What the caller knows about the setup, stored with the run (all optional in attach mode)."""
-
-    url: str
-    label: str | None = None
-    model: str | None = None
-    settings: dict[str, Any] | None = None
-    configured_parallel: int | None = None
-    server: dict[str, Any] = field(default_factory=dict)  # version, capabilities...
-    hardware: dict[str, Any] | None = None
-    plan: dict[str, Any] | None = None
-    memory: dict[str, Any] | None = None
-    #: Called before the first and after the last request: GPU contamination, host spill.
-    environment_check: Callable[[], list[ProbeWarning]] | None = None
-    extra_warnings: list[ProbeWarning] = field(default_factory=list)
-    #: Asks the server's handle what it runs with (a RunningSettings); with `label_of`, the stored
-    #: label and MTP flag are set from it after the warm-up (an attached server's n-max shows then).
-    running: Callable[[], Any] | None = None
-    label_of: Callable[[Any], str] | None = None
-    settings_of: Callable[[Any], dict[str, Any]] | None = None
-
-
-@dataclass(frozen=True)
-class ProbeProgress:
-    """A progress event for the UI. `event`: started | request_started | first_token | request_done |
-    finished. `done`/`total` count recorded requests."""
-
-    event: str
-    done: int
-    total: int
-    run_id: int | None = None
-    prompt: str | None = None
-    repeat: int | None = None
-    record: RequestRecord | None = None
-    status: str | None = None
-    message: str = ""
-
-
-ProgressFn = Callable[[ProbeProgress], None]
-
-
-@dataclass
-class ProbeRun:
-    """The outcome of a run, as stored."""
-
-    run_id: int | None
-    status: str  # ok | failed | cancelled
-    suite: str
-    config: RunConfig
-    requests: list[RequestRecord]
-    summary: dict[str, Any]
-    warnings: list[ProbeWarning]
-    error: str | None = None
-    server: dict[str, Any] = field(default_factory=dict)
-    started_at: float = 0.0
-    finished_at: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "error": self.error,
-            "suite": self.suite,
-            "config": self.config.to_json(),
-            "server": self.server,
-            "summary": self.summary,
-            "requests": [r.to_json() for r in self.requests],
-            "warnings": [w.to_json() for w in self.warnings],
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-        }
-
-
-class _Cancelled(Exception):
-    pass
-
-
-class _RunFailed(Exception):
-    pass
-
-
-def metric_counters(m: Metrics) -> dict[str, float]:
-    """The counters the runner diffs, 0 for those the server has not emitted yet."""
-    return {name: float(m.value(name, 0.0) or 0.0) for name in METRIC_COUNTERS}
 
 
 class ProbeRunner:
@@ -205,8 +59,7 @@ class ProbeRunner:
         self.cancel = cancel
         self.records: list[RequestRecord] = []
         self.run_id: int | None = None
-        self._metrics_ok = True
-        self._metrics_error: str | None = None
+        self._metrics = MetricsScraper(client, cancel)
         self._server: dict[str, Any] = dict(self.context.server)
         self._env_warnings: list[ProbeWarning] = []
 
@@ -235,12 +88,12 @@ class ProbeRunner:
             await self._label_from_server()
             await self._passes()
             self._env_check()
-        except _Cancelled:
+        except Cancelled:
             status, error = "cancelled", "cancelled by the user"
         except asyncio.CancelledError:
             self._finish("cancelled", "cancelled", started)
             raise
-        except _RunFailed as exc:
+        except RunFailed as exc:
             status, error = "failed", str(exc)
         except ClientError as exc:
             status, error = "failed", str(exc)
@@ -255,7 +108,7 @@ class ProbeRunner:
         ctx = self.context
         self.run_id = self.sink.begin_run(
             suite=self.suite.name, url=ctx.url, label=ctx.label, model=ctx.model,
-            mtp=_mtp_from_settings(ctx.settings), settings=ctx.settings,
+            mtp=mtp_from_settings(ctx.settings), settings=ctx.settings,
             config={**self.config.to_json(), "suite": self.suite.to_json()},
             server=self._server or None, hardware=ctx.hardware, plan=ctx.plan, memory=ctx.memory,
         )
@@ -287,7 +140,7 @@ class ProbeRunner:
                 repeat=self.config.repeat,
                 total_slots=total_slots if isinstance(total_slots, int) else None,
                 configured_parallel=self.context.configured_parallel,
-                metrics_error=self._metrics_error,
+                metrics_error=self._metrics.error,
                 min_generation=self.config.min_generation,
             )
         )
@@ -308,7 +161,7 @@ class ProbeRunner:
         try:
             props = await self._cancellable(self.client.props())
         except ServerHTTPError as exc:
-            raise _RunFailed(f"the server at {self.context.url} refused /props: {exc}") from None
+            raise RunFailed(f"the server at {self.context.url} refused /props: {exc}") from None
         gs = props.get("default_generation_settings") or {}
         found: dict[str, Any] = {
             "total_slots": props.get("total_slots"),
@@ -325,7 +178,7 @@ class ProbeRunner:
         self._server.update({k: v for k, v in found.items() if v is not None})
         if self.sink is not None and self.run_id is not None:
             fields: dict[str, Any] = {"server": self._server}
-            if _mtp_from_settings(self.context.settings) is None and found.get("speculative") is not None:
+            if mtp_from_settings(self.context.settings) is None and found.get("speculative") is not None:
                 fields["mtp"] = bool(found["speculative"])
             if not self.context.model and found.get("model_path"):
                 fields["model"] = found["model_path"]
@@ -338,7 +191,7 @@ class ProbeRunner:
             return
         try:
             rs = await self._cancellable(asyncio.to_thread(ctx.running))
-        except _Cancelled:
+        except Cancelled:
             raise
         except Exception:  # the label keeps what was known at the start
             return
@@ -367,7 +220,7 @@ class ProbeRunner:
             raw=None if first.is_chat else WARMUP_TEXT,
         )
         try:
-            await self._cancellable(self._send(p, WARMUP_N_PREDICT, on_first=None))
+            await self._cancellable(self._send(p, WARMUP_N_PREDICT, None))
         except ServerHTTPError:
             pass  # a real problem shows up again, and is recorded, on the first probe request
 
@@ -377,7 +230,7 @@ class ProbeRunner:
         for rep in range(self.config.repeat):
             for p in self.suite.prompts:
                 if self.cancel is not None and self.cancel.is_set():
-                    raise _Cancelled()
+                    raise Cancelled()
                 if p.name in broken:
                     continue
                 rec = await self._one(seq, rep, p)
@@ -389,7 +242,7 @@ class ProbeRunner:
         n_predict = p.n_predict or self.config.n_predict
         rec = RequestRecord(seq=seq, prompt=p.name, kind=p.kind, repeat=rep, n_predict=n_predict, started_at=time.time())
         self._emit("request_started", prompt=p.name, repeat=rep)
-        before = await self._scrape()
+        before = await self._metrics.scrape()
         first_seen = False
 
         def on_first(_: str) -> None:
@@ -400,16 +253,16 @@ class ProbeRunner:
 
         try:
             res = await self._cancellable(self._send(p, n_predict, on_first))
-        except (_Cancelled, asyncio.CancelledError):
+        except (Cancelled, asyncio.CancelledError):
             raise
         except ServerGone as exc:
             rec.error = str(exc)
             self._record(rec)
-            raise _RunFailed(f"the server went away during {p.name} (pass {rep + 1}): {exc}") from None
+            raise RunFailed(f"the server went away during {p.name} (pass {rep + 1}): {exc}") from None
         except ClientTimeout as exc:
             rec.error = str(exc)
             self._record(rec)
-            raise _RunFailed(f"the server stopped answering during {p.name} (pass {rep + 1}): {exc}") from None
+            raise RunFailed(f"the server stopped answering during {p.name} (pass {rep + 1}): {exc}") from None
         except ServerHTTPError as exc:
             rec.error = f"HTTP {exc.status}: {exc.message}"
             self._record(rec)
@@ -420,7 +273,7 @@ class ProbeRunner:
         rec.content_chars = len(res.text)
         pn = rec.predicted_n
         rec.finish_reason = None if pn is None else ("length" if pn >= n_predict else "stop")
-        after = await self._scrape()
+        after = await self._metrics.scrape()
         if before is not None and after is not None:
             rec.metrics_delta = {k: after[k] - before.get(k, 0.0) for k in after}
         if not rec.timings:
@@ -435,56 +288,12 @@ class ProbeRunner:
         self._emit("request_done", prompt=rec.prompt, repeat=rec.repeat, record=rec)
 
     async def _send(self, p: ProbePrompt, n_predict: int, on_first: Callable[[str], None] | None) -> CompletionResult:
-        params: dict[str, Any] = {
-            "seed": self.config.seed,
-            "temperature": self.config.temperature,
-            "cache_prompt": False,
-        }
-        if self.config.ignore_eos:
-            params["ignore_eos"] = True
-        if p.messages is not None:
-            return await self.client.chat(
-                list(p.messages), max_tokens=n_predict, stream=True, on_text=on_first, n_predict=n_predict, **params
-            )
-        return await self.client.complete(p.raw or "", n_predict=n_predict, stream=True, on_text=on_first, **params)
-
-    async def _scrape(self) -> dict[str, float] | None:
-        if not self._metrics_ok:
-            return None
-        try:
-            m = await self._cancellable(self.client.metrics())
-        except ServerHTTPError as exc:
-            self._metrics_ok = False
-            self._metrics_error = f"HTTP {exc.status}: {exc.message}"
-            return None
-        except ServerGone:
-            raise
-        return metric_counters(m)
+        c = self.config
+        return await send(self.client, p, n_predict, on_first, seed=c.seed, temperature=c.temperature,
+                          ignore_eos=c.ignore_eos)
 
     async def _cancellable(self, aw: Any) -> Any:
-        """Await `aw`, abandoning it promptly when the cancel event is set."""
-        if self.cancel is None:
-            return await aw
-        if self.cancel.is_set():
-            if asyncio.iscoroutine(aw):
-                aw.close()
-            raise _Cancelled()
-        task = asyncio.ensure_future(aw)
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=_CANCEL_POLL_S)
-            if done:
-                return task.result()
-            if self.cancel.is_set():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-                raise _Cancelled()
-
-
-def _mtp_from_settings(settings: Mapping[str, Any] | None) -> bool | None:
-    if not settings or "spec_type" not in settings:
-        return None
-    return "draft-mtp" in effective_spec_types(list(settings.get("spec_type") or []))
+        return await cancellable(aw, self.cancel)
 
 
 async def run_probe(

@@ -19,7 +19,8 @@ from typing import Any
 from tui.core.options import reader
 from tui.core.options.argv import settings_from_argv
 from tui.core.probes.hygiene import ProbeWarning, check_gpu_snapshot, check_memory_report
-from tui.core.probes.runner import ProbeRun, ProgressFn, RunConfig, RunContext, run_probe
+from tui.core.probes.run_types import ProbeRun, ProgressFn, RunConfig, RunContext, mtp_from_settings
+from tui.core.probes.runner import run_probe
 from tui.core.probes.suites import Suite
 from tui.core.options.settings import Settings
 
@@ -278,13 +279,12 @@ def _failed_launch(
     extra: list[ProbeWarning],
 ) -> ProbeRun:
     from tui.core.probes.records import summarize_run
-    from tui.core.probes.runner import _mtp_from_settings
 
     run_id = None
     summary = summarize_run([])
     if store is not None:
         run_id = store.begin_run(
-            suite=suite.name, label=label, model=settings.get("model"), mtp=_mtp_from_settings(settings),
+            suite=suite.name, label=label, model=settings.get("model"), mtp=mtp_from_settings(settings),
             settings=settings, config={**config.to_json(), "suite": suite.to_json()}, server=server, memory=memory,
             plan=plan,
         )

@@ -24,7 +24,8 @@ class Prober(Protocol):
 
 def default_prober() -> Prober:
     """The real probe runner, run on its own event loop in the sweep's thread."""
-    from tui.core.probes.runner import RunConfig, RunContext, run_probe_sync
+    from tui.core.probes.run_types import RunConfig, RunContext
+    from tui.core.probes.runner import run_probe_sync
 
     def probe(url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str, settings: Settings,
               memory: dict[str, Any] | None, plan: dict[str, Any] | None, cancel: threading.Event,

@@ -142,7 +142,8 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
 
     `running` asks the server's handle what it runs with; the run is labelled and stored from that
     (a launched server: the argv it ran; an attached one: what it says), the form only fills gaps."""
-    from tui.core.probes.runner import RunConfig, RunContext, run_probe_sync
+    from tui.core.probes.run_types import RunConfig, RunContext
+    from tui.core.probes.runner import run_probe_sync
     from tui.core.probes.suites import SuiteError
     from tui.core.presets.profiles import settings_to_dict
 
