@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from _results import append_under  # noqa: E402
 
+from tui.core.options.argv import settings_from_argv  # noqa: E402
 from tui.core.server.provision import ensure_server  # noqa: E402
 from tui.core.server.events import ServerState  # noqa: E402
 from tui.core.server.supervisor import Supervisor  # noqa: E402
@@ -74,7 +75,7 @@ def main() -> int:
     stop_lat: list[float] = []
     refused: list[float] = []
     restart_ready: list[float] = []
-    sup = Supervisor(server, ["-m", str(model), *ARGS], env=env, log_dir=work / "logs")
+    sup = Supervisor(server, settings_from_argv(["-m", str(model), *ARGS]).settings, env=env, log_dir=work / "logs")
     listened: dict[int, float] = {}
     sup.add_log_listener(lambda ln: listened.setdefault(ln.launch_id, ln.at) if "listening on" in ln.text else None)
     try:
@@ -95,10 +96,10 @@ def main() -> int:
             if r is not None:
                 refused.append(r)
         for n in (1, 2, 3):
-            sup.start(["-m", str(model), *ARGS, "--spec-draft-n-max", "3"])
+            sup.start(settings_from_argv(["-m", str(model), *ARGS, "--spec-draft-n-max", "3"]).settings)
             sup.wait_ready(60)
             t0 = time.monotonic()
-            sup.restart(["-m", str(model), *ARGS, "--spec-draft-n-max", str(n)])
+            sup.restart(settings_from_argv(["-m", str(model), *ARGS, "--spec-draft-n-max", str(n)]).settings)
             if sup.wait_ready(60) == ServerState.READY:
                 restart_ready.append(time.monotonic() - t0)
             sup.stop()

@@ -211,6 +211,7 @@ def bench_watching(root: Path, env: dict[str, str], server: Path, model: Path, p
     """
     import signal
 
+    from tui.core.options.argv import settings_from_argv
     from tui.core.server.supervisor import Supervisor
 
     args = ["-m", str(model), "-c", "4096", "-np", "1", "-t", "1", "-tb", "1", "--metrics",
@@ -219,7 +220,7 @@ def bench_watching(root: Path, env: dict[str, str], server: Path, model: Path, p
     on: list[float] = []
     pair_diffs: list[float] = []
     watcher_cpu: list[float] = []
-    with Supervisor(server, args, log_dir=root / "logs") as sup:
+    with Supervisor(server, settings_from_argv(args).settings, log_dir=root / "logs") as sup:
         sup.start()
         if sup.wait_ready(60).value != "ready":
             raise SystemExit(f"bench_ui: the server did not start: {sup.failure}")

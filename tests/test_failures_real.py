@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.supervisor_util import BASE_ARGS, FINAL, make_supervisor
+from tests.helpers.supervisor_util import BASE_ARGS, FINAL, as_given, make_supervisor
 from tui.core.server.failures import FailureKind
 from tui.core.server.events import ServerState
 
@@ -30,7 +30,7 @@ def bad_models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
 
 
 def launch_and_classify(server_bin: Path, args: list[str], root: Path, **kw: object):  # type: ignore[no-untyped-def]
-    sup = make_supervisor(server_bin, args, root, **kw)
+    sup = make_supervisor(server_bin, as_given(args), root, **kw)  # the flags at fault reach the server as given
     try:
         sup.start()
         state = sup.wait_for(FINAL, 60)
@@ -91,7 +91,7 @@ def test_port_in_use(server_bin: Path, tiny_models: dict[str, Path], tmp_path: P
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        f = launch_and_classify(server_bin, ["-m", str(tiny_models["tiny-mtp"]), *BASE_ARGS], tmp_path, port=port)
+        f = launch_and_classify(server_bin, ["-m", str(tiny_models["tiny-mtp"]), *BASE_ARGS, "--port", str(port)], tmp_path)
     assert f.kind == FailureKind.PORT_IN_USE and f.flag_or_file == f"--port {port}"
 
 

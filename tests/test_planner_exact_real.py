@@ -267,7 +267,7 @@ def test_the_dry_run_reads_the_header_and_no_tensor_data(server_bin: Path, tmp_p
     server has read() a few MB (the 5 MB header, twice) of a 19.5 GiB file, not its data."""
     model = write_shape_model(tmp_path / "shape.gguf")
     s = settings_from_argv(["-m", str(model), "-c", "8192", "-np", "1", "--spec-type", "draft-mtp"]).settings
-    sup = Supervisor(server_bin, dry_run_args(s, model), log_dir=tmp_path / "logs", record_history=False,
+    sup = Supervisor(server_bin, settings_from_argv(dry_run_args(s, model)).settings, log_dir=tmp_path / "logs", record_history=False,
                      memreport_factory=None)
     got: dict[str, int] = {}
     decided = threading.Event()

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.launch import probe_launch
 from tests.helpers.llama import llama_server
-from tests.helpers.supervisor_util import BASE_ARGS
+from tests.helpers.supervisor_util import BASE_ARGS, settings_of
 from tui.core.server import supervisor as supmod
 from tui.core.server.attach import Attachment
 from tui.core.server.events import ServerState
@@ -58,11 +58,11 @@ def test_calibration_launch_runs_through_the_supervisor(server_bin: Path, tiny_m
     assert spawned and spawned[0][0] == str(server_bin) and res.report.to_dict()["totals"]["weights"] > 0
 
 
-def test_running_settings_from_argv_follow_llama_cpp() -> None:
-    rs = RunningSettings.from_argv(["-m", "m.gguf", "-c", "2048", "-np", "2", "--spec-type", "draft-mtp"])
+def test_running_settings_from_settings_follow_llama_cpp() -> None:
+    rs = RunningSettings.from_settings(settings_of(["-m", "m.gguf", "-c", "2048", "-np", "2", "--spec-type", "draft-mtp"]))
     assert (rs.source, rs.model, rs.ctx, rs.slots, rs.mtp, rs.n_max) == ("launched", "m.gguf", 2048, 2, True, 3)
     assert rs.label() == "MTP n3"
-    off = RunningSettings.from_argv(["-m", "m.gguf", "--spec-type", "none,draft-mtp"])  # `none` disables all
+    off = RunningSettings.from_settings(settings_of(["-m", "m.gguf", "--spec-type", "none,draft-mtp"]))  # `none` disables all
     assert off.mtp is False and off.n_max is None and off.label() == "no MTP"
 
 

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from tests.conftest import server_env
-from tests.helpers.supervisor_util import BASE_ARGS, FINAL, MTP_ARGS, Recorder, make_supervisor, pid_gone
+from tests.helpers.supervisor_util import (BASE_ARGS, FINAL, MTP_ARGS, Recorder, as_given, make_supervisor, pid_gone,
+                                           settings_of)
 from tui.core.options.redact import redact_argv
 from tui.core.server import supervisor as supmod
 from tui.core.server.client import LlamaClient
@@ -63,7 +64,7 @@ def test_start_ready_complete_restart_stop(sup: Supervisor, tiny_models: dict[st
     assert sorted(per_pos) == [0, 1, 2]  # one counter per draft position: n_max = 3
     assert any("n_max=3" in ln for ln in sup.tail()) or "n_max=3" in first.log_path.read_text()  # type: ignore[union-attr]
 
-    second = sup.restart(n_max_args(tiny_models["tiny-mtp"], 1))
+    second = sup.restart(settings_of(n_max_args(tiny_models["tiny-mtp"], 1)))
     assert sup.wait_ready(60) == ServerState.READY
     assert second.id != first.id and second.pid != first.pid
     assert pid_gone(first.pid)  # type: ignore[arg-type]
@@ -151,7 +152,7 @@ def test_llama_arg_env_is_stripped_unless_kept(server_bin: Path, tiny_models: di
     env = server_env(tmp_path) | {"LLAMA_ARG_DRAFT_MAX": "4"}  # a removed option: the server refuses to start
     args = ["-m", str(tiny_models["tiny-mtp"]), *BASE_ARGS]
     for keep, expect in ((False, ServerState.READY), (True, ServerState.FAILED)):
-        s = Supervisor(server_bin, args, env=env, keep_llama_env=keep, log_dir=tmp_path / "logs", ready_timeout=60)
+        s = Supervisor(server_bin, settings_of(args), env=env, keep_llama_env=keep, log_dir=tmp_path / "logs", ready_timeout=60)
         try:
             s.start()
             assert s.wait_ready(60) == expect
@@ -188,7 +189,7 @@ def test_free_port_taken_between_choice_and_bind_is_retried(server_bin: Path, ti
 
 def test_ready_timeout_stops_a_server_that_never_answers(tmp_path: Path) -> None:
     """A stand-in binary that never listens and ignores SIGTERM: timeout, then SIGTERM, then SIGKILL."""
-    s = Supervisor(sys.executable, [str(HELPERS / "hang_server.py"), "--stubborn"], log_dir=tmp_path,
+    s = Supervisor(sys.executable, as_given([str(HELPERS / "hang_server.py"), "--stubborn"]), log_dir=tmp_path,
                    ready_timeout=2.0, stop_grace=0.3, poll_interval=0.05)
     try:
         launch = s.start()
@@ -203,7 +204,7 @@ def test_ready_timeout_stops_a_server_that_never_answers(tmp_path: Path) -> None
 
 
 def test_exit_seen_even_if_a_grandchild_keeps_the_pipe_open(tmp_path: Path) -> None:
-    s = Supervisor(sys.executable, [str(HELPERS / "exit_leaving_child.py")], log_dir=tmp_path, ready_timeout=30)
+    s = Supervisor(sys.executable, as_given([str(HELPERS / "exit_leaving_child.py")]), log_dir=tmp_path, ready_timeout=30)
     try:
         launch = s.start()
         assert s.wait_for(FINAL, 20) == ServerState.FAILED  # long before the grandchild's 60 s sleep ends
@@ -216,14 +217,17 @@ def test_exit_seen_even_if_a_grandchild_keeps_the_pipe_open(tmp_path: Path) -> N
 
 
 def test_argv_building() -> None:
-    s = Supervisor("/bin/llama-server", ["-m", "x.gguf", "--port", "9000", "-lv", "3", "--api-key", "k1,k2"])
+    s = Supervisor("/bin/llama-server", settings_of(["-m", "x.gguf", "--port", "9000", "-lv", "3", "--api-key", "k1,k2"]))
     argv, host, port = s.build_argv()
     assert (host, port) == ("127.0.0.1", 9000)
     assert argv.count("-lv") == 1 and "4" not in argv[argv.index("-lv") + 1]
     assert argv[-2:] == ["--log-colors", "off"] and "--port" not in argv  # host/port are added at launch
+    assert "--api-key" not in argv and "k1,k2" not in argv  # the key goes through a file at spawn
     assert s.api_key == "k1"
-    argv, host, port = Supervisor("/bin/s", ["--host=0.0.0.0", "-m", "x"]).build_argv()
-    assert host == "0.0.0.0" and port is None and argv[1:] == ["-m", "x", "-lv", "4", "--log-colors", "off"]
+    argv, host, port = Supervisor("/bin/s", settings_of(["--host=0.0.0.0", "-m", "x"])).build_argv()
+    assert host == "0.0.0.0" and port is None and argv[1:] == ["--model", "x", "-lv", "4", "--log-colors", "off"]
+    with pytest.raises(SupervisorError, match="api-key"):
+        Supervisor("/bin/s", settings_of(["-m", "x", "--api-key", "#k"])).build_argv()
     assert redact_argv(["a", "--api-key", "secret", "--api-key=s2"], mask="***") == ["a", "--api-key", "***", "--api-key=***"]
 
 

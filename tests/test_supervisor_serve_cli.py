@@ -32,7 +32,7 @@ def _default_sigint() -> None:
 
 def test_serve_until_ctrl_c(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     cmd = [sys.executable, "-c", ENTRY, "serve", "-m", str(tiny_models["tiny-mtp"]), "-c", "4096", "-np", "1",
-           "-t", "1", "-tb", "1", "--spec-type", "draft-mtp", "--ready-timeout", "60"]
+           "-t", "1", "-tb", "1", "--spec-type", "draft-mtp", "--ready-timeout", "60", "--no-mmap"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(tmp_path, server_bin), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     server_pid = None
@@ -48,10 +48,13 @@ def test_serve_until_ctrl_c(server_bin: Path, tiny_models: dict[str, Path], tmp_
         server_pid = int(m.group(2))
         out = "\n".join(lines)
         assert "starting:" in out and "--spec-type draft-mtp" in out and "-lv 4" in out
+        # read into Settings by the one reader: the removed flag is translated, not passed on
+        assert "--load-mode none" in out and "--no-mmap" not in out
         assert f"log: {tmp_path / 'data' / 'logs'}" in out
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
+        assert "warning: --no-mmap was removed" in err and "imported --no-mmap as --load-mode none" in err
         assert "stopped (exit code 0)" in rest
         assert pid_gone(server_pid)
     finally:
@@ -63,13 +66,42 @@ def test_serve_until_ctrl_c(server_bin: Path, tiny_models: dict[str, Path], tmp_
 
 
 def test_serve_explains_a_failed_launch(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    cmd = [sys.executable, "-c", ENTRY, "serve", "-m", str(tiny_models["tiny-mtp"]), "-t", "1", "--no-mmap"]
+    """An unknown flag is kept verbatim in `extra_args` (with a warning): the server refuses it, serve explains."""
+    cmd = [sys.executable, "-c", ENTRY, "serve", "-m", str(tiny_models["tiny-mtp"]), "-t", "1",
+           "--checkpoint-every-n-tokens", "64"]
     res = subprocess.run(cmd, cwd=REPO, env=_env(tmp_path, server_bin), capture_output=True, text=True, timeout=60)
     assert res.returncode == 1
-    assert "failed" in res.stdout
+    assert "failed" in res.stdout and "--checkpoint-every-n-tokens 64" in res.stdout
     err = res.stderr.strip()
-    assert err.startswith("mtp-tune: llama-server no longer accepts --no-mmap") and "--load-mode none" in err
+    assert err.startswith("mtp-tune: warning: --checkpoint-every-n-tokens is not an option")
+    assert "mtp-tune: llama-server does not know the option --checkpoint-every-n-tokens" in err
     assert "Full server log:" in err and "Traceback" not in err
+
+
+def test_serve_runs_a_router_preset(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """Router mode: `--models-preset` has no Settings field, so it reaches the router in `extra_args`."""
+    ini = tmp_path / "p.ini"
+    ini.write_text(f"version = 1\n\n[tiny]\nmodel = {tiny_models['tiny-mtp']}\nctx-size = 4096\nthreads = 1\n")
+    cmd = [sys.executable, "-c", ENTRY, "serve", "--models-preset", str(ini), "--router-model", "tiny",
+           "--ready-timeout", "60", "--api-key", "router-key"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(tmp_path, server_bin), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    try:
+        lines = []
+        for _ in range(20):
+            lines.append(read_line(proc, 60))
+            if lines[-1].startswith("ready at") or not lines[-1]:
+                break
+        assert lines[-1].startswith("ready at"), lines
+        out = "\n".join(lines)
+        assert f"--models-preset {ini}" in out and "router-key" not in out and "--api-key-file" in out
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def test_serve_without_model_is_a_usage_error(tmp_path: Path, server_bin: Path) -> None:

@@ -309,11 +309,10 @@ def test_fit_target_search_converges_on_a_real_rpc_allocation_failure(
 
 def _vm_peak_kb(server_bin: Path, settings: Settings) -> int:
     """VmPeak of llama-server once ready with `settings` (no limit), from /proc."""
-    from tui.core.options.argv import settings_to_argv
     from tui.core.server.events import ServerState
     from tui.core.server.supervisor import Supervisor
 
-    with Supervisor(server_bin, settings_to_argv(settings), ready_timeout=60) as sup:
+    with Supervisor(server_bin, settings, ready_timeout=60) as sup:
         sup.start()
         assert sup.wait_ready(60) == ServerState.READY, sup.failure
         status = Path(f"/proc/{sup.pid}/status").read_text()

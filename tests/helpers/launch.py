@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.core.options.argv import settings_from_argv
 from tui.core.server.memreport import MemoryReport
 from tui.core.server.process import child_env
 from tui.core.server.events import ServerState
@@ -37,7 +38,7 @@ def probe_launch(server: str | Path, argv: list[str], timeout_s: float = 120.0, 
     if "XDG_CONFIG_HOME" not in child:  # llama-server reads llama.cpp/config.ini there: keep it empty
         child["XDG_CONFIG_HOME"] = str(tmpdir / "xdg")
     t0 = time.monotonic()
-    sup = Supervisor(server, argv, env=child, ready_timeout=timeout_s, log_dir=tmpdir / "logs",
+    sup = Supervisor(server, settings_from_argv(list(argv)).settings, env=child, ready_timeout=timeout_s, log_dir=tmpdir / "logs",
                      record_history=False, memreport_factory=None)
     try:
         launch = sup.start()

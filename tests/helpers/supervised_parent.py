@@ -11,12 +11,13 @@ import sys
 import threading
 from pathlib import Path
 
+from tui.core.options.argv import settings_from_argv
 from tui.core.server.supervisor import Supervisor
 
 
 def main() -> int:
     mode, binary, log_dir, *args = sys.argv[1:]
-    sup = Supervisor(binary, args, log_dir=log_dir, ready_timeout=60)
+    sup = Supervisor(binary, settings_from_argv(args).settings, log_dir=log_dir, ready_timeout=60)
     # Start from a short-lived thread, as a UI worker would: the server must outlive that thread.
     t = threading.Thread(target=sup.start)
     t.start()

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.conftest import server_env
+from tui.core.options.argv import settings_from_argv
+from tui.core.options.settings import Settings
 from tui.core.server.events import ServerState, StateEvent
-
-#: Small and steady on a busy 2-core runner.
 from tui.core.server.supervisor import Supervisor
 
 #: Small and steady on a busy 2-core runner.
@@ -22,11 +22,22 @@ MTP_ARGS = ["--spec-type", "draft-mtp"]
 FINAL = [ServerState.STOPPED, ServerState.EXITED, ServerState.FAILED]
 
 
-def make_supervisor(server_bin: Path, args: Sequence[str], root: Path, **kw: object) -> Supervisor:
+def settings_of(args: Sequence[str] | Settings) -> Settings:
+    """llama-server arguments read into Settings by the one reader (as `serve` does); Settings as given."""
+    return args if isinstance(args, Settings) else settings_from_argv([str(a) for a in args]).settings
+
+
+def as_given(args: Sequence[str]) -> Settings:
+    """Settings that pass `args` to the binary exactly as given (stand-in binaries, and flags the
+    reader would translate or refuse but the test wants the server itself to see)."""
+    return Settings(metrics=False, extra_args=[str(a) for a in args])
+
+
+def make_supervisor(server_bin: Path, args: Sequence[str] | Settings, root: Path, **kw: object) -> Supervisor:
     """A supervisor whose server sees no user config, cache or LLAMA_ARG_* and logs under `root`."""
     kw.setdefault("ready_timeout", 60.0)
     kw.setdefault("poll_interval", 0.05)
-    return Supervisor(server_bin, list(args), env=server_env(root), log_dir=root / "logs", **kw)  # type: ignore[arg-type]
+    return Supervisor(server_bin, settings_of(args), env=server_env(root), log_dir=root / "logs", **kw)  # type: ignore[arg-type]
 
 
 class Recorder:

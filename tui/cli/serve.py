@@ -1,6 +1,8 @@
 """Run llama-server under mtp-tune's supervisor: `mtp-tune serve -m FILE [llama-server flags]`.
 
-Every argument mtp-tune does not know is passed to llama-server unchanged. The server listens on
+Every argument mtp-tune does not know is llama-server's: read into Settings by the one argv reader
+(bad values refused, removed flags translated with a warning, unknown flags kept verbatim in
+`extra_args`), which the supervisor runs. The server listens on
 127.0.0.1 and a free port unless --host/--port are given, logs at `-lv 4` to a file per launch, and
 dies with this command (Ctrl-C, SIGTERM, or even SIGKILL of mtp-tune). State changes are printed;
 a failure is explained in one paragraph with the flag or file at fault and the full log's path.
@@ -15,6 +17,7 @@ from typing import Any
 
 from tui.core.options import reader
 from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server
+from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure
 from tui.core.server.provision import ProvisionError, ensure_server
 from tui.core.server.events import LogLine, ServerState, StateEvent
@@ -53,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("serve needs a model: `mtp-tune serve -m FILE.gguf [llama-server flags]` "
                     "(or --models-preset FILE.ini --router-model NAME for router mode).")
     try:
-        # The form's validator refuses bad values before launching. Its warnings stay quiet: serve runs
-        # the argv verbatim and the supervisor's failure explains what the server itself refuses.
-        check_server_args(server_args, warn=False)
+        # The one reader and the form's validator: bad values are refused before launching; the
+        # Settings are what the supervisor runs (and what history records), so warnings are shown.
+        settings = check_server_args(server_args, base=Settings(metrics=False))
     except ServerArgsError as e:
         return fail(str(e))
     try:
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                                                                           file=sys.stderr, flush=True))
     except ProvisionError as e:
         return fail(str(e))
-    sup = Supervisor(server.path, server_args, ready_timeout=args.ready_timeout, stop_grace=args.stop_grace,
+    sup = Supervisor(server.path, settings, ready_timeout=args.ready_timeout, stop_grace=args.stop_grace,
                      router_model=args.router_model, keep_llama_env=args.keep_llama_env)
     t0 = time.monotonic()
     sup.add_state_listener(_printer(t0))

@@ -167,7 +167,6 @@ class Backend:
         Returns a user-facing sentence when the action could not be done (a failed launch is not
         an error here: its explanation is in `status().failure`).
         """
-        from tui.core.options.argv import settings_to_argv
         from tui.core.server.supervisor import SupervisorError
 
         try:
@@ -178,13 +177,9 @@ class Backend:
                 return None
             assert settings is not None
             sup = self._ensure_supervisor()
-            args = settings_to_argv(settings)
-            self.running_settings = settings
-            # History: the supervisor records every launch it makes (the one writer).
-            if action == "restart":
-                sup.restart(args)
-            else:
-                sup.start(args)
+            # The supervisor carries the Settings (history, labels); what runs is the launch's copy.
+            launch = sup.restart(settings) if action == "restart" else sup.start(settings)
+            self.running_settings = launch.settings
             self._reconcile, self._reconcile_exact_reason = (), ""
             self._notify()
             sup.wait_ready()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tui.core.options.argv import settings_to_argv
+from tui.core.options.argv import settings_from_argv, settings_to_argv
 from tui.core.options.reader import without
 from tui.core.options.settings import Settings
 from tui.core.config.paths import cache_dir
@@ -90,7 +90,8 @@ def run_dry(server_bin: str | Path, args: Sequence[str], *, timeout_s: float, ca
                 done.set()
 
     # our own deadline stops it; the supervisor's readiness timeout only backs that up
-    sup = Supervisor(server_bin, list(args), env=env, ready_timeout=timeout_s + 60.0, stop_grace=0.0,
+    sup = Supervisor(server_bin, settings_from_argv(list(args)).settings, env=env,  # the args are canonical
+                     ready_timeout=timeout_s + 60.0, stop_grace=0.0,
                      log_dir=log_dir or (default_root() / "logs"), record_history=False, memreport_factory=None)
     sup.on_log_line(on_line)
     sup.add_state_listener(lambda ev: done.set() if ev.state.final else None)

@@ -118,7 +118,7 @@ def probe_launched(
     binary = Path(binary)
     server = _server_info(binary)
     extra = [ProbeWarning("settings_import", p, "info") for p in problems]
-    sup = Supervisor(binary, args, ready_timeout=ready_timeout)
+    sup = Supervisor(binary, settings_obj, ready_timeout=ready_timeout)
     try:
         launch = sup.start()
         if on_launch is not None:

@@ -7,7 +7,9 @@ launch       one start as data (`Launch`), the argv a launch runs, why a spawn f
 events       ServerState, StateEvent, LogLine, EventHub and the log/listener core both handles share
 readiness    the one /health and router /models poller (supervisor watcher and attachment alike)
 history      launch log files and the one launch-history writer
-supervisor   Supervisor: the server mtp-tune runs
+supervisor   Supervisor: the server mtp-tune runs, from the Settings it carries (argv built at spawn)
+launch_threads  the reader and watcher threads of each launch and what they decide
+keyfile      the API key in a 0600 --api-key-file, removed on stop and by its reaper if mtp-tune dies
 attach       Attachment: a server mtp-tune only watches
 handle       ServerHandle (the typed interface of both) and RunningSettings (what a server runs with)
 preset_check the real router's verdict on a --models-preset file

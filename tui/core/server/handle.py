@@ -2,7 +2,7 @@
 
 `ServerHandle` is what the TUI backend and the probes talk to, whether mtp-tune started the server
 (`Supervisor`) or only watches it (`Attachment`). `RunningSettings` is how a handle reports the
-settings in effect: the argv a supervisor launched, or what an attached server says in `/props`,
+settings in effect: the Settings a supervisor launched, or what an attached server says in `/props`,
 `/slots` and `/metrics`. A stored run is labelled from these, never from a form the server never saw.
 
 What llama-server b11434 tells about itself: `/props` gives `model_path`, `total_slots`,
@@ -41,11 +41,8 @@ class RunningSettings:
     settings: Settings | None = None  # the full launched settings (source "launched" only)
 
     @classmethod
-    def from_argv(cls, args: Sequence[str]) -> "RunningSettings":
-        """What a launch runs with, read from its argv by the one argv reader."""
-        from tui.core.options.argv import settings_from_argv
-
-        s = settings_from_argv([str(a) for a in args]).settings
+    def from_settings(cls, s: Settings) -> "RunningSettings":
+        """What a launch runs with: the Settings its supervisor carries (its argv is built from them)."""
         mtp = s.mtp_enabled
         return cls("launched", model=s.model, ctx=s.ctx_size, slots=s.parallel, mtp=mtp,
                    n_max=(s.spec_draft_n_max or DEFAULT_N_MAX) if mtp else None, settings=s)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tui.core.options.redact import redact_argv
+from tui.core.options.settings import Settings
 from tui.core.config.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,12 @@ def open_launch_log(path: Path | None, launch_id: int, argv: Sequence[str]) -> B
         return None
 
 
-def record_history(args: Sequence[str], binary: Path, pid: int | None, log_path: Path | None) -> Path | None:
-    """Keep every launched configuration (koboldcpp users asked for this after each OOM)."""
+def record_history(settings: Settings, binary: Path, pid: int | None, log_path: Path | None) -> Path | None:
+    """Keep every launched configuration (koboldcpp users asked for this after each OOM): the
+    Settings the supervisor carries, as launched (the store redacts the key)."""
     try:
-        from tui.core.options.argv import settings_from_argv
         from tui.core.presets.profiles import record_launch
 
-        settings = settings_from_argv(list(args)).settings
         return record_launch(settings, {"binary": str(binary), "pid": pid, "log": str(log_path or "")})
     except Exception:  # history is a convenience: never fail a launch over it
         log.exception("could not record the launch in history")

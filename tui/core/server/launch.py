@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tui.core.options.argv import settings_to_argv
 from tui.core.options.reader import occurrences, value, without
+from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure, FailureKind
+from tui.core.server.keyfile import KeyFile
 
 #: Lines kept from the start of each launch for classification (argument and load errors come first).
 HEAD_LINES = 400
@@ -24,16 +26,19 @@ _ROUTER_SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\
 _ROUTER_EXIT = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
 
 
-def launch_argv(binary: str | Path, args: Sequence[str], host: str, fixed_port: int | None) -> tuple[list[str], str, int | None]:
-    """The argv a launch runs (log flags added, `--host`/`--port` taken out) and its host and port.
+def launch_argv(binary: str | Path, settings: Settings) -> tuple[list[str], str, int | None]:
+    """The argv a launch of `settings` runs (log flags added, `--host`/`--port` taken out, no key) and
+    its host and port (None: pick a free one).
 
-    `--host`/`--port` in `args` override `host`/`fixed_port`; a bad port is a ValueError naming it."""
-    given = [str(a) for a in args]
-    host = value(given, "--host") or host
+    The argv is built here, at spawn, from the Settings the supervisor carries; the API key is not in
+    it (it goes through a 0600 `--api-key-file`, `keyfile`). `--host`/`--port` kept verbatim in
+    `extra_args` win, as llama-server's last-value rule says; a bad port is a ValueError naming it."""
+    given = settings_to_argv(replace(settings, api_key=None))
+    host = value(given, "--host") or "127.0.0.1"
     port_s = value(given, "--port")
     rest = without(given, "--host", "--port")
     try:
-        port = int(port_s) if port_s else fixed_port
+        port = int(port_s) if port_s else None
     except ValueError:
         raise ValueError(f"--port {port_s}: not a port number; give 1-65535 or leave it out "
                          "so mtp-tune picks a free port.") from None
@@ -57,7 +62,8 @@ class Launch:
     started_at: float  # time.monotonic()
     started_wall: float  # time.time()
     router_model: str | None = None
-    args: list[str] = field(default_factory=list)  # the server options asked for (argv without what the supervisor adds)
+    settings: Settings = field(default_factory=Settings)  # what was asked for: the argv is built from it
+    key_file: KeyFile | None = field(default=None, repr=False)  # the API key's 0600 file while it runs
     pid: int | None = None
     ready_at: float | None = None
     ended_at: float | None = None
@@ -104,6 +110,11 @@ class Launch:
             if m.group(1) == self.router_model and int(m.group(2)) != 0:
                 return int(m.group(2))
         return None
+
+    def remove_key_file(self) -> None:
+        """The launch has ended (or never started): its key file goes (idempotent)."""
+        if self.key_file is not None:
+            self.key_file.remove()
 
     def router_child_lines(self, lines: list[str]) -> list[str]:
         """The lines of the router model's own child (prefixed `[port] `), or all of them."""

@@ -11,6 +11,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from tui.core.options.settings import Settings
 from tui.core.server.failures import FailureKind
 from tui.core.server.process import child_env
 from tui.core.server.events import ServerState
@@ -35,7 +36,8 @@ def check_with_server(server: str | os.PathLike[str], path: str | os.PathLike[st
         env = child_env()
         env["XDG_CONFIG_HOME"] = str(Path(tmp) / "xdg")
         env["LLAMA_CACHE"] = str(Path(tmp) / "cache")
-        sup = Supervisor(server, ["--models-preset", str(copy), "--no-models-autoload"], env=env,
+        router = Settings(metrics=False, extra_args=["--models-preset", str(copy), "--no-models-autoload"])
+        sup = Supervisor(server, router, env=env,
                          ready_timeout=timeout, stop_grace=5.0, log_dir=Path(tmp) / "logs", record_history=False,
                          memreport_factory=None, cwd=src.parent if src.parent.is_dir() else None)
         try:

@@ -4,7 +4,9 @@ Every child (llama-server, ggml-rpc-server, the preset check's router) runs in i
 process group, so one signal reaches its children too, and on Linux with PR_SET_PDEATHSIG=SIGKILL so
 it dies with mtp-tune even when mtp-tune is killed with SIGKILL. The fork happens on one long-lived
 thread, because the kernel sends the parent-death signal when the *thread* that forked exits. An
-atexit hook and SIGTERM/SIGHUP handlers stop everything registered as live on the way out.
+atexit hook and SIGTERM/SIGHUP handlers stop everything registered as live on the way out. A file
+that must not outlive a launch (the API key's, `keyfile`) gets a reaper (`spawn_reaper`) that removes it
+when mtp-tune ends, however it ends.
 """
 
 from __future__ import annotations
@@ -141,6 +143,24 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str
                                 start_new_session=True, preexec_fn=preexec, close_fds=True)
 
     return _SPAWNER.call(popen)
+
+
+#: The reaper: waits for EOF on stdin (mtp-tune closed it, or died and the kernel closed it), then
+#: removes its file. POSIX sh only: no interpreter start per launch.
+_REAPER_SCRIPT = 'while read -r _; do :; done; rm -f -- "$1"'
+
+
+def spawn_reaper(path: str | Path) -> subprocess.Popen[bytes]:
+    """A child that removes `path` once mtp-tune closes its stdin or dies, even by SIGKILL.
+
+    The one child meant to outlive mtp-tune, briefly: the parent-death signal kills the server with
+    mtp-tune, but a file needs someone alive to remove it. It runs in its own session (a terminal's
+    SIGINT/SIGHUP do not reach it) and only ever sees EOF on its stdin pipe, whose write end the
+    kernel closes when mtp-tune ends, however it ends.
+    """
+    return subprocess.Popen(["/bin/sh", "-c", _REAPER_SCRIPT, "mtp-tune-reaper", str(path)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={"PATH": "/usr/bin:/bin"}, start_new_session=True, close_fds=True)
 
 
 def exited_nowait(pid: int) -> bool:

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 import httpx
 
-from tui.core.options.argv import settings_to_argv
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.server.handle import RunningSettings
 from tui.core.options.settings import Settings
@@ -91,7 +90,6 @@ class SupervisorBackend:
         self.first_decode_tokens = first_decode_tokens
         self.log_dir = log_dir
         self._sup: Any = None
-        self._api_key: str | None = None
         #: What the first-decode check sends (the sweep sets the suite's first prompt).
         self.first_decode_messages: list[dict[str, str]] | None = None
         self.first_decode_prompt: str | None = None
@@ -103,17 +101,15 @@ class SupervisorBackend:
 
         self.stop()
         t0 = time.monotonic()
-        args = settings_to_argv(replace(settings, port=None))
-        if self._sup is None or self._api_key != settings.api_key:
-            self.close()
+        wanted = replace(settings, port=None)
+        if self._sup is None:
             # One supervisor for the whole sweep: launch ids (and log file names) stay distinct.
-            self._sup = Supervisor(self.binary, args, env=self.env, ready_timeout=self.ready_timeout,
-                                   log_dir=self.log_dir, api_key=settings.api_key)
-            self._api_key = settings.api_key
+            self._sup = Supervisor(self.binary, wanted, env=self.env, ready_timeout=self.ready_timeout,
+                                   log_dir=self.log_dir)
             self._sup.on_log_line(self._on_line)
         sup = self._sup
         self._lines = []
-        sup.start(args)
+        sup.start(wanted)
         state = sup.state
         while not cancel.is_set():
             state = sup.wait_ready(timeout=0.2)
