@@ -32,6 +32,7 @@ from tui.core.server.failures import Failure
 from tui.core.sweep.backend import DEFAULT_READY_TIMEOUT, Backend, LaunchOutcome, SupervisorBackend
 from tui.core.sweep.definition import Configuration, SweepDefinition, settings_json
 from tui.core.sweep.events import EventFn, SweepError, SweepEvent, SweepOutcome
+from tui.core.sweep.pace import Current, Pace
 from tui.core.sweep.planning import PlanCheck, PlanVerdict, default_planner
 from tui.core.sweep.probing import Prober, default_prober
 from tui.core.sweep.recovery import RELAUNCH_TRIES, Recovery
@@ -86,13 +87,10 @@ class Sweep:
         self._ran: list[str] = []
         self._done = 0
         self._total = 0
-        # ETA model: seconds per launch and per generated-token-weight, measured in this session.
-        self._launch_s: list[float] = []
-        self._work_s = 0.0
-        self._work_done = 0.0
+        self._pace = Pace()  # the ETA and the budget check
         self._running = threading.Lock()
         self._pending: list[Configuration] = []
-        self._current: tuple[Configuration, float, int, int] | None = None  # the row being probed
+        self._current: Current | None = None  # the row being probed
 
     # ---- public --------------------------------------------------------------------------
 
@@ -149,37 +147,12 @@ class Sweep:
     def _emit(self, kind: str, **kw: Any) -> None:
         if self.on_event is None:
             return
-        ev = SweepEvent(kind, self._done, self._total, round(self._elapsed(), 3), self._eta(), launches=self._launches, **kw)
+        ev = SweepEvent(kind, self._done, self._total, round(self._elapsed(), 3),
+                        self._pace.eta(self._pending, self._current), launches=self._launches, **kw)
         try:
             self.on_event(ev)
         except Exception:  # a broken UI callback must not stop the sweep
             pass
-
-    def _weight(self, c: Configuration) -> float:
-        return float(c.n_predict or 512)
-
-    def _eta(self) -> float | None:
-        """Seconds left: mean launch time per launch left, plus generation work left at the
-        measured seconds per token of n_predict (from finished rows, or the running probe)."""
-        left = self._pending
-        if not left:
-            return 0.0
-        per_w = self._work_s / self._work_done if self._work_done else None
-        cur = self._current
-        cur_left = 0.0
-        if cur is not None:
-            c, t0, done, total = cur
-            if done and total:
-                spent = time.monotonic() - t0
-                if per_w is None:
-                    per_w = spent / done * total / self._weight(c)
-                cur_left = max(0.0, spent / done * (total - done))
-        if per_w is None and not self._launch_s:
-            return None
-        launch_s = sum(self._launch_s) / len(self._launch_s) if self._launch_s else 0.0
-        others = [x for x in left if cur is None or x.key != cur[0].key]
-        groups = len({x.launch_key for x in others if cur is None or x.launch_key != cur[0].launch_key})
-        return round(groups * launch_s + sum(self._weight(x) for x in others) * (per_w or 0.0) + cur_left, 1)
 
     def _run(self) -> SweepOutcome:
         d = self.definition
@@ -223,7 +196,7 @@ class Sweep:
             if self._cancel.is_set():
                 stopped = "cancelled"
                 break
-            if self._over_budget(group):
+            if self._pace.over_budget(group, self._elapsed(), self.definition.limits.budget_s):
                 stopped = "budget"
                 self._emit("stopped", message="time budget reached; re-run the same sweep to continue")
                 break
@@ -238,20 +211,6 @@ class Sweep:
         st.save()
         self._emit("finished", message=stopped)
         return SweepOutcome(st, stopped, self._elapsed(), self._launches, list(self._ran))
-
-    def _over_budget(self, group: list[Configuration]) -> bool:
-        budget = self.definition.limits.budget_s
-        if budget is None:
-            return False
-        elapsed = self._elapsed()
-        if elapsed >= budget:
-            return True
-        if self._launch_s or self._work_done:
-            launch_s = sum(self._launch_s) / len(self._launch_s) if self._launch_s else 0.0
-            per_w = self._work_s / self._work_done if self._work_done else 0.0
-            need = launch_s + sum(self._weight(c) for c in group) * per_w
-            return elapsed + need > budget
-        return False
 
     def _finish_row(self, c: Configuration, row: RowResult) -> None:
         row.finished_at = time.time()
@@ -329,7 +288,7 @@ class Sweep:
                 return
             finding_entry = {"row": first.key, "launch_key": first.launch_key, "label": first.label(), **finding.to_json()}
             self.state.findings.append(finding_entry)
-        self._launch_s.append(time.monotonic() - t0)
+        self._pace.launched(time.monotonic() - t0)
         if not out.ok:
             reason = out.reason
             if finding is not None and not finding.converged:
@@ -381,8 +340,7 @@ class Sweep:
                 run = self._probe(c, settings, out, plan, suite)
                 if run is None or run.status == "cancelled" or self._cancel.is_set():
                     return
-            self._work_s += time.monotonic() - t1
-            self._work_done += self._weight(c)
+            self._pace.worked(time.monotonic() - t1, c)
             row = row_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
             row.started_at = row_started
             if run.status != "ok":

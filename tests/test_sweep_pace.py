@@ -1,0 +1,50 @@
+"""The sweep's ETA and budget check (`sweep.pace`): measured launch and generation rates, pure arithmetic."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tui.core.options.settings import Settings
+from tui.core.sweep.definition import Configuration
+from tui.core.sweep.pace import Pace, weight
+
+
+def row(key: str, launch_key: str, n_predict: int | None = 100) -> Configuration:
+    return Configuration(0, key, (), (), Settings(model="m.gguf"), n_predict, launch_key)
+
+
+def test_nothing_measured_means_no_eta_and_nothing_left_means_zero() -> None:
+    assert Pace().eta([row("a", "L1")], None) is None
+    assert Pace().eta([], None) == 0.0
+    assert weight(row("a", "L1", None)) == 512.0  # the probe's default n_predict
+
+
+def test_eta_is_launches_left_plus_work_left_at_the_measured_rate() -> None:
+    p = Pace()
+    p.launched(10.0)
+    p.launched(20.0)  # 15 s per launch
+    p.worked(5.0, row("done", "L0", 100))  # 0.05 s per unit of n_predict
+    left = [row("a", "L1", 100), row("b", "L1", 300), row("c", "L2", 100)]
+    assert p.eta(left, None) == pytest.approx(2 * 15.0 + 500 * 0.05)
+
+
+def test_the_running_probe_gives_the_rate_before_any_row_finished() -> None:
+    p = Pace()
+    cur = row("a", "L1", 100)
+    started = time.monotonic() - 4.0  # 4 s for 2 of 4 requests
+    eta = p.eta([cur, row("b", "L1", 100)], (cur, started, 2, 4))
+    assert eta is not None and eta == pytest.approx(4.0 + 8.0, abs=0.5)  # its rest, then b at 8 s per 100
+
+
+def test_the_budget_check_predicts_whether_the_next_group_fits() -> None:
+    p = Pace()
+    group = [row("a", "L1", 100)]
+    assert not p.over_budget(group, 1e9, None)  # no budget
+    assert p.over_budget(group, 60.0, 60.0)  # spent
+    assert not p.over_budget(group, 30.0, 60.0)  # nothing measured yet: try it
+    p.launched(20.0)
+    p.worked(10.0, row("done", "L0", 100))
+    assert p.over_budget(group, 31.0, 60.0)  # 31 + 20 + 10 > 60
+    assert not p.over_budget(group, 29.0, 60.0)
