@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from _results import append_under  # noqa: E402
 
-from tests.fakes.fake_pynvml import FakeNvml, FakeProcess, gpu  # noqa: E402
+from tests.fakes.fake_gpus import FakeProcess, gpu  # noqa: E402
+from tests.fakes.fake_pynvml import FakeNvml  # noqa: E402
 from tui.core.gpu import GpuSampler, GpuSnapshot, Nvml, ServerView, collect_snapshot  # noqa: E402
 
 HEADING = "## GPU telemetry"

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from tests.fakes.fake_pynvml import OLD_DRIVER_MISSING, C, FakeNvml, FakeProcess, gpu
+from tests.fakes.fake_gpus import OLD_DRIVER_MISSING, FakeProcess, gpu
+from tests.fakes.fake_pynvml import FakeNvml
+from tests.fakes.nvml_errors import C
 from tui.cli import main
 
 

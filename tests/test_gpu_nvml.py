@@ -9,16 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.fake_pynvml import (
-    ANCIENT_DRIVER_MISSING,
-    ERROR_CODES,
-    OLD_DRIVER_MISSING,
-    C,
-    FakeGpu,
-    FakeNvml,
-    FakeProcess,
-    gpu,
-)
+from tests.fakes.fake_gpus import ANCIENT_DRIVER_MISSING, OLD_DRIVER_MISSING, FakeGpu, FakeProcess, gpu
+from tests.fakes.fake_pynvml import FakeNvml
+from tests.fakes.nvml_errors import ERROR_CODES, C
 from tui.core.gpu import NA, GpuDevice, Nvml, ProcessKind, Source, Status
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.fakes.fake_pynvml import FakeNvml, gpu
+from tests.fakes.fake_gpus import gpu
+from tests.fakes.fake_pynvml import FakeNvml
 from tui.core.gpu import Nvml
 from tui.core.gpu.order import cuda_order, find_device, llama_names, match_llama_devices, pci_key
 

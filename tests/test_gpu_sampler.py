@@ -10,7 +10,8 @@ from collections.abc import Iterable
 
 import pytest
 
-from tests.fakes.fake_pynvml import FakeNvml, FakeProcess, gpu
+from tests.fakes.fake_gpus import FakeProcess, gpu
+from tests.fakes.fake_pynvml import FakeNvml
 from tui.core.gpu import (
     NA,
     DEFAULT_INTERVAL_S,
