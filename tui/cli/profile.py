@@ -33,6 +33,7 @@ from tui.core.presets.profiles import (
 )
 from tui.core.server.provision import ProvisionError, find_server
 from tui.core.presets import atomic_write_bytes
+from tui.core.presets.write import PRIVATE
 from tui.core.presets.fix import PresetFixError, fix_preset
 from tui.core.server.binary import accepted_options
 from tui.core.options.settings import Settings
@@ -170,9 +171,12 @@ def _export(args: argparse.Namespace) -> int:
     if args.toml:
         target = Path(args.toml)
         try:
-            if target.exists():
-                target.with_name(target.name + ".bak").write_bytes(target.read_bytes())
-            atomic_write_bytes(target, settings_to_toml(settings, name=args.name, include_api_key=args.include_api_key).encode())
+            if target.exists():  # the backup is no wider than the old file (it may hold a key)
+                atomic_write_bytes(target.with_name(target.name + ".bak"), target.read_bytes(),
+                                   mode=target.stat().st_mode & 0o7777)
+            secret = args.include_api_key and settings.api_key
+            atomic_write_bytes(target, settings_to_toml(settings, name=args.name, include_api_key=args.include_api_key).encode(),
+                               mode=PRIVATE if secret else None)
         except OSError as e:
             return fail(f"{target}: cannot be written ({e}).")
         print(f"wrote {target}")

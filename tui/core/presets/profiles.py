@@ -13,7 +13,6 @@ import dataclasses
 import datetime as _dt
 import os
 import re
-import shutil
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 import tomli_w
 
 from tui.core.config.paths import config_dir
-from tui.core.presets.write import atomic_write_bytes
+from tui.core.presets.write import PRIVATE, atomic_write_bytes
 from tui.core.options.redact import REDACTED
 from tui.core.options.settings import Settings
 
@@ -218,9 +217,15 @@ def _stamp() -> str:
 
 
 def _backup(path: Path) -> Path:
+    """A copy of `path` under `profiles/.backups/`, created 0600 (the old content may hold a key)."""
     backups_dir().mkdir(parents=True, exist_ok=True)
     dest = backups_dir() / f"{path.stem}.{_stamp()}.toml"
-    shutil.copy2(path, dest)
+    data = path.read_bytes()
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    st = path.stat()
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
     return dest
 
 
@@ -232,9 +237,8 @@ def save_profile(name: str, settings: Settings, *, overwrite: bool = True, inclu
             raise ProfileError(f"profile {name!r} already exists ({path}); choose another name or allow overwriting.")
         _backup(path)
     text = settings_to_toml(settings, name=name, include_api_key=include_api_key)
-    atomic_write_bytes(path, text.encode())
-    if include_api_key and settings.api_key:
-        os.chmod(path, 0o600)
+    # a kept key: 0600 from the file's creation on, also over an existing 0644 profile
+    atomic_write_bytes(path, text.encode(), mode=PRIVATE if include_api_key and settings.api_key else None)
     return path
 
 
@@ -281,8 +285,7 @@ def rename_profile(old: str, new: str) -> Path:
     if isinstance(doc, dict) and doc.get("name") == old:
         doc["name"] = new
         text = "\n".join(l for l in text.splitlines() if l.startswith("#")) + "\n" + tomli_w.dumps(doc)
-    atomic_write_bytes(dst, text.encode())
-    os.chmod(dst, src.stat().st_mode & 0o7777)
+    atomic_write_bytes(dst, text.encode(), mode=src.stat().st_mode & 0o7777)
     src.unlink()
     return dst
 

@@ -14,6 +14,9 @@ from tui.core.presets.types import DEFAULT_SECTION, IniWriteError
 from tui.core.presets.parse import parse_preset, scan
 from tui.core.presets.convert import section_text, settings_to_entries
 
+#: The mode of a file that holds a secret (an API key): its owner's only.
+PRIVATE = 0o600
+
 
 # --------------------------------------------------------------------------- safe write
 
@@ -116,17 +119,22 @@ def write_section(
     return WriteResult(target, bak, replaced, dups)
 
 
-def atomic_write_bytes(target: Path, data: bytes) -> None:
-    """Write `data` to `target` atomically: temp file in the same directory, fsync, rename."""
+def atomic_write_bytes(target: Path, data: bytes, mode: int | None = None) -> None:
+    """Write `data` to `target` atomically: temp file in the same directory, fsync, rename.
+
+    The temp file is created 0600 (mkstemp: os.open with O_EXCL and mode 0600), so `data` is never
+    readable by others while it is written. It ends with `mode` if given (`PRIVATE` for a secret:
+    never widened, even over an existing 0644 file), else the existing file's mode, else 0600."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    mode = target.stat().st_mode & 0o7777 if target.exists() else None
+    if mode is None and target.exists():
+        mode = target.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
+        if mode is not None and mode != PRIVATE:
             os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
