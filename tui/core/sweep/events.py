@@ -33,7 +33,7 @@ class SweepEvent:
     result: RowResult | None = None
     message: str = ""
     launches: int = 0
-    probe: Any = None  # probes.runner.ProbeProgress for kind "probe"
+    probe: Any = None  # probes.run_types.ProbeProgress for kind "probe"
     trial: Trial | None = None
 
 

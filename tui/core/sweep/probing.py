@@ -18,7 +18,7 @@ class Prober(Protocol):
                  settings: Settings, memory: dict[str, Any] | None, plan: dict[str, Any] | None,
                  cancel: threading.Event, progress: Callable[[Any], None], sink: Any = None) -> Any:
         """Returns a run with `status` (ok | failed | cancelled), `summary` (probes.records.summarize_run),
-        `warnings`, `error`, `run_id` and `requests`, like probes.runner.ProbeRun."""
+        `warnings`, `error`, `run_id` and `requests`, like probes.run_types.ProbeRun."""
         ...
 
 

@@ -33,7 +33,7 @@ class TuneEvent:
     side: str | None = None  # A/B: "off" | "on"
     pass_index: int | None = None  # A/B: 0-based pass of that side
     trial: Any = None  # searches: sweep.search.Trial
-    probe: Any = None  # probes.runner.ProbeProgress for kind "probe"
+    probe: Any = None  # probes.run_types.ProbeProgress for kind "probe"
 
 
 EventFn = Callable[[TuneEvent], None]
