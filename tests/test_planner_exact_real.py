@@ -302,7 +302,7 @@ def test_exact_on_other_architectures(name: str, server_bin: Path, tmp_path: Pat
         args = ["-c", "8192", "-np", "1", "-nr", *(["--spec-type", "draft-mtp"] if mtp else [])]
         res = _exact(model, args, server_bin)
         host = res.plan.device(HOST).components  # type: ignore[union-attr]
-        assert res.sparse_copy == (model.stat().st_size > 2**30) and host["weights"] > 500 and host["kv"] > 0 and host["compute"] > 0
+        assert res.sparse_copy and host["weights"] > 500 and host["kv"] > 0 and host["compute"] > 0
         assert (host["draft_kv"] > 0 and host["draft_compute"] > 0) if mtp else host["draft_kv"] == 0
         if name in REAL_ARCHS:
             real = probe_launch(server_bin, ["-m", str(model), *args, *COMMON], timeout_s=240)

@@ -5,8 +5,9 @@ With `--fit on`, llama-server b11434 first measures the settings as given with `
 each ending with one `fit_memory_breakdown` JSON line under `--log-jsonl` (MiB, floored per device:
 model, context, compute). At `-lv 5` the same pass also prints the per-buffer lines of each
 measurement (compute, RS and output buffers, KV totals) with 0.01 MiB precision. Then fit decides
-(no changes / a smaller context / layers moved) and logs `fitting params to free memory took`, after
-which the real load starts: that line is where a dry run stops the server.
+(no changes / a smaller context / layers moved), logs its last word (`RE_DECIDED`) and then
+`fitting params to free memory took`, after which the real load starts: the first of those lines is
+where a dry run stops the server.
 
 `DryRunLog.feed()` takes raw log lines (JSON-wrapped or plain), splits them into measurements and
 collects fit's decision, so the caller can rebuild the exact settings fit chose (-c, -ngl, -ts, -ot).
@@ -33,6 +34,10 @@ RE_CTX_ONLY = re.compile(r"entire model can be fit by reducing context")
 RE_SUCCESS = re.compile(r"successfully fit params to free device memory")
 RE_FAILURE = re.compile(r"failed to fit params to free device memory: (.*)")
 RE_FIT_ERROR = re.compile(r"encountered an error while trying to fit params to free device memory: (.*)")
+#: fit's last word before it returns (common/fit.cpp): the earliest line after which nothing it
+#: measures or decides is still to come; "took" follows it, then the real load
+RE_DECIDED = re.compile(r"no changes needed|entire model can be fit by reducing context|successfully fit params to free device memory"
+                        r"|failed to fit params to free device memory|encountered an error while trying to fit params")
 RE_SUMMARY = re.compile(r"common_params_fit_impl:\s+- (.+?):\s+(\d+) layers(?: \(\s*(\d+) overflowing\))?,\s+(-?\d+) MiB used")
 RE_OVERFLOW = re.compile(r"set ngl_per_device\[(\d+)\]\.\(n_layer, n_part, overflow_type\)=\((\d+), (\d+), (UP|GATE|ATTN)\)")
 RE_TRY_ATTN = re.compile(r"trying to fit one extra layer with overflow_type=LAYER_FRACTION_ATTN")
@@ -141,6 +146,8 @@ class DryRunLog:
             self.tail.append(msg.strip())
         if self.fit.started and not self.fit.finished:
             self._fit_line(msg)
+        elif self.fit.finished and self.fit.seconds is None and (m := RE_FIT_END.search(msg)) is not None:
+            self.fit.seconds = float(m.group(1))  # when it still came through (the server is stopped before)
         elif RE_FIT_START.search(msg):
             self.fit.started = True
         if level == "error" or (not level and any(k in msg for k in ("error", "Failed", "GGML_ASSERT", "terminate"))):
@@ -187,6 +194,9 @@ class DryRunLog:
             fit.layers[name] = DeviceLayers(name, int(m.group(2)), int(m.group(3) or 0))
         elif (m := RE_OVERFLOW.search(msg)) is not None:
             fit.overflow[int(m.group(1))] = m.group(4)
+        if RE_DECIDED.search(msg):
+            fit.finished = True
+            fit.status = fit.status or "changed"
 
     def _close(self, data: dict) -> None:
         meas = self._current or Measurement(self._label or ("probe" if self._step1_done else "target"), n_ctx=self._label_ctx)

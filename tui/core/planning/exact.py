@@ -40,7 +40,8 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.measured import DeviceSource, apply_measurements
 from tui.core.planning.plan import plan
 from tui.core.planning.result import FitOutcome, Plan
-from tui.core.planning.sparse import header_hash, needs_sparse, sparse_copy
+from tui.core.planning.rpcguard import RpcGuard
+from tui.core.planning.sparse import header_hash, needs_sparse, prune_sparse, sparse_copy, sparse_path
 from tui.core.planning.standin import StandInError, StandIns, caveats, fit_targets
 
 CACHE_VERSION = 2
@@ -142,7 +143,7 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
 
     `stand_in=True`: the non-remote devices are simulated; each is played by a loopback
     ggml-rpc-server (`rpc_bin`, default: next to the server) with the fit target that makes fit see
-    its free memory. `sparse`: measure a header-only sparse copy (default: for files over 1 GiB).
+    its free memory. `sparse`: measure a header-only sparse copy (default: always; split models in place).
     `progress` is called (on this thread) with a short phrase as each dry run starts. `root` holds the
     cache, the sparse copies and the dry-run logs (default: cache_dir()/exact)."""
     t0 = time.monotonic()
@@ -179,11 +180,6 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
         return unavailable(str(e))
     model_path = Path(settings.model)
     use_sparse = sparse if sparse is not None else needs_sparse(meta)
-    if use_sparse:
-        try:
-            model_path = sparse_copy(meta, root, digest)
-        except OSError as e:
-            return unavailable(f"could not write the header-only copy of the model ({e}).")
     key_args = dry_run_args(settings, "MODEL", rpc=remote_eps, fit_targets=[], n_ctx_train=meta.hparams.n_ctx_train)
     key = cache_key(digest, key_args, devices, server_bin, stand_in)
     if use_cache and (hit := _load(root, key)) is not None:
@@ -198,13 +194,27 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
         return unavailable(f"simulated devices need ggml-rpc-server stand-ins, and {rpc_path} does not exist.")
     if local:
         warnings += caveats(local)
+    created = False
+    if use_sparse:  # the dry run reads this copy, never the user's file: a late stop reads zeros of the cache
+        created = not sparse_path(root, digest).exists()
+        try:
+            model_path = sparse_copy(meta, root, digest)
+        except OSError as e:
+            return unavailable(f"could not write the header-only copy of the model ({e}).")
     job = _Job(settings, meta, model_path, devices, server_bin, remote_eps, _all_targets(margins, len(remote_eps)),
                local, rpc_path, margins[len(remote_eps):] or margins, host_total_mib, host_free_mib, timeout_s,
                cancel, env, progress, root / "logs")
+    res = unavailable("the dry run was interrupted.")
     try:
         res = _measure(job)
     except (RuntimeError, OSError) as e:  # a stand-in that would not start, a binary that would not run
-        return unavailable(f"the dry run could not start: {e}", time.monotonic() - t0)
+        res = unavailable(f"the dry run could not start: {e}", time.monotonic() - t0)
+        return res
+    finally:
+        if created and not res.available:  # a copy made for a run that measured nothing is not kept
+            model_path.unlink(missing_ok=True)
+        elif created:
+            prune_sparse(root, keep=model_path)
     res.warnings = warnings + res.warnings
     res.seconds = time.monotonic() - t0
     res.sparse_copy = use_sparse
@@ -247,9 +257,13 @@ class _Job:
         ggml-rpc-server serves one client at a time and may still be busy with, or have died of, the
         stopped previous one. A run an RPC server refused is tried again, up to three times."""
         for attempt in range(3):
-            with StandIns(self.rpc_bin, self.local, self.margins) if self.local else nullcontext() as si:
-                rpc = self.remote + (si.endpoints.split(",") if si is not None else [])
-                self.keymap = dict(zip(si.keys, [d.key for d in self.local])) if si is not None else {}
+            with StandIns(self.rpc_bin, self.local, self.margins) if self.local else nullcontext() as si, \
+                    RpcGuard(self.remote + (si.endpoints.split(",") if si is not None else [])) as guard:
+                # every RPC device, the user's and the stand-ins, is reached through a guard: a late
+                # stop never sends a weight anywhere (tui.core.planning.rpcguard)
+                rpc = guard.endpoints
+                standin = dict(zip(si.keys, [d.key for d in self.local])) if si is not None else {}
+                self.keymap = {g: standin.get(u, u) for g, u in guard.names.items()}
                 self.run_keys = [f"RPC0[{ep}]" for ep in rpc] + [d.key for d in self.devices if not d.remote and not self.local]
                 args = dry_run_args(self.settings, self.model_path, rpc=rpc,
                                     pin=pin.renamed({v: k for k, v in self.keymap.items()}) if pin else None,
@@ -257,7 +271,9 @@ class _Job:
                                     n_ctx_train=self.meta.hparams.n_ctx_train)
                 log, outcome = run_dry(self.server_bin, args, timeout_s=max(1.0, self.deadline - time.monotonic()),
                                        cancel=self.cancel, env=self.env, log_dir=self.log_dir, progress=self.progress,
-                                       finish_on_cancel=bool(self.remote))
+                                       finish_on_cancel=bool(self.remote), held=guard.held)
+                if guard.unreachable:
+                    log.errors.insert(0, f"Failed to connect to {guard.unreachable}")
             if not (log.errors and log.errors[0].startswith("Failed to connect")) or time.monotonic() > self.deadline:
                 break
             if (self.cancel or threading.Event()).wait(0.25 * (attempt + 1)):  # back off; a cancel ends it at once
