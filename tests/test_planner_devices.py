@@ -1,4 +1,4 @@
-"""The one device list (planning.devices.planner_devices): llama.cpp's order and names, the same
+"""The one device list (planning.devices.device_set): llama.cpp's order and names, the same
 devices for every caller (TUI, `plan`, `probe`, `sweep`), and the planner bugs the old copies had
 (`none,draft-mtp`, repeated `-ot`, last-wins flags, defaults from the option table)."""
 
@@ -12,7 +12,7 @@ from tui.core.gpu.types import GpuDevice, GpuProcess, GpuSnapshot, HostMemory, P
 from tui.core.options.lookup import default
 from tui.core.options.settings import Settings
 from tui.core.planning import devices as devmod
-from tui.core.planning.devices import HOST, DeviceSpec, planner_devices
+from tui.core.planning.devices import HOST, DeviceSpec, device_set
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.core.planning.resolve import resolve
@@ -38,25 +38,27 @@ SNAP = _snapshot(_gpu(0, "00000000:41:00.0", 24576, 4096, 20000, ours_mib=3000),
 
 
 def test_cuda_order_and_names_then_free_memory_counts_our_server() -> None:
-    devs = planner_devices(SNAP, env=PCI)
+    devs = device_set(SNAP, env=PCI).devices
     assert [(d.key, d.name) for d in devs] == [("CUDA0", "NVIDIA GPU 1"), ("CUDA1", "NVIDIA GPU 0")]
     assert devs[0].free_mib == 23000 and devs[1].free_mib == 23000  # 20000 free + 3000 held by our server
     assert not any(d.remote for d in devs)
 
 
 def test_rpc_devices_come_first_named_as_llama_cpp_names_them() -> None:
-    devs = planner_devices(SNAP, ["10.0.0.2:50052", "10.0.0.3:50052"], env=PCI)
+    ds = device_set(SNAP, ["10.0.0.2:50052", "10.0.0.3:50052"], 8192.0, env=PCI)
+    devs = ds.devices
     # src/llama.cpp puts RPC devices at the front; each server's buffers are RPC0[endpoint], and the
     # device names count over all servers (ggml_backend_rpc_add_server).
     assert [d.key for d in devs] == ["RPC0[10.0.0.2:50052]", "RPC0[10.0.0.3:50052]", "CUDA0", "CUDA1"]
     assert [d.name for d in devs[:2]] == ["RPC0", "RPC1"]
-    assert all(d.remote and d.total_mib == d.free_mib == 65536 for d in devs[:2])  # the host's RAM by default
-    assert [d.total_mib for d in planner_devices(None, ["h:1"], 8192.0)] == [8192.0]
-    assert planner_devices(None) == []
+    assert all(d.remote and d.total_mib == d.free_mib == 8192 for d in devs[:2])  # --rpc-mib: not asked
+    assert ds.count == 4 and ds.unreachable == () and ds.readings == () and ds.source == "2 RPC + nvml"
+    assert (ds.host_total_mib, ds.host_free_mib) == (65536, 32768)
+    assert device_set(None).devices == () and device_set(None).count == 0
 
 
 def test_simulated_profile_names_lose_the_suffix() -> None:
-    devs = planner_devices(devmod.current_snapshot("2xv100-16g"))
+    devs = devmod.devices_now("2xv100-16g").devices
     assert [(d.key, d.name, d.total_mib) for d in devs] == [("CUDA0", "Tesla V100-SXM2-16GB", 16384.0),
                                                              ("CUDA1", "Tesla V100-SXM2-16GB", 16384.0)]
 
@@ -67,18 +69,19 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_caller_gets_the_same_devices(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tui.cli.plan import _devices
     from tui.core.probes.session import predict_memory
     from tui.core.sweep.planning import plan_check
-    from tui.ui.adapters.planning import device_specs
+    from tui.core.tuning.searches import this_machine
+    from tui.ui.adapters.planning import devices_for
     from tui.ui.options import AppOptions
 
     for k, v in PCI.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(devmod, "current_snapshot", lambda profile=None, gpus=True: SNAP)
-    want = planner_devices(SNAP, ["h:1"])
-    assert device_specs(SNAP, AppOptions(), ["h:1"]) == want  # the TUI
-    assert _devices(None, ["h:1"], None)[0] == want  # mtp-tune plan
+    want = device_set(SNAP).devices  # "h:1" answers no one: left out by every caller
+    assert devices_for(SNAP, AppOptions(), ["h:1"]).devices == want  # the TUI
+    assert devmod.devices_now(None, ["h:1"]).devices == want  # mtp-tune plan
+    assert tuple(this_machine(Settings(rpc=["h:1"]))[0]) == want  # the searches
     p, _ = predict_memory(Settings(model=str(tiny), rpc=["h:1"]))  # mtp-tune probe
     assert p is not None
     keyed = [(d.key, d.free_mib) for d in p.devices if d.key != HOST]

@@ -220,7 +220,7 @@ def test_cli_json_shape(qwen) -> None:  # noqa: ANN001
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
-    assert set(obj) == {"model", "devices", "totals"}
+    assert set(obj) == {"model", "devices", "totals", "unreachable"} and obj["unreachable"] == []
     keys = {"name", "total_mib", "free_mib", "weights_mib", "kv_mib", "draft_kv_mib", "recurrent_mib", "compute_mib",
             "draft_compute_mib", "output_mib", "margin_mib", "needed_mib", "headroom_mib", "risk"}
     assert [set(d) for d in obj["devices"]] == [keys] * 3

@@ -44,14 +44,13 @@ def exact(server_args: list[str], server_bin: Path, timeout_s: float, root: Path
     flags on the GPUs NVML sees now; never raises (the result says why it is unavailable)."""
     try:
         from tui.core.options.argv import settings_from_argv
-        from tui.core.planning.devices import current_snapshot, host_memory, planner_devices
+        from tui.core.planning.devices import devices_now
         from tui.core.planning.exact import exact_plan
 
         imp = settings_from_argv(list(server_args))
-        snap = current_snapshot()
-        total, free = host_memory(snap)
-        res = exact_plan(imp.settings, planner_devices(snap), server_bin, host_total_mib=total, host_free_mib=free,
-                         timeout_s=timeout_s, use_cache=False, root=root)
+        ds = devices_now()
+        res = exact_plan(imp.settings, list(ds.devices), server_bin, host_total_mib=ds.host_total_mib,
+                         host_free_mib=ds.host_free_mib, timeout_s=timeout_s, use_cache=False, root=root)
         return res.to_dict()
     except Exception as exc:  # noqa: BLE001 - a moved module or a failed run is a result here, not a crash
         return {"status": "unavailable", "reason": f"{type(exc).__name__}: {exc}", "plan": None}

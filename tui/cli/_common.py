@@ -93,16 +93,18 @@ def pass_unknown_to_server(p: argparse.ArgumentParser) -> None:
     p.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 
-def check_server_args(server_args: Sequence[str], *, base: Settings | None = None, warn: bool = True) -> Settings:
+def check_server_args(server_args: Sequence[str], *, base: Settings | None = None, warn: bool = True,
+                      device_count: int | None = None) -> Settings:
     """The llama-server flags of any command as Settings, through the form's validator (`check_argv`).
 
     Raises `ServerArgsError` naming every refused value, before a plan is computed or a server
     starts (`mtp-tune plan -c abc` and `probe -c abc` stop here, exit 2). Warnings go to stderr.
-    A missing model is left to the caller, which knows its own usage line.
+    A missing model is left to the caller, which knows its own usage line. `device_count` (a
+    DeviceSet's count: RPC devices count) turns on the per-device rules (-ts, --fit-target, -mg).
     """
     from tui.core.options.validate import check_argv, errors
 
-    settings, problems = check_argv(list(server_args), base=base, require_model=False)
+    settings, problems = check_argv(list(server_args), base=base, device_count=device_count, require_model=False)
     bad = errors(problems)
     if bad:
         raise ServerArgsError("the llama-server flags cannot be used:\n  " + "\n  ".join(p.message for p in bad))

@@ -1,12 +1,20 @@
-"""The plain-text plan table `mtp-tune plan` prints (shared by the estimate and `--exact`)."""
+"""What `mtp-tune plan` prints, the plain-text table and `--json`'s extras (shared by the estimate and `--exact`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-def render(p: Any, source: str = "") -> str:
-    """A plain-text table for the terminal."""
+def unreachable_json(devices: Any) -> list[dict[str, str]]:
+    """`--json`'s `unreachable`: each `--rpc` server of the DeviceSet that did not answer, and why."""
+    return [{"endpoint": ep, "reason": why} for ep, why in zip(devices.unreachable, devices.reasons)]
+
+
+def render(p: Any, devices: Any = None) -> str:
+    """A plain-text table for the terminal; `devices` is the DeviceSet planned on: its source tag, and
+    a row per `--rpc` server that did not answer (the total's verdict says so, never "ok")."""
+    source = devices.source if devices is not None else ""
+    unreachable = tuple(devices.unreachable) if devices is not None else ()
     d = p.to_dict()
     m = d["model"]
     ctx = m["context"]
@@ -23,8 +31,11 @@ def render(p: Any, source: str = "") -> str:
             "needed_mib", "free_mib", "headroom_mib")
     head = ("device", "weights", "KV", "draft KV", "recurrent", "compute", "draft cmp", "output", "needed", "free", "headroom", "risk")
     rows = [head]
+    for ep in unreachable:
+        rows.append((f"RPC {ep}"[:44], *("-" for _ in cols), "unreachable"))
     for dev in d["devices"] + [dict(d["totals"], name="total")]:
-        rows.append((str(dev["name"])[:44], *(("-" if dev.get(c) is None else f"{dev[c]:.0f}") for c in cols), str(dev.get("risk", ""))))
+        risk = "unreachable" if dev["name"] == "total" and unreachable else str(dev.get("risk", ""))
+        rows.append((str(dev["name"])[:44], *(("-" if dev.get(c) is None else f"{dev[c]:.0f}") for c in cols), risk))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
@@ -33,4 +44,6 @@ def render(p: Any, source: str = "") -> str:
         lines += ["", f"fit: {fit['message']}"]
     for w in m["warnings"]:
         lines.append(f"warning: {w}")
+    for note in devices.notes() if unreachable else ():
+        lines.append(f"unreachable: {note} Start its ggml-rpc-server, or plan it at a size with --rpc-mib MIB.")
     return "\n".join(lines)

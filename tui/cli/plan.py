@@ -5,7 +5,10 @@ Usage: mtp-tune plan -m FILE.gguf [any llama-server flags] [--gpus SPEC] [--json
 SPEC: `cpu` (host only), sizes like `2x16GiB` or `6GiB,24GiB`, or a profile name
 (rtx3060-laptop-6g, rtx3090-24g, rtx4090-24g, 2xv100-16g, h200-141g). Without --gpus: the real GPUs
 (NVML), or `cpu` when there are none. `--rpc host:port,...` devices are planned as remote devices,
-ahead of the local GPUs as llama.cpp orders them (the one device list: tui.core.planning.devices).
+ahead of the local GPUs as llama.cpp orders them (the one device list: tui.core.planning.devices),
+at the size each server reports (asked once) or `--rpc-mib`. A server that does not answer is
+named, left out of the plan, and the command exits 1, as for a predicted OOM: llama-server given
+that `--rpc` would not start either.
 """
 
 from __future__ import annotations
@@ -25,34 +28,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: model, devices, totals")
     p.add_argument("--exact", action="store_true", help="measure with llama.cpp's own --fit dry run (about a second)")
     p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB",
-                   help="memory of each --rpc device (default: this machine's RAM, as ggml-rpc-server reports)")
+                   help="memory of each --rpc device, without asking the servers (default: what each server reports)")
     pass_unknown_to_server(p)
 
 
-def _parse_settings(args: list[str]) -> Any:
-    """llama-server flags -> Settings through the one validator (`check_server_args`); ValueError on a refusal."""
+def _parse_settings(args: list[str], devices: Any = None) -> Any:
+    """llama-server flags -> Settings through the one validator (`check_server_args`), its per-device
+    rules against `devices` (a DeviceSet: RPC devices count) when given; ValueError on a refusal."""
     from tui.cli._common import check_server_args
 
-    return check_server_args(args)
-
-
-def _devices(spec: str | None, rpc: list[str], rpc_mib: float | None) -> tuple[list[Any], Any, str]:
-    """(devices from the one device list, the snapshot they came from, a tag naming the source)."""
-    from tui.core.gpu.profiles import parse_gpus_spec
-    from tui.core.planning.devices import current_snapshot, planner_devices
-
-    tag = f"{len(rpc)} RPC + " if rpc else ""
-    if spec is None:
-        snap = current_snapshot()
-        devices = planner_devices(snap, rpc, rpc_mib)
-        return devices, snap, tag + ("nvml" if len(devices) > len(rpc) else "cpu")
-    prof = parse_gpus_spec(spec)  # ValueError with a message naming the bad part
-    snap = current_snapshot(prof, gpus=prof is not None)  # `cpu`: this host's memory, no GPU
-    return planner_devices(snap, rpc, rpc_mib), snap, tag + (prof.key if prof is not None else "cpu")
+    if devices is None:
+        return check_server_args(args, warn=False)  # read for --rpc and -m; warned on the second pass
+    try:
+        return check_server_args(args, device_count=devices.count)
+    except ValueError as exc:
+        raise ValueError("\n  ".join([str(exc), *devices.notes()])) from exc
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.core.planning.devices import host_memory
+    from tui.core.planning.devices import devices_now
     from tui.core.planning.errors import PlanError
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.gguf_reader import read_gguf
@@ -69,22 +63,23 @@ def run(args: argparse.Namespace) -> int:
     if not settings.model:
         return fail("plan needs the model file: mtp-tune plan -m FILE.gguf [llama-server flags] [--gpus SPEC] [--json]")
     try:
-        devices, snap, source = _devices(args.gpus, list(settings.rpc), args.rpc_mib)
+        ds = devices_now(args.gpus, list(settings.rpc), args.rpc_mib)  # ValueError naming a bad --gpus
+        settings = _parse_settings(server_args, ds)
     except ValueError as exc:
         return fail(str(exc))
     try:
         meta = read_gguf(os.path.expanduser(settings.model))
-        host_total, host_free = host_memory(snap)
-        p = plan(meta, settings, devices, host_total_mib=host_total, host_free_mib=host_free)
+        p = plan(meta, settings, list(ds.devices), host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
     except (GGUFError, PlanError) as exc:
         return fail(str(exc))
     if args.exact:
         from tui.cli.plan_exact import run_exact
-        return run_exact(args, settings, meta, devices, p, source, host_total, host_free)
-    if args.json:
-        print_json(p.to_dict())
-        return 0
-    from tui.cli._plan_table import render
+        return run_exact(args, settings, meta, ds, p)
+    from tui.cli._plan_table import render, unreachable_json
 
-    print(render(p, source))
-    return 0 if p.worst_risk != "oom" else 1
+    if args.json:
+        print_json({**p.to_dict(), "unreachable": unreachable_json(ds)})
+        return 0
+
+    print(render(p, ds))
+    return 0 if p.worst_risk != "oom" and not ds.unreachable else 1

@@ -3,6 +3,7 @@
 Simulated GPUs (`--gpus` with a profile or sizes) are played by loopback ggml-rpc-server stand-ins;
 real GPUs and `--rpc` devices are measured as they are by the server found (a CUDA build's numbers
 are exact for its GPUs). When exact mode is unavailable the estimate is printed with the reason.
+An `--rpc` server that did not answer is left out of the dry run as it is of the estimate.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any
 from tui.cli._common import print_json
 
 
-def run_exact(args: argparse.Namespace, settings: Any, meta: Any, devices: list[Any], estimate: Any, source: str,
-              host_total: float | None, host_free: float | None) -> int:
-    from tui.cli._plan_table import render
+def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estimate: Any) -> int:
+    """`ds`: the DeviceSet the estimate was planned on (`planning.devices.device_set`)."""
+    from dataclasses import replace
+
+    from tui.cli._plan_table import render, unreachable_json
     from tui.core.server import provision
     from tui.core.planning.exact import exact_plan
 
@@ -31,18 +34,20 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, devices: list[
 
         res = unavailable("no llama-server found (run `mtp-tune doctor`); exact mode needs one.")
     else:
-        res = exact_plan(settings, devices, found.path, meta=meta, stand_in=simulated,
-                         host_total_mib=host_total, host_free_mib=host_free)
+        res = exact_plan(replace(settings, rpc=ds.rpc_endpoints) if ds.unreachable else settings, list(ds.devices),
+                         found.path, meta=meta, stand_in=simulated, host_total_mib=ds.host_total_mib,
+                         host_free_mib=ds.host_free_mib)
     if args.json:
-        print_json({"estimate": estimate.to_dict(), "exact": res.to_dict()})
+        print_json({"estimate": estimate.to_dict(), "exact": res.to_dict(), "unreachable": unreachable_json(ds)})
         return 0
+    failed = 1 if ds.unreachable else 0
     if not res.available:
-        print(render(estimate, source))
+        print(render(estimate, ds))
         print(f"\nexact: unavailable, {res.reason} The figures above are the estimate.")
-        return 0 if estimate.worst_risk != "oom" else 1
+        return 0 if estimate.worst_risk != "oom" and not failed else 1
     how = "cached" if res.cached else f"{res.runs} dry run{'s' if res.runs != 1 else ''}, {res.seconds:.1f} s"
     print(f"exact (llama.cpp): {how}" + (", measured on a header-only copy of the model" if res.sparse_copy else ""))
-    print(render(res.plan, source))
+    print(render(res.plan, ds))
     lines = []
     for d in res.plan.devices:
         src = res.sources.get(d.key)
@@ -58,4 +63,4 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, devices: list[
         print(f"fit chose: {' '.join(res.fit.flags())}")
     for w in res.warnings:
         print(f"note: {w}")
-    return 0 if res.plan.worst_risk != "oom" else 1
+    return 0 if res.plan.worst_risk != "oom" and not failed else 1

@@ -79,10 +79,10 @@ class Backend:
             return None
         return server_view.simulated_allocation(sup.memory_snapshot(), self.latest_plan)
 
-    def device_count(self) -> int | None:
-        if self.options.simulate:
-            return len(self.options.hardware.devices) if self.options.hardware else 0
-        return None
+    def device_count(self, settings: Settings | None = None, snapshot: GpuSnapshot | None = None) -> int | None:
+        """The validator's device count: the one device list's, `--rpc` servers of `settings` included
+        (`planning.device_count`), over `snapshot` or the newest one; None while unknown."""
+        return planning.device_count(settings or self.options.settings, snapshot or self._snapshot, self.options)
 
     # --- settings --------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ def plan(
     apply_fit: bool = True,
 ) -> Plan:
     """Plan memory per device. `devices` are the offload targets (empty: CPU only, as llama.cpp's CPU
-    backend allocates; build them with `devices.planner_devices`); the host comes last. With `--fit`
+    backend allocates; build them with `devices.device_set`); the host comes last. With `--fit`
     on (the default) and ctx/ngl left unset, the expected fit result is applied first (see `Plan.fit`)."""
     devices = list(devices or [])
     base = resolve(settings, meta.hparams)

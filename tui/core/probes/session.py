@@ -200,10 +200,10 @@ def probe_attached(
 def predict_memory(settings: Settings, simulate: str | None = None) -> tuple[Any, dict[str, Any] | None]:
     """The planner's prediction before launch: (Plan or None, its JSON or an error note).
 
-    Devices: the one device list (`planning.devices.planner_devices`) over the simulated profile or
-    the GPUs NVML sees now (none: CPU only), plus the `--rpc` endpoints.
+    Devices: the one device list (`planning.devices.devices_now`) over the simulated profile or
+    the GPUs NVML sees now (none: CPU only), plus the `--rpc` servers that answer.
     """
-    from tui.core.planning.devices import current_snapshot, host_memory, planner_devices
+    from tui.core.planning.devices import devices_now
     from tui.core.planning.gguf_reader import read_gguf
     from tui.core.planning.plan import plan
 
@@ -211,11 +211,9 @@ def predict_memory(settings: Settings, simulate: str | None = None) -> tuple[Any
         return None, None  # -hf models have no local file to read before the download
     try:
         meta = read_gguf(settings.model)
-        snap = current_snapshot(simulate)
-        devices = planner_devices(snap, list(settings.rpc))
-        host_total, host_free = host_memory(snap)
-        p = plan(meta, settings, devices, host_total, host_free)
-        return p, {"prediction": p.to_dict()}
+        ds = devices_now(simulate, list(settings.rpc))
+        p = plan(meta, settings, list(ds.devices), ds.host_total_mib, ds.host_free_mib)
+        return p, {"prediction": p.to_dict(), **({"unreachable": list(ds.notes())} if ds.unreachable else {})}
     except Exception as exc:  # the probe must not fail because the prediction did
         return None, {"error": f"memory plan unavailable: {exc}"}
 

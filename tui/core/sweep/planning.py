@@ -1,7 +1,7 @@
 """The memory planner as a sweep's pre-launch check: a predicted OOM is skipped unless try-anyway.
 
 Devices are what the probe session plans against (`probes.session.predict_memory`, over the one
-device list `planning.devices.planner_devices`): a simulated profile when given, else the GPUs NVML
+device list `planning.devices.devices_now`): a simulated profile when given, else the GPUs NVML
 sees now, else the CPU alone. Configurations with `--rpc` devices are not planned (their memory is
 only known once connected) and simply launch. `PlanVerdict` lives here, not in the runner, so the
 runner imports the planner check and nothing imports back.
@@ -56,17 +56,15 @@ def default_planner(simulate: str | None = None, *, exact: bool = False,
 def _exact_verdict(settings: Settings, meta: Any, simulate: str | None, server_bin: str | Path | None,
                    exact_fn: Callable[..., Any] | None) -> tuple[PlanVerdict | None, str]:
     """(the verdict from llama.cpp's own figures, "") or (None, one sentence why exact is unavailable)."""
-    from tui.core.planning.devices import current_snapshot, host_memory, planner_devices
+    from tui.core.planning.devices import devices_now
 
     if exact_fn is None:
         from tui.core.planning.exact import exact_plan as exact_fn
-    snap = current_snapshot(simulate)
-    devices = planner_devices(snap, list(settings.rpc))
-    total, free = host_memory(snap)
-    stand_in = simulate is not None and any(not d.remote for d in devices)
+    ds = devices_now(simulate, list(settings.rpc))
+    stand_in = simulate is not None and any(not d.remote for d in ds.devices)
     try:
-        res = exact_fn(settings, devices, server_bin, meta=meta, stand_in=stand_in, host_total_mib=total,
-                       host_free_mib=free)
+        res = exact_fn(settings, list(ds.devices), server_bin, meta=meta, stand_in=stand_in,
+                       host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
     except Exception as exc:  # noqa: BLE001 - the estimate still decides
         return None, f"exact mode failed: {exc}"
     if not res.available:

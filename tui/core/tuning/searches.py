@@ -147,12 +147,11 @@ def plan_largest_ctx(meta: GGUFMeta, settings: Settings, devices: list[DeviceSpe
 
 def this_machine(settings: Settings, profile: str | None = None) -> tuple[list[DeviceSpec], float | None, float | None]:
     """(devices, host total, host free) to plan against now: a simulated profile's GPUs or the ones
-    NVML sees, the `--rpc` devices, and this machine's host memory (the one device list)."""
-    from tui.core.planning.devices import current_snapshot, host_memory, planner_devices
+    NVML sees, the `--rpc` servers that answer, and this machine's host memory (the one device list)."""
+    from tui.core.planning.devices import devices_now
 
-    snap = current_snapshot(profile)
-    total, free = host_memory(snap)
-    return planner_devices(snap, settings.rpc), total, free
+    ds = devices_now(profile, settings.rpc)
+    return list(ds.devices), ds.host_total_mib, ds.host_free_mib
 
 
 def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, meta: GGUFMeta | None = None,
@@ -161,8 +160,8 @@ def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, 
                 on_event: EventFn | None = None, cancel: threading.Event | None = None) -> SearchResult:
     """The largest `--ctx-size` that loads and survives a first decode: planned, then confirmed.
 
-    `devices`/`host_*`: what the planner plans against (`planning.devices.planner_devices` and
-    `host_memory`; None: `this_machine`); `upper`: the largest context to consider (default: the
+    `devices`/`host_*`: what the planner plans against (a `planning.devices.DeviceSet`'s; None:
+    `this_machine`); `upper`: the largest context to consider (default: the
     model's training context).
     """
     if devices is None:

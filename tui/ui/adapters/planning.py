@@ -1,7 +1,10 @@
 """Settings + devices -> PlanView through the core planner; the GGUF header is read once per file.
 
-Devices come from the one device list (`tui.core.planning.devices.planner_devices`) over the newest
-telemetry snapshot, or, before the first sample, over the simulated profile. Runs in a worker thread: reading a big file's header takes a while.
+Devices come from the one device list (`tui.core.planning.devices.device_set`) over the newest
+telemetry snapshot, or, before the first sample, over the simulated profile; `--rpc` servers are asked
+through one caching reader, and the newest plan's DeviceSet is kept (`last_device_set`) for the
+validator's count (`device_count`) and the bars' notes. Runs in a worker thread: reading a big file's
+header takes a while.
 
 Exact mode (`exact_request`, `exact_view`): the same settings and devices handed to llama.cpp's own
 dry run (`tui.core.planning.exact`), simulated GPUs played by loopback RPC stand-ins; its result
@@ -14,13 +17,16 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.core.gpu.rpc import RpcReadings
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
 from tui.ui.view import ESTIMATE_LABEL, DevicePlan, PlanView
+
+if TYPE_CHECKING:
+    from tui.core.planning.devices import DeviceSet
 
 _META: dict[tuple[str, int, int], Any] = {}
 _META_LOCK = threading.Lock()
@@ -54,6 +60,7 @@ def model_meta(path: str) -> Any:
 
 #: `--rpc` servers' memory, asked at most every 10 s (a server busy with a llama-server keeps its last reading).
 _RPC = RpcReadings()
+_LAST: list[DeviceSet] = []  # the DeviceSet of the newest plan (one entry; a list to swap it under the lock)
 
 
 def plan_is_quick(settings: Settings) -> bool:
@@ -67,49 +74,66 @@ def plan_is_quick(settings: Settings) -> bool:
         return key is not None and key in _META
 
 
-def device_specs(snapshot: GpuSnapshot | None, options: AppOptions, rpc: list[str] | None = None) -> list[Any]:
-    """The offload targets through the one device list (`planning.devices.planner_devices`); before
-    the first telemetry sample, the simulated profile's devices. `--rpc` devices get the memory
-    their servers report (this host's RAM stands in for one that never answered)."""
-    from tui.core.planning.devices import current_snapshot, planner_devices
+def devices_for(snapshot: GpuSnapshot | None, options: AppOptions, rpc: Sequence[str] = (), *,
+                keep: bool = False) -> DeviceSet:
+    """The one device list (`planning.devices.device_set`) for the screen; before the first telemetry
+    sample, the simulated profile's devices. `--rpc` servers are asked through `_RPC` (network: a
+    worker's job when `rpc` is given); one that never answered is left out and named. `keep`: this
+    is the plan on screen, kept for `last_device_set`."""
+    from tui.core.planning.devices import current_snapshot, device_set
 
     if snapshot is None and options.simulate and options.hardware is not None:
         snapshot = current_snapshot(options.hardware)
-    readings = _RPC.read(rpc or [])
-    memory = {ep: (r.memory.total, r.memory.free) for ep, r in readings.items() if r.memory is not None}
-    return planner_devices(snapshot, rpc or (), memory if readings else None)
+    ds = device_set(snapshot, rpc, rpc_reader=_RPC.read)
+    if keep:
+        with _META_LOCK:
+            _LAST[:] = [ds]
+    return ds
 
 
-def with_rpc_notes(view: PlanView, endpoints: Sequence[str]) -> PlanView:
-    """Each RPC device says where its size comes from; an unknown one is named under the bars."""
-    if not endpoints or view.error:
+def last_device_set() -> DeviceSet | None:
+    """The DeviceSet the newest plan was made on (its `unreachable` servers, its `count`), or None."""
+    with _META_LOCK:
+        return _LAST[0] if _LAST else None
+
+
+def device_count(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions) -> int | None:
+    """The validator's device count for `settings`, on the UI thread (no server is asked here): the
+    local devices of the one device list plus the `--rpc` servers, less those the newest plan found
+    unreachable (one not asked yet counts, as llama-server would count it). None before any telemetry
+    and for no device at all."""
+    if snapshot is None and not (options.simulate and options.hardware is not None):
+        return None
+    last = last_device_set()
+    gone = set(last.unreachable) if last is not None else set()
+    rpc = [ep for ep in dict.fromkeys(e.strip() for e in settings.rpc if e.strip()) if ep not in gone]
+    return (devices_for(snapshot, options).count + len(rpc)) or None  # none at all: CPU only, rules off
+
+
+def with_rpc_notes(view: PlanView, ds: DeviceSet) -> PlanView:
+    """Each RPC device says where its size comes from; a server that did not answer is named under the bars."""
+    if not (ds.readings or ds.unreachable) or view.error:
         return view
-    readings = _RPC.read(list(endpoints))  # the ones device_specs just asked: not asked again
-    devices, notes = [], []
+    readings = {r.endpoint: r for r in ds.readings}
+    devices = []
     for d in view.devices:
         reading = readings.get(d.key[len("RPC0["):-1]) if d.kind == "rpc" else None
-        if reading is not None:
-            d = replace(d, note=reading.note())
-            if reading.memory is None:
-                notes.append(f"{d.name} {reading.endpoint}: memory unknown ({reading.error}); "
-                             "planned with this host's RAM as its size")
-        devices.append(d)
-    return replace(view, devices=tuple(devices), warnings=tuple(dict.fromkeys([*view.warnings, *notes])))
+        devices.append(replace(d, note=reading.note()) if reading is not None else d)
+    return replace(view, devices=tuple(devices), warnings=tuple(dict.fromkeys([*view.warnings, *ds.notes()])))
 
 
 def core_plan(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, *,
-              cpu_only: bool = False) -> Any:
-    """The core Plan (raises PlanError / GGUFError with a user message)."""
+              cpu_only: bool = False, devices: DeviceSet | None = None) -> Any:
+    """The core Plan (raises PlanError / GGUFError with a user message); `devices`: the DeviceSet
+    to plan on (default: `devices_for` the settings' `--rpc`, kept as the newest)."""
     from tui.core.planning.plan import plan
 
     if not settings.model:
         raise ValueError("no model yet: type the path of a GGUF file in the model field to see the plan")
-    from tui.core.planning.devices import host_memory
-
     meta = model_meta(settings.model)
-    total, free = host_memory(snapshot)
-    devices = [] if cpu_only else device_specs(snapshot, options, list(settings.rpc))
-    return plan(meta, settings, devices, host_total_mib=total, host_free_mib=free)
+    ds = devices or devices_for(snapshot, options, () if cpu_only else settings.rpc, keep=not cpu_only)
+    devices = [] if cpu_only else list(ds.devices)
+    return plan(meta, settings, devices, host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
 
 
 def _view(d: Any, source: str = ESTIMATE_LABEL, band: tuple[tuple[str, float], ...] = ()) -> DevicePlan:
@@ -151,13 +175,16 @@ def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
     if not settings.model and settings.hf_repo:
         return PlanView(error="the planner reads a local GGUF file; -hf models are downloaded by llama-server "
                               "at launch (give the downloaded file's path to plan)", seq=seq)
+    ds = None
     try:
-        p = core_plan(settings, snapshot, options)
+        ds = devices_for(snapshot, options, settings.rpc, keep=True) if settings.model else None
+        p = core_plan(settings, snapshot, options, devices=ds)
     except (PlanError, GGUFError, ValueError) as exc:
         return PlanView(error=str(exc), seq=seq)
     except Exception as exc:  # noqa: BLE001 - a planner bug must not take the screen down
         return PlanView(error=f"the planner failed on these settings ({type(exc).__name__}: {exc})", seq=seq)
-    return with_rpc_notes(_plan_view(p, seq), settings.rpc)
+    view = _plan_view(p, seq)
+    return with_rpc_notes(view, ds) if ds is not None else view
 
 
 # ---- exact mode --------------------------------------------------------------------------------
@@ -175,19 +202,20 @@ def exact_unavailable_reason(settings: Settings, options: AppOptions) -> str | N
 
 
 def exact_request(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions,
-                  *, cpu_only: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:
+                  *, cpu_only: bool = False, devices: DeviceSet | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The arguments of `exact_plan` for the settings and devices on screen (a worker thread: it reads
-    the header). Simulated GPUs are played by loopback ggml-rpc-server stand-ins."""
-    from tui.core.planning.devices import host_memory
-
-    total, free = host_memory(snapshot)
-    devices = [] if cpu_only else device_specs(snapshot, options, list(settings.rpc))
+    the header; `devices`: the DeviceSet, default `devices_for` the settings). Simulated GPUs are
+    played by loopback ggml-rpc-server stand-ins."""
+    ds = devices or devices_for(snapshot, options, () if cpu_only else settings.rpc)
+    devices = [] if cpu_only else list(ds.devices)
     kwargs: dict[str, Any] = {"stand_in": bool(options.simulate and any(not d.remote for d in devices)),
-                              "host_total_mib": total, "host_free_mib": free}
+                              "host_total_mib": ds.host_total_mib, "host_free_mib": ds.host_free_mib}
     try:
         kwargs["meta"] = model_meta(settings.model or "")
     except Exception:  # noqa: BLE001 - exact_plan reads it again and says why it cannot
         pass
+    if ds.unreachable:  # the dry run connects only to the servers the plan is made on
+        settings = replace(settings, rpc=ds.rpc_endpoints)
     return (settings, devices, options.server_bin), kwargs
 
 
@@ -221,7 +249,7 @@ class ExactPlans:
         self._lock = threading.Lock()
         self._last: tuple[Settings, Any] | None = None  # the newest exact result and its settings
         self._asked: tuple[Settings, GpuSnapshot | None] | None = None  # the newest request's arguments
-        self._run_rpc: list[str] = []
+        self._run_devices: DeviceSet | None = None
 
     def last_for(self, settings: Settings) -> Any:
         """The newest available ExactResult when it was for `settings` (what a launch then ran), else None."""
@@ -234,9 +262,9 @@ class ExactPlans:
 
     def _deliver(self, rid: int, res: Any) -> None:
         view = exact_view(res)
-        rpc = self._run_rpc  # the request just run (this runner thread runs one at a time)
-        if view is not None and view.exact == "exact" and rpc:
-            view = with_rpc_notes(view, rpc)
+        ds = self._run_devices  # the request just run (this runner thread runs one at a time)
+        if view is not None and view.exact == "exact" and ds is not None:
+            view = with_rpc_notes(view, ds)
         cb = self._on_view
         if view is not None and cb is not None:
             cb(rid, view)
@@ -245,7 +273,7 @@ class ExactPlans:
         """What an exact plan depends on besides the settings: the local devices and their free
         memory (cheap, on the UI thread: the snapshot is taken, and `--rpc` servers are not asked;
         their endpoints are in the settings)."""
-        return tuple((d.key, d.total_mib, d.free_mib) for d in device_specs(snapshot, self.options))
+        return tuple((d.key, d.total_mib, d.free_mib) for d in devices_for(snapshot, self.options).devices)
 
     def request(self, settings: Settings, snapshot: GpuSnapshot | None,
                 server_alive: bool = False) -> tuple[int | None, str]:
@@ -284,8 +312,8 @@ class ExactPlans:
         return runner.submit(*asked) if runner is not None and asked is not None else None
 
     def _run(self, fn: Any, settings: Settings, snapshot: GpuSnapshot | None, cancel: threading.Event) -> Any:
-        self._run_rpc = list(settings.rpc)
-        args, kwargs = exact_request(settings, snapshot, self.options)
+        self._run_devices = ds = devices_for(snapshot, self.options, settings.rpc)
+        args, kwargs = exact_request(settings, snapshot, self.options, devices=ds)
         res = fn(*args, cancel=cancel, **kwargs)
         if getattr(res, "available", False):
             with self._lock:
