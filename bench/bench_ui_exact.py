@@ -51,7 +51,7 @@ class Clock:
         self.exact: dict[int, float] = {}
 
     def hook(self, app: Any) -> None:
-        show = app.vram.show
+        show = app.main.vram.show
 
         def timed(plan: Any, snapshot: Any) -> None:
             show(plan, snapshot)
@@ -61,7 +61,7 @@ class Clock:
                 if plan.exact == "exact":
                     self.exact.setdefault(plan.seq, now)
 
-        app.vram.show = timed
+        app.main.vram.show = timed
 
 
 async def run(bursts: int, root: Path) -> dict[str, Any]:
@@ -95,7 +95,7 @@ async def run(bursts: int, root: Path) -> dict[str, Any]:
     async with app.run_test(size=(120, 40)) as pilot:
         clock.hook(app)
         deadline = time.monotonic() + DEADLINE_S
-        while (app.plan is None or app.plan.exact != "exact") and time.monotonic() < deadline:
+        while (app.main.plan.view is None or app.main.plan.view.exact != "exact") and time.monotonic() < deadline:
             await pilot.pause(0.01)
         field = app.query_one("#f-ctx_size")
         field.focus()
@@ -108,16 +108,16 @@ async def run(bursts: int, root: Path) -> dict[str, Any]:
                 await pilot.press(*["backspace"] * len(str(field.value)))
                 t_last = 0.0
                 for ch in ctx:  # key by key; each timed to its estimate on the bars
-                    seq = app._plan_seq
+                    seq = app.main.plan.seq
                     t0, c0 = time.perf_counter(), time.process_time()
                     field.post_message(events.Key(ch, ch))
                     deadline = time.monotonic() + DEADLINE_S
-                    while not (app._plan_seq > seq and app._plan_seq in clock.estimate) and time.monotonic() < deadline:
+                    while not (app.main.plan.seq > seq and app.main.plan.seq in clock.estimate) and time.monotonic() < deadline:
                         await asyncio.sleep(0.0002)
-                    est_ms.append(1000 * (clock.estimate[app._plan_seq] - t0))
+                    est_ms.append(1000 * (clock.estimate[app.main.plan.seq] - t0))
                     cpu_ms.append(1000 * (time.process_time() - c0))
                     t_last = t0
-                last = app._plan_seq
+                last = app.main.plan.seq
                 deadline = time.monotonic() + DEADLINE_S
                 while last not in clock.exact and time.monotonic() < deadline:
                     await asyncio.sleep(0.002)

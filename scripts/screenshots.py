@@ -46,7 +46,7 @@ async def until(pilot, predicate: Callable[[], bool], what: str, timeout: float 
 
 
 async def settle_plan(pilot, app) -> None:  # noqa: ANN001
-    await until(pilot, lambda: app.plan is not None and app.plan.seq == app._plan_seq, "the plan")
+    await until(pilot, lambda: app.main.plan.view is not None and app.main.plan.view.seq == app.main.plan.seq, "the plan")
     await pilot.pause(0.3)
 
 
@@ -81,7 +81,7 @@ async def real_run(work: Path) -> None:
     )
     app = make_app(options)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.snapshot is not None, "the first telemetry sample")
+        await until(pilot, lambda: app.main.plan.snapshot is not None, "the first telemetry sample")
         await settle_plan(pilot, app)
         save(app, "idle-plan")
         for theme in ("mtp-light", "mtp-okabe-ito"):
@@ -91,30 +91,30 @@ async def real_run(work: Path) -> None:
         app.theme = "mtp-dark"
 
         demo = dataclasses.replace(demo_settings(setup.model), ctx_size=4096)
-        app.form.load(demo)
+        app.main.form.load(demo)
         await settle_plan(pilot, app)
         await pilot.press("l")
-        await until(pilot, lambda: app.server.state == "ready", "the demo server")
-        done = app.probe_runs_finished
+        await until(pilot, lambda: app.main.server.status.state == "ready", "the demo server")
+        done = app.main.probes.runs_finished
         await pilot.press("p")
-        await until(pilot, lambda: app.probe_runs_finished > done, "the MTP-on probe run", 600)
+        await until(pilot, lambda: app.main.probes.runs_finished > done, "the MTP-on probe run", 600)
 
-        app.form.load(dataclasses.replace(demo, spec_type=[]))
+        app.main.form.load(dataclasses.replace(demo, spec_type=[]))
         await settle_plan(pilot, app)
         await pilot.press("r")
-        await until(pilot, lambda: app.server.state == "ready" and app.backend.running_settings is not None
+        await until(pilot, lambda: app.main.server.status.state == "ready" and app.backend.running_settings is not None
                     and not app.backend.running_settings.mtp_enabled, "the MTP-off restart")
-        done = app.probe_runs_finished
+        done = app.main.probes.runs_finished
         await pilot.press("p")
-        await until(pilot, lambda: app.probes.running and app.probes.done >= 5, "the MTP-off run to be under way", 600)
+        await until(pilot, lambda: app.main.probes.state.running and app.main.probes.state.done >= 5, "the MTP-off run to be under way", 600)
         await pilot.pause(0.3)
         save(app, "probes-running")
-        await until(pilot, lambda: app.probe_runs_finished > done, "the MTP-off probe run", 600)
+        await until(pilot, lambda: app.main.probes.runs_finished > done, "the MTP-off probe run", 600)
 
-        app.form.load(dataclasses.replace(demo, model=str(no_mtp)))
+        app.main.form.load(dataclasses.replace(demo, model=str(no_mtp)))
         await settle_plan(pilot, app)
         await pilot.press("r")
-        await until(pilot, lambda: app.server.state == "failed", "the explained failure")
+        await until(pilot, lambda: app.main.server.status.state == "failed", "the explained failure")
         await pilot.pause(0.3)
         save(app, "failure-explained")
 
@@ -149,7 +149,7 @@ async def tuning_run(work: Path) -> None:
     )
     app = make_app(options)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.snapshot is not None, "the first telemetry sample")
+        await until(pilot, lambda: app.main.plan.snapshot is not None, "the first telemetry sample")
         await pilot.press("w")
         await until(pilot, lambda: isinstance(app.screen, SweepScreen), "the sweep screen")
         screen = app.screen

@@ -47,16 +47,16 @@ async def test_attach_watches_and_probes(server_bin: Path, tiny_models: dict[str
                              cursor_blink=False, probe_suite=str(suite_file()), probe_repeat=2, probe_n_predict=16)
         app = make_app(options)
         async with app.run_test(size=(120, 40)) as pilot:
-            assert await until(pilot, lambda: app.server.state == "ready"), app.server
-            head = str(app.server_panel.query_one("#server-head").render())
+            assert await until(pilot, lambda: app.main.server.status.state == "ready"), app.main.server.status
+            head = str(app.main.server_panel.query_one("#server-head").render())
             assert "attached" in head and srv.url in head
             await pilot.press("l")  # nothing to launch: mtp-tune does not own this server
             await pilot.pause()
             assert any("attached" in n.message for n in app._notifications)
-            done = app.probe_runs_finished
+            done = app.main.probes.runs_finished
             await pilot.press("p")
-            assert await until(pilot, lambda: app.probe_runs_finished > done)
-            summary = app.probes.summaries[-1]
+            assert await until(pilot, lambda: app.main.probes.runs_finished > done)
+            summary = app.main.probes.state.summaries[-1]
             assert summary.n == 2 and summary.tg_median and summary.acceptance == pytest.approx(1.0)
             await pilot.press("q")
             assert await until(pilot, lambda: not app.is_running, 30)
@@ -72,26 +72,26 @@ async def test_frozen_server_never_freezes_the_screen(server_bin: Path, tiny_mod
     app: MtpTuneApp = make_app(options)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("l")
-        assert await until(pilot, lambda: app.server.state == "ready")
-        pid = app.server.pid
+        assert await until(pilot, lambda: app.main.server.status.state == "ready")
+        pid = app.main.server.status.pid
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)
         try:
             await pilot.press("p")
-            assert await until(pilot, lambda: app.probes.running)
+            assert await until(pilot, lambda: app.main.probes.state.running)
             # The UI keeps answering while the probe waits on the frozen server...
-            theme, seq = app.theme, app.snapshot.seq if app.snapshot else 0
+            theme, seq = app.theme, app.main.plan.snapshot.seq if app.main.plan.snapshot else 0
             await pilot.press("t")
             assert await until(pilot, lambda: app.theme != theme, 5)
-            assert await until(pilot, lambda: app.snapshot is not None and app.snapshot.seq > seq, 10)
+            assert await until(pilot, lambda: app.main.plan.snapshot is not None and app.main.plan.snapshot.seq > seq, 10)
             # ...and cancelling works without the server's help.
-            done = app.probe_runs_finished
+            done = app.main.probes.runs_finished
             await pilot.press("x")
-            assert await until(pilot, lambda: app.probe_runs_finished > done, 15)
-            assert not app.probes.running
+            assert await until(pilot, lambda: app.main.probes.runs_finished > done, 15)
+            assert not app.main.probes.state.running
             # Stopping a frozen server: SIGTERM cannot act, SIGKILL after the grace period does.
             await pilot.press("s")
-            assert await until(pilot, lambda: app.server.state in ("stopped", "exited", "failed"), 30)
+            assert await until(pilot, lambda: app.main.server.status.state in ("stopped", "exited", "failed"), 30)
         finally:
             try:
                 os.kill(pid, signal.SIGCONT)
@@ -141,17 +141,17 @@ async def test_attached_server_panel_shows_what_the_server_runs(server_bin: Path
         app = make_app(options)
         async with app.run_test(size=(120, 40)) as pilot:
             def running() -> str:
-                return str(app.server_panel.query_one("#server-running").render())
+                return str(app.main.server_panel.query_one("#server-running").render())
 
             assert await until(pilot, lambda: "spec-type draft-mtp" in running()), running()
             text = running()
             assert text.startswith("runs (read from the server): ")
             assert "n-max unknown until a speculative request ran" in text
             assert "ctx 4096" in text and "slots 1" in text and tiny_models["tiny-mtp"].name in text
-            assert app.settings.mtp_enabled is False  # the form still shows its own (none)
-            done = app.probe_runs_finished
+            assert app.main.plan.settings.mtp_enabled is False  # the form still shows its own (none)
+            done = app.main.probes.runs_finished
             await pilot.press("p")
-            assert await until(pilot, lambda: app.probe_runs_finished > done)
+            assert await until(pilot, lambda: app.main.probes.runs_finished > done)
             assert await until(pilot, lambda: "n-max 2" in running()), running()
             await pilot.press("q")
             assert await until(pilot, lambda: not app.is_running, 30)

@@ -108,14 +108,14 @@ async def test_a_probe_run_in_the_app_starts_no_thread_of_its_own(monkeypatch) -
         for run in range(1, 7):  # the first runs start the probe thread and the loop's executor pool
             if run == 3:
                 monkeypatch.setattr(threading.Thread, "start", counting_start)
-            app._probe_worker("tasks", app.settings, threading.Event())
+            app.main.probes.start("tasks", app.main.plan.settings)
             for _ in range(200):
-                if app.probe_runs_finished >= run:
+                if app.main.probes.runs_finished >= run:
                     break
                 await pilot.pause(0.02)
         monkeypatch.undo()
-        assert app.probe_runs_finished == 6
-        assert "mtp-tune-probe" in app.probes.message
+        assert app.main.probes.runs_finished == 6
+        assert "mtp-tune-probe" in app.main.probes.state.message
         # a saved run says so in the panel: no toast per run (each one's render state added up)
         assert len(app._notifications) == 0
     assert started == []

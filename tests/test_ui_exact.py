@@ -70,7 +70,7 @@ async def until(pilot, cond: Callable[[], bool]) -> bool:  # noqa: ANN001 - Pilo
 
 def current(app: MtpTuneApp) -> PlanView | None:
     """The plan on screen when it is for the newest settings."""
-    return app.plan if app.plan is not None and app.plan.seq == app._plan_seq else None
+    return app.main.plan.view if app.main.plan.view is not None and app.main.plan.view.seq == app.main.plan.seq else None
 
 
 async def type_ctx(pilot, app: MtpTuneApp, value: str) -> None:  # noqa: ANN001 - Pilot
@@ -92,16 +92,16 @@ async def test_estimate_first_then_exact_marked_per_device(server_bin: Path, rpc
         bar = app.query_one(DeviceBar)
         assert bar.plan == est.devices[0] and bar.plan.source == ESTIMATE_LABEL
         assert ESTIMATE_LABEL in bar.render().plain and EXACT_LABEL not in bar.render().plain
-        assert "llama.cpp measuring" in str(app.vram.border_subtitle)
+        assert "llama.cpp measuring" in str(app.main.vram.border_subtitle)
         gate.set()
         assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact")
         plan = current(app)
-        assert plan is not None and app.vram.border_subtitle == f"plan: {EXACT_LABEL}"
+        assert plan is not None and app.main.vram.border_subtitle == f"plan: {EXACT_LABEL}"
         dev = plan.devices[0]
         assert dev.source == EXACT_LABEL and bar.plan == dev and EXACT_LABEL in bar.render().plain
         assert plan.host is not None and plan.host.source == EXACT_LABEL
         # the figures are llama.cpp's: the same dry run made directly gives the same numbers
-        args, kwargs = exact_request(app.settings, app.snapshot, app.options)
+        args, kwargs = exact_request(app.main.plan.settings, app.main.plan.snapshot, app.options)
         res = exact_plan(*args, root=tmp_path / "direct", **kwargs)
         want = res.plan.device("CUDA0").components  # type: ignore[union-attr]
         assert (dev.weights_mib, dev.kv_mib, dev.compute_mib, dev.draft_compute_mib) == (
@@ -120,24 +120,24 @@ async def test_a_burst_of_keys_starts_one_dry_run_and_stale_answers_are_dropped(
         assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact")
         first = current(app)
         assert first is not None and len(fn.calls) == 1
-        old_rid = app.plans.exact_rid
+        old_rid = app.main.plan.state.exact_rid
         await type_ctx(pilot, app, "16384")  # 5 backspaces + 5 digits: ten re-plans
         assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "exact"
-                           and app.settings.ctx_size == 16384)
+                           and app.main.plan.settings.ctx_size == 16384)
         assert len(fn.calls) == 2, [s.ctx_size for s in fn.calls]
         assert fn.calls[-1].ctx_size == 16384
         newest = current(app)
         assert newest is not None and newest.devices[0].kv_mib > first.devices[0].kv_mib
         # an answer for older settings arriving now is ignored: the newer figures stay
-        app.post_message(ExactPlanned(old_rid or 0, dataclasses.replace(first, seq=0)))
+        app.main.post_message(ExactPlanned(old_rid or 0, dataclasses.replace(first, seq=0)))
         await pilot.pause(0.05)
-        assert app.plan is newest
+        assert app.main.plan.view is newest
         # while the next estimate is pending, a late exact answer for the previous settings is not shown
         await type_ctx(pilot, app, "4096")
-        assert await until(pilot, lambda: current(app) is not None and app.settings.ctx_size == 4096)
+        assert await until(pilot, lambda: current(app) is not None and app.main.plan.settings.ctx_size == 4096)
         shown = current(app)
         assert shown is not None and shown.devices[0].kv_mib < newest.devices[0].kv_mib
-        app.post_message(ExactPlanned(old_rid or 0, newest))
+        app.main.post_message(ExactPlanned(old_rid or 0, newest))
         await pilot.pause(0.05)
         assert current(app) is not None and current(app).devices[0].kv_mib == shown.devices[0].kv_mib  # type: ignore[union-attr]
 
@@ -155,7 +155,7 @@ async def test_exact_unavailable_says_why_and_keeps_the_estimate(server_bin: Pat
         assert "more than this machine's" in plan.exact_reason and plan.exact_reason.count(". ") <= 1
         notes = str(app.query_one("#plan-notes").render())
         assert "exact unavailable: " in notes and "more than this machine's" in notes
-        assert "exact unavailable" in str(app.vram.border_subtitle)
+        assert "exact unavailable" in str(app.main.vram.border_subtitle)
 
 
 async def test_no_server_binary_is_one_sentence(tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ async def test_no_server_binary_is_one_sentence(tiny_models: dict[str, Path], tm
         assert await until(pilot, lambda: (p := current(app)) is not None and p.exact == "unavailable")
         notes = str(app.query_one("#plan-notes").render())
         assert "exact unavailable: no llama-server found" in notes
-        assert app.plan is not None and app.plan.devices[0].source == ESTIMATE_LABEL
+        assert app.main.plan.view is not None and app.main.plan.view.devices[0].source == ESTIMATE_LABEL
 
 
 def test_on_real_gpus_exact_waits_while_our_server_runs(tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -287,10 +287,10 @@ async def test_exact_mode_off_shows_the_estimate_alone(server_bin: Path, tiny_mo
     async with app.run_test(size=(120, 40)) as pilot:
         assert await until(pilot, lambda: current(app) is not None)
         await type_ctx(pilot, app, "4096")
-        assert await until(pilot, lambda: (p := current(app)) is not None and app.settings.ctx_size == 4096)
+        assert await until(pilot, lambda: (p := current(app)) is not None and app.main.plan.settings.ctx_size == 4096)
         plan = current(app)
         assert plan is not None and plan.exact == "off" and plan.devices[0].source == ESTIMATE_LABEL
-        assert app.vram.border_subtitle == f"plan: {ESTIMATE_LABEL}" and fn.calls == []
+        assert app.main.vram.border_subtitle == f"plan: {ESTIMATE_LABEL}" and fn.calls == []
 
 
 async def test_two_simulated_gpus_each_marked_exact(server_bin: Path, rpc_server_bin: Path,

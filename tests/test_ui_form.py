@@ -45,7 +45,7 @@ async def test_invalid_values_are_explained_next_to_the_field() -> None:
 
         await type_into(pilot, "cache_type_k", "q9_9")
         assert "q9_9" in problem_text(app, "cache_type_k")
-        assert app.settings.ctx_size == 4096
+        assert app.main.plan.settings.ctx_size == 4096
 
         await type_into(pilot, "ubatch_size", "4096")  # larger than batch-size 2048
         text = problem_text(app, "ubatch_size")
@@ -62,7 +62,7 @@ async def test_launch_is_refused_while_a_field_is_wrong() -> None:
         await type_into(pilot, "spec_draft_n_max", "-2")
         await pilot.press("f5")
         await pilot.pause()
-        assert app.server.state == "stopped"
+        assert app.main.server.status.state == "stopped"
         messages = [n.message for n in app._notifications]
         assert any("spec-draft-n-max" in m for m in messages), messages
 
@@ -87,7 +87,7 @@ async def test_load_fills_every_field() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one(SettingsForm).load(wanted)
         await pilot.pause()
-        assert app.settings == wanted
+        assert app.main.plan.settings == wanted
         assert app.query_one("#f-cache_type_k_draft", Input).value == "q4_0"
         assert app.query_one("#f-fit", Input).value == "off"
         assert app.query_one("#f-tensor_split", Input).value == "1,1"

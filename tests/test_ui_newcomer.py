@@ -99,8 +99,8 @@ async def test_the_form_refuses_an_absurd_n_max_with_llamas_range() -> None:
         field.focus()
         await pilot.press("end", *["backspace"] * 4, *"500000")
         await pilot.pause(0.3)
-        errors = [p for p in app.problems if p.severity == "error" and p.field == "spec_draft_n_max"]
-        assert errors, app.problems
+        errors = [p for p in app.main.plan.problems if p.severity == "error" and p.field == "spec_draft_n_max"]
+        assert errors, app.main.plan.problems
         assert "500000 is above 2047" in errors[0].message and "between 0 and 2047" in errors[0].message
         assert app.query_one("#row-spec_draft_n_max").has_class("-error")
 
@@ -145,16 +145,16 @@ async def test_rpc_memory_is_read_from_the_servers_into_the_bars_and_the_plan(
                                   cursor_blink=False, exact=False, sample_interval_s=0.5))
         async with app.run_test(size=(120, 40)) as pilot:
             deadline = time.monotonic() + 30
-            while (app.plan is None or len(app.plan.devices) < 3) and time.monotonic() < deadline:
+            while (app.main.plan.view is None or len(app.main.plan.view.devices) < 3) and time.monotonic() < deadline:
                 await pilot.pause(0.05)
-            assert app.plan is not None and app.plan.error is None, app.plan
-            kinds = [d.kind for d in app.plan.devices]
+            assert app.main.plan.view is not None and app.main.plan.view.error is None, app.main.plan.view
+            kinds = [d.kind for d in app.main.plan.view.devices]
             assert kinds == ["rpc", "rpc", "gpu"]
-            real, missing, _gpu = app.plan.devices
+            real, missing, _gpu = app.main.plan.view.devices
             assert abs(real.total_mib - host_total_mib()) <= 1.0  # what the CPU rpc-server reports
             assert real.note.startswith("read from the server")
             assert missing.note.startswith("memory unknown (")
-            assert any(gone in w and "memory unknown" in w for w in app.plan.warnings), app.plan.warnings
+            assert any(gone in w and "memory unknown" in w for w in app.main.plan.view.warnings), app.main.plan.view.warnings
             await pilot.pause(0.2)
             first, second, third = _bars_text(app)
             assert first.startswith(f"RPC0 {rpc.endpoints} (remote)")

@@ -31,7 +31,7 @@ def options(model: Path) -> AppOptions:
 async def settle(pilot, app: MtpTuneApp) -> None:  # noqa: ANN001 - Pilot
     """Wait (bounded) until the plan for the newest settings is on screen."""
     deadline = time.monotonic() + 30
-    while (app.plan is None or app.plan.seq != app._plan_seq) and time.monotonic() < deadline:
+    while (app.main.plan.view is None or app.main.plan.view.seq != app.main.plan.seq) and time.monotonic() < deadline:
         await pilot.pause(0.02)
     await pilot.pause()
 
@@ -61,8 +61,8 @@ async def test_typing_replans_and_recolours(tiny_models: dict[str, Path]) -> Non
         seen = {}
         for ctx, expected in (("512", "ok"), ("4096", "tight"), ("16384", "oom")):
             await set_ctx(pilot, app, ctx)
-            assert app.plan is not None and app.plan.error is None, app.plan
-            assert bar.plan is app.plan.devices[0]
+            assert app.main.plan.view is not None and app.main.plan.view.error is None, app.main.plan.view
+            assert bar.plan is app.main.plan.view.devices[0]
             assert bar.plan.risk == expected, (ctx, bar.plan)
             seen[expected] = (bar.plan.kv_mib, risk_colour(bar))
         # KV grows with the context, and each risk is drawn in its theme colour.
@@ -77,8 +77,8 @@ async def test_bad_model_path_is_explained(tmp_path: Path) -> None:
     app = make_app(options(tmp_path / "missing.gguf"))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        assert app.plan is not None and app.plan.error
-        assert "missing.gguf" in app.plan.error
+        assert app.main.plan.view is not None and app.main.plan.view.error
+        assert "missing.gguf" in app.main.plan.view.error
         notes = str(app.query_one("#plan-notes").render())
         assert "missing.gguf" in notes
 
@@ -90,8 +90,8 @@ async def test_invalid_settings_keep_the_last_plan(tiny_models: dict[str, Path])
         field.focus()
         await pilot.press("end", *["backspace"] * len(field.value))
         await settle(pilot, app)
-        before, seq = app.plan, app._plan_seq
+        before, seq = app.main.plan.view, app.main.plan.seq
         await pilot.press("-", "2")  # "-" and "-2" are both errors: no re-plan
         await pilot.pause(0.2)
-        assert app._plan_seq == seq and app.plan is before
+        assert app.main.plan.seq == seq and app.main.plan.view is before
         assert app.query_one("#row-spec_draft_n_max").has_class("-error")

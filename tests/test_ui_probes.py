@@ -38,10 +38,10 @@ async def until(pilot, predicate, timeout: float = 90.0) -> bool:  # noqa: ANN00
 
 
 async def run_suite(pilot, app: MtpTuneApp) -> None:  # noqa: ANN001
-    done = app.probe_runs_finished
+    done = app.main.probes.runs_finished
     await pilot.press("p")
-    assert await until(pilot, lambda: app.probe_runs_finished > done), [n.message for n in app._notifications]
-    assert not app.probes.running
+    assert await until(pilot, lambda: app.main.probes.runs_finished > done), [n.message for n in app._notifications]
+    assert not app.main.probes.state.running
 
 
 async def test_probe_mtp_on_and_off(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -57,9 +57,9 @@ async def test_probe_mtp_on_and_off(server_bin: Path, tiny_models: dict[str, Pat
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#probe-suite", Select).value = str(suites / "ui-test.toml")
         await pilot.press("l")
-        assert await until(pilot, lambda: app.server.state == "ready"), app.server
+        assert await until(pilot, lambda: app.main.server.status.state == "ready"), app.main.server.status
         await run_suite(pilot, app)
-        on = app.probes
+        on = app.main.probes.state
         assert [s.config for s in on.summaries] == ["MTP n3 c1024"]
         first = on.summaries[0]
         assert first.n == 4 and first.tg_median and first.tg_median > 0
@@ -67,23 +67,23 @@ async def test_probe_mtp_on_and_off(server_bin: Path, tiny_models: dict[str, Pat
         assert first.tg_min is not None and first.tg_min <= first.tg_median <= first.tg_max
         assert len(on.points) == 4
         # Reconciled memory appeared once the launch was ready.
-        assert app.server.reconcile and "predicted→reported" in str(app.query_one("#server-reconcile").render())
+        assert app.main.server.status.reconcile and "predicted→reported" in str(app.query_one("#server-reconcile").render())
 
         # MTP off: clear spec-type, restart, run again: two series side by side, and a verdict.
         field = app.query_one("#f-spec_type", Input)
         field.focus()
         await pilot.press("end", *["backspace"] * len(field.value), "escape", "r")
-        assert await until(pilot, lambda: app.server.state == "ready" and app.backend.running_settings is not None
+        assert await until(pilot, lambda: app.main.server.status.state == "ready" and app.backend.running_settings is not None
                            and not app.backend.running_settings.mtp_enabled)
         await run_suite(pilot, app)
-        configs = [s.config for s in app.probes.summaries]
+        configs = [s.config for s in app.main.probes.state.summaries]
         assert configs == ["MTP n3 c1024", "no MTP c1024"]
-        assert {p.config for p in app.probes.points} == set(configs)
-        off = app.probes.summaries[1]
+        assert {p.config for p in app.main.probes.state.points} == set(configs)
+        off = app.main.probes.state.summaries[1]
         assert off.acceptance is None
-        assert "no MTP" in app.probes.verdict or "MTP" in app.probes.verdict
+        assert "no MTP" in app.main.probes.state.verdict or "MTP" in app.main.probes.state.verdict
         plot = app.query_one("#plot-tg", ProbePlot)
-        assert plot._points == app.probes.points
+        assert plot._points == app.main.probes.state.points
         table = app.query_one("#probe-results", DataTable)
         assert table.row_count == 2
 

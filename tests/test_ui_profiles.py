@@ -81,7 +81,7 @@ async def test_load_profile_fills_the_form() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert not isinstance(app.screen, ProfileDialog)
-        assert app.settings.ctx_size == 2048 and app.settings.model == "/m/small.gguf"
+        assert app.main.plan.settings.ctx_size == 2048 and app.main.plan.settings.model == "/m/small.gguf"
         assert app.query_one("#f-ctx_size", Input).value == "2048"
 
 
@@ -98,9 +98,9 @@ async def test_import_command_line() -> None:
         dialog.query_one("#import-text", TextArea).text = command
         dialog.query_one("#import").press()
         await pilot.pause()
-        assert app.settings.ctx_size == 32768
-        assert app.settings.spec_type == ["draft-mtp"] and app.settings.cache_type_k_draft == "q8_0"
-        assert app.settings.load_mode == "none"  # removed --no-mmap translated by the core
+        assert app.main.plan.settings.ctx_size == 32768
+        assert app.main.plan.settings.spec_type == ["draft-mtp"] and app.main.plan.settings.cache_type_k_draft == "q8_0"
+        assert app.main.plan.settings.load_mode == "none"  # removed --no-mmap translated by the core
 
 
 async def test_import_with_errors_is_refused() -> None:
@@ -114,4 +114,4 @@ async def test_import_with_errors_is_refused() -> None:
         await pilot.pause()
         assert isinstance(app.screen, ProfileDialog)
         assert dialog.query_one("#profile-result").has_class("-error")
-        assert app.settings == samples.settings()
+        assert app.main.plan.settings == samples.settings()

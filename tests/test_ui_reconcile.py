@@ -26,11 +26,11 @@ async def test_after_a_launch_estimate_exact_and_reported_stand_side_by_side(
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("l")
         deadline = time.monotonic() + DEADLINE_S
-        while not (app.server.state == "ready" and any(r.exact_mib is not None for r in app.server.reconcile)) \
-                and app.server.state != "failed" and time.monotonic() < deadline:
+        while not (app.main.server.status.state == "ready" and any(r.exact_mib is not None for r in app.main.server.status.reconcile)) \
+                and app.main.server.status.state != "failed" and time.monotonic() < deadline:
             await pilot.pause(0.05)
-        assert app.server.state == "ready", app.server.failure
-        rows = app.server.reconcile
+        assert app.main.server.status.state == "ready", app.main.server.status.failure
+        rows = app.main.server.status.reconcile
         assert rows and all(r.device == "Host" for r in rows)  # the demo's server is the CPU build
         by = {r.component: r for r in rows}
         # the exact dry run equals what the server then allocated (llama.cpp's own accounting)

@@ -15,7 +15,7 @@ from tui.core.options.settings import Settings
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions
 from tui.ui.screens.search import SearchScreen
-from tui.ui.tuning_actions import with_value
+from tui.ui.screens.main_tuning import with_value
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -57,8 +57,8 @@ async def test_largest_context_accepted_into_the_form(server_bin: Path, tiny_mod
         assert f"--ctx-size {view.value} tokens" in str(screen.query_one("#search-answer").render())
         await pilot.press("enter")
         assert await until(pilot, lambda: not isinstance(app.screen, SearchScreen))
-        assert await until(pilot, lambda: app.settings.ctx_size == view.value)
-        assert app.settings.port == 8111  # only the knob changed
+        assert await until(pilot, lambda: app.main.plan.settings.ctx_size == view.value)
+        assert app.main.plan.settings.port == 8111  # only the knob changed
         await pilot.press("q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)
 
@@ -74,11 +74,11 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
         assert view is not None and view.found and view.value == 0, view
         assert len(view.trials) >= 2 and all(t.outcome == "ok" for t in view.trials)
         await pilot.press("enter")
-        assert await until(pilot, lambda: app.settings.fit_target == [0])
+        assert await until(pilot, lambda: app.main.plan.settings.fit_target == [0])
 
         # Again from a far higher value (many launches down), cancelled after its first trial.
-        app.form.load(with_value(app.settings, "fit_target", 1 << 20))
-        assert await until(pilot, lambda: app.settings.fit_target == [1 << 20])
+        app.main.form.load(with_value(app.main.plan.settings, "fit_target", 1 << 20))
+        assert await until(pilot, lambda: app.main.plan.settings.fit_target == [1 << 20])
         await pilot.press("F")
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
         assert await until(pilot, lambda: app.tuning.search_view is not None and len(app.tuning.search_view.trials) >= 1)
@@ -91,6 +91,6 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
         assert isinstance(app.screen, SearchScreen)
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, SearchScreen))
-        assert app.settings.fit_target == [1 << 20]
+        assert app.main.plan.settings.fit_target == [1 << 20]
         await pilot.press("q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)

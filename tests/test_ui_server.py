@@ -31,9 +31,9 @@ def _options(server_bin: Path, model: Path, tmp_path: Path) -> AppOptions:
 async def wait_state(pilot, app: MtpTuneApp, states: set[str]) -> str:  # noqa: ANN001 - Pilot
     """Poll the App's own view of the server (bounded)."""
     deadline = time.monotonic() + DEADLINE_S
-    while app.server.state not in states and time.monotonic() < deadline:
+    while app.main.server.status.state not in states and time.monotonic() < deadline:
         await pilot.pause(0.05)
-    return app.server.state
+    return app.main.server.status.state
 
 
 def alive(pid: int) -> bool:
@@ -50,10 +50,10 @@ async def test_launch_restart_stop(server_bin: Path, tiny_models: dict[str, Path
     app = make_app(_options(server_bin, tiny_models["tiny-mtp"], tmp_path))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("l")
-        assert await wait_state(pilot, app, {"ready", "failed"}) == "ready", app.server.failure
-        first_pid = app.server.pid
+        assert await wait_state(pilot, app, {"ready", "failed"}) == "ready", app.main.server.status.failure
+        first_pid = app.main.server.status.pid
         assert first_pid and alive(first_pid)
-        url = app.server.url
+        url = app.main.server.status.url
         assert httpx.get(f"{url}/health", timeout=5).status_code == 200
         assert "READY" in str(app.query_one("#server-head").render())
 
@@ -69,9 +69,9 @@ async def test_launch_restart_stop(server_bin: Path, tiny_models: dict[str, Path
         await pilot.pause(0.2)
         assert await wait_state(pilot, app, {"ready", "failed"}) == "ready"
         deadline = time.monotonic() + DEADLINE_S
-        while (app.server.pid == first_pid or app.server.state != "ready") and time.monotonic() < deadline:
+        while (app.main.server.status.pid == first_pid or app.main.server.status.state != "ready") and time.monotonic() < deadline:
             await pilot.pause(0.05)
-        second_pid = app.server.pid
+        second_pid = app.main.server.status.pid
         assert second_pid and second_pid != first_pid and not alive(first_pid)
         argv = app.backend._supervisor.launch.argv
         assert argv[argv.index("--spec-draft-n-max") + 1] == "2"
@@ -87,7 +87,7 @@ async def test_quit_stops_the_server(server_bin: Path, tiny_models: dict[str, Pa
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("l")
         assert await wait_state(pilot, app, {"ready", "failed"}) == "ready"
-        pid = app.server.pid
+        pid = app.main.server.status.pid
         await pilot.press("q")
         deadline = time.monotonic() + DEADLINE_S
         while app.is_running and time.monotonic() < deadline:
@@ -122,12 +122,12 @@ async def test_quit_while_a_probe_streams_cancels_it_before_the_stop(
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("l")
         assert await wait_state(pilot, app, {"ready", "failed"}) == "ready"
-        pid = app.server.pid
+        pid = app.main.server.status.pid
         await pilot.press("p")
         deadline = time.monotonic() + DEADLINE_S
-        while ", pass " not in app.probes.message and time.monotonic() < deadline:
+        while ", pass " not in app.main.probes.state.message and time.monotonic() < deadline:
             await pilot.pause(0.02)
-        assert ", pass " in app.probes.message, app.probes.message  # a request is on its way
+        assert ", pass " in app.main.probes.state.message, app.main.probes.state.message  # a request is on its way
         await pilot.press("q")
         deadline = time.monotonic() + DEADLINE_S
         while app.is_running and time.monotonic() < deadline:

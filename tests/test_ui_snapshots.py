@@ -46,6 +46,7 @@ def test_invalid_value_explained(snap_compare) -> None:
     """A bad value is explained next to its field (validated by the core, shown by the form)."""
 
     async def type_bad_ubatch(pilot) -> None:  # noqa: ANN001 - Pilot
+        await pilot.pause()  # the main screen composes its form after the app is ready
         pilot.app.query_one("#f-ubatch_size").focus()
         await pilot.press("end", "backspace", "backspace", "backspace", "9", "9", "9", "9")
         await pilot.pause()

@@ -85,7 +85,7 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, SweepScreen))
         if app.tuning.running == "sweep":
-            assert "sweep" in str(app.tuning.render()) and app.tuning.has_class("-active")
+            assert "sweep" in str(app.main.tuning_panel.render()) and app.main.tuning_panel.has_class("-active")
         assert await until(pilot, lambda: app.tuning.sweeps_finished == 1), app.tuning.sweep_view
         wall = time.monotonic() - t0
         print(f"2x2 sweep from the TUI: {wall:.1f} s")
@@ -97,7 +97,7 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
         best = [r for r in final.rows if r.mark == "BEST"]
         assert len(best) == 1 and best[0].number == final.best
         assert final.summary and final.summary[0].startswith(f"Best for TG t/s: #{final.best}")
-        assert "last sweep" in str(app.tuning.render())
+        assert "last sweep" in str(app.main.tuning_panel.render())
 
         # w again shows the finished table; b saves the best row as a profile and an INI section.
         await pilot.press("w")

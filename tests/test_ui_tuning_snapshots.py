@@ -85,17 +85,17 @@ def _sweep_in_background(app) -> None:  # noqa: ANN001
     """The TuningPanel as while a sweep runs behind the main screen (the fixed sample's progress)."""
     app.tuning.running = "sweep"
     app.tuning.sweep_view = tuning_samples.sweep_running()
-    app.tuning._refresh()
+    app.main.tuning.changed()
 
 
 async def test_main_screen_shows_a_sweep_running_behind() -> None:
     app = make_app(samples.fixed_options("idle"))
     async with app.run_test(size=(120, 40)) as pilot:
-        assert not app.tuning.has_class("-active")  # nothing has run: the line takes no room
+        assert not app.main.tuning_panel.has_class("-active")  # nothing has run: the line takes no room
         _sweep_in_background(app)
         await pilot.pause()
-        line = str(app.tuning.render())
-        assert app.tuning.has_class("-active") and app.tuning.region.height == 1
+        line = str(app.main.tuning_panel.render())
+        assert app.main.tuning_panel.has_class("-active") and app.main.tuning_panel.region.height == 1
         assert line.startswith("◆ sweep 4/6 rows · 15:17 elapsed · ETA 6:42 · #5 mtp=off ub=1024"), line
         assert "w shows it" in line
 

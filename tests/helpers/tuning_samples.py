@@ -99,7 +99,7 @@ def push_sweep(which: str = "done") -> Any:
 
     async def run_before(pilot: Any) -> None:
         app = pilot.app
-        await app.push_screen(SweepScreen(app.settings, SETUP, ("tasks", "long-prompt"), fixed=view))
+        await app.push_screen(SweepScreen(app.main.plan.settings, SETUP, ("tasks", "long-prompt"), fixed=view))
         await pilot.pause()
 
     return run_before

@@ -84,7 +84,7 @@ class ProbeFinished(Message):
         self.error = error
 
 
-# --- tuning actions (sweep, MTP on/off, searches): posted by their workers to the TuningPanel ---
+# --- tuning actions (sweep, MTP on/off, searches): posted by their workers to the main screen ---
 
 
 class SweepProgressed(Message):
@@ -144,6 +144,14 @@ class SearchFinished(Message):
         self.knob = knob
         self.result = result
         self.error = error
+
+
+class TuningChanged(Message):
+    """The tuning controller's state changed (started, cancelling): redraw its line and screens."""
+
+    def __init__(self, extra: str = "") -> None:
+        super().__init__()
+        self.extra = extra
 
 
 class SweepPreviewed(Message):

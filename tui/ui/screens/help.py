@@ -1,6 +1,9 @@
-"""The help screen (`?`): every key, and what each panel shows."""
+"""The help screen (`?`): every key (from the one table, `tui.ui.keys`, with the user's keymap), and
+what each panel shows."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -8,30 +11,10 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
-HELP = """\
-# mtp-tune keys
+from tui.ui import keys
 
-| key | while typing | action |
-|---|---|---|
-| `l` | `F5` | launch llama-server with the settings on screen |
-| `r` | `F6` | restart it with the settings on screen (fields marked ↻ need this) |
-| `s` | `F7` | stop it (SIGTERM, grace period, SIGKILL) |
-| `p` | `F8` | run the chosen probe suite |
-| `x` | `F9` | cancel the probe run |
-| `o` | | the whole server log of this launch |
-| `m` | | memory after a launch: estimate, exact (llama.cpp), reported (and NVML on a GPU) side by side |
-| `h` | | runs: history, compare two, export |
-| `w` | | sweep: axes over the knobs that matter, planned, run, best saved (keeps running behind) |
-| `a` | | MTP on vs off: interleaved passes, the verdict for your workload |
-| `c` | | search the largest context that fits (plan, then a launch); Enter puts it in the form |
-| `F` | | search the smallest `--fit-target` that survives the first decode; Enter puts it in the form |
-| `f` | | profiles: save TOML, write a `--models-preset` INI section, load, import a command line |
-| `e` | | edit settings (`Escape` leaves the form, `Tab` moves between fields) |
-| `t` | | next theme (all themes: command palette → "theme") |
-| `?` | `F1` | this help |
-| `Ctrl+P` | `Ctrl+P` | command palette: every action by name |
-| `q` | `Ctrl+Q` | quit, stopping the server mtp-tune started |
-
+#: What each panel and view shows; the key table above it is built from `tui.ui.keys`.
+PANELS = """\
 ## The screen
 
 - **VRAM**: per device, the *plan* for the settings on screen as stacked segments
@@ -88,13 +71,22 @@ Press `Escape` or `q` to close this screen.
 """
 
 
+def help_text(keymap: Mapping[str, str]) -> str:
+    """The whole help page: the key table for `keymap` (id -> keys), then the panels."""
+    return f"# mtp-tune keys\n\n{keys.help_table(keymap)}\n\n{PANELS}"
+
+
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 96; max-width: 100%; height: 90%; border: round $primary; background: $surface; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help_screen.close")]
+
+    def __init__(self, keymap: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self.text = help_text(keymap or {})
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Markdown(HELP)
+            yield Markdown(self.text)

@@ -14,7 +14,7 @@ class LogScreen(ModalScreen[None]):
     LogScreen > #log-path { height: 1; background: $panel; color: $foreground; padding: 0 1; }
     LogScreen > Log { height: 1fr; border: round $primary; }
     """
-    BINDINGS = [Binding("escape,q,o", "dismiss", "Close"), Binding("G", "end", "End"), Binding("g", "home", "Top")]
+    BINDINGS = [Binding("escape,q,o", "dismiss", "Close", id="log_screen.close"), Binding("G", "end", "End", id="log_screen.end"), Binding("g", "home", "Top", id="log_screen.top")]
 
     def __init__(self, lines: list[str], path: str | None) -> None:
         super().__init__()

@@ -33,7 +33,7 @@ class ProfileDialog(ModalScreen[Settings | None]):
     ProfileDialog #profile-result { height: auto; padding: 0 1; color: $success; }
     ProfileDialog #profile-result.-error { color: $error; }
     """
-    BINDINGS = [Binding("escape", "close", "Close")]
+    BINDINGS = [Binding("escape", "close", "Close", id="profiles_screen.close")]
 
     def __init__(self, backend: object, settings: Settings) -> None:
         super().__init__()

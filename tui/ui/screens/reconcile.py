@@ -84,7 +84,7 @@ class ReconcileScreen(ModalScreen[None]):
     ReconcileScreen > VerticalScroll { width: 100; max-width: 100%; height: 90%; border: round $primary; background: $surface; padding: 0 1; }
     ReconcileScreen #reconcile-table { width: auto; text-wrap: nowrap; }
     """
-    BINDINGS = [Binding("escape,q,m", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,m", "dismiss", "Close", id="memory_screen.close")]
 
     def __init__(self, rows: tuple[ReconcileRow, ...], nvml: dict[str, float] | None, exact_reason: str = "") -> None:
         super().__init__()

@@ -36,12 +36,12 @@ class RunsScreen(Screen[None]):
     RunsScreen #export-format { width: 16; }
     """
     BINDINGS = [
-        Binding("escape,q,h", "close", "Back"),
-        Binding("space", "mark", "Mark"),
-        Binding("c", "compare", "Compare"),
-        Binding("e", "export", "Export"),
-        Binding("E", "cycle_format", "Format"),
-        Binding("R", "reload", "Reload"),
+        Binding("escape,q,h", "close", "Back", id="runs_screen.close"),
+        Binding("space", "mark", "Mark", id="runs_screen.mark"),
+        Binding("c", "compare", "Compare", id="runs_screen.compare"),
+        Binding("e", "export", "Export", id="runs_screen.export"),
+        Binding("E", "cycle_format", "Format", id="runs_screen.format"),
+        Binding("R", "reload", "Reload", id="runs_screen.reload"),
     ]
 
     class Loaded(Message):

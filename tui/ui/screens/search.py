@@ -7,7 +7,7 @@ form (the screen is dismissed with the value) and `Escape` closes without changi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,13 +21,17 @@ from tui.ui.theme_colors import rich_style
 from tui.ui.tuning_view import SearchView, clock
 from tui.ui.widgets.sweep_table import fill
 
+if TYPE_CHECKING:
+    from tui.ui.app import MtpTuneApp
+    from tui.ui.controllers.tuning import TuningController
+
 OUTCOME_COLOUR = {"ok": "success", "oom": "error", "overshoot": "warning", "failed": "error", "cancelled": "warning"}
 UNITS = {"ctx_size": "tokens", "fit_target": "MiB"}
 FLAGS = {"ctx_size": "--ctx-size", "fit_target": "--fit-target"}
 
 
 class SearchScreen(ModalScreen[Any]):
-    """Shows the TuningPanel's search; dismissed with the value found when the answer is accepted."""
+    """Shows the tuning controller's search; dismissed with the value found when the answer is accepted."""
 
     DEFAULT_CSS = """
     SearchScreen { align: center middle; }
@@ -40,9 +44,9 @@ class SearchScreen(ModalScreen[Any]):
     SearchScreen #search-answer.-none { color: $warning; }
     """
     BINDINGS = [
-        Binding("enter", "accept", "Accept"),
-        Binding("x", "cancel", "Cancel search"),
-        Binding("escape", "close", "Close"),
+        Binding("enter", "accept", "Accept", id="search_screen.accept"),
+        Binding("x", "cancel", "Cancel search", id="search_screen.cancel"),
+        Binding("escape", "close", "Close", id="search_screen.close"),
     ]
 
     def __init__(self, knob: str, *, fixed: SearchView | None = None) -> None:
@@ -63,8 +67,8 @@ class SearchScreen(ModalScreen[Any]):
         if self.fixed is not None:
             self.show(self.fixed)
             return
-        panel = getattr(self.app, "tuning", None)
-        if panel is not None and panel.search_view is not None:
+        panel = cast("MtpTuneApp", self.app).tuning
+        if panel.search_view is not None:
             self.show(panel.search_view)
 
     def _columns(self) -> list[str]:
@@ -92,7 +96,7 @@ class SearchScreen(ModalScreen[Any]):
         answer.set_class(view.found, "-found")
         answer.set_class(view.done and not view.found, "-none")
 
-    def tuning_changed(self, panel: Any) -> None:
+    def tuning_changed(self, panel: TuningController) -> None:
         if self.is_mounted and self.fixed is None and panel.search_view is not None and panel.search_view.knob == self.knob:
             self.show(panel.search_view)
 
@@ -105,8 +109,8 @@ class SearchScreen(ModalScreen[Any]):
         self.dismiss(view.value)
 
     def action_cancel(self) -> None:
-        panel = getattr(self.app, "tuning", None)
-        if panel is not None and panel.running == "search":
+        panel = cast("MtpTuneApp", self.app).tuning
+        if panel.running == "search":
             panel.cancel()
 
     def action_close(self) -> None:

@@ -3,14 +3,14 @@
 The grid is planned as the fields change (planned memory and risk per row; predicted OOMs are
 skipped unless "try anyway" is ticked). `g` runs it (or resumes it: finished rows are kept), `x`
 cancels, `b` saves the best row as a TOML profile and an INI section. The sweep itself runs in the
-main screen's TuningPanel, so `Escape` goes back while it keeps running.
+main screen's tuning controller, so `Escape` goes back while it keeps running.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -29,6 +29,10 @@ from tui.ui.widgets.inputs import TextInput
 from tui.ui.widgets.probe_plot import ProbePlot
 from tui.ui.widgets.sweep_chart import SweepChart
 from tui.ui.widgets.sweep_table import SweepTable
+
+if TYPE_CHECKING:
+    from tui.ui.app import MtpTuneApp
+    from tui.ui.controllers.tuning import TuningController
 
 OBJECTIVE_HINT = "tg, pp or workload:IN,OUT"
 
@@ -79,16 +83,16 @@ class SweepScreen(Screen[None]):
     """
     AUTO_FOCUS = "#sweep-table"
     BINDINGS = [
-        Binding("escape", "back", "Back"),
-        Binding("g", "run", "Run/resume"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("b", "save_best", "Save best"),
-        Binding("e", "edit", "Edit axes"),
-        Binding("r", "resume_saved", "Saved sweep"),
-        *[Binding(str(i + 1), f"edit({i})", f"Edit axis {i + 1}", show=False) for i in range(len(SWEEP_KNOBS))],
-        Binding("f5", "run", "Run", show=False, priority=True),
-        Binding("f9", "cancel", "Cancel", show=False, priority=True),
-        Binding("f4", "save_best", "Save best", show=False, priority=True),
+        Binding("escape", "back", "Back", id="sweep_screen.back"),
+        Binding("g", "run", "Run/resume", id="sweep_screen.run"),
+        Binding("x", "cancel", "Cancel", id="sweep_screen.cancel"),
+        Binding("b", "save_best", "Save best", id="sweep_screen.save_best"),
+        Binding("e", "edit", "Edit axes", id="sweep_screen.edit"),
+        Binding("r", "resume_saved", "Saved sweep", id="sweep_screen.saved"),
+        *[Binding(str(i + 1), f"edit({i})", f"Edit axis {i + 1}", show=False, id=f"sweep_screen.axis{i + 1}") for i in range(len(SWEEP_KNOBS))],
+        Binding("f5", "run", "Run", show=False, priority=True, id="sweep_screen.typing.run"),
+        Binding("f9", "cancel", "Cancel", show=False, priority=True, id="sweep_screen.typing.cancel"),
+        Binding("f4", "save_best", "Save best", show=False, priority=True, id="sweep_screen.typing.save_best"),
     ]
 
     def __init__(self, settings: Settings, setup: SweepSetup, suites: tuple[str, ...], *,
@@ -161,7 +165,7 @@ class SweepScreen(Screen[None]):
             return
         self._planner = tuning.planner(self.simulate)
         panel = self._panel()
-        if panel is not None and panel.running == "sweep" and panel.sweep_view is not None:
+        if panel.running == "sweep" and panel.sweep_view is not None:
             self.show(panel.sweep_view)
         self._request_preview()
 
@@ -172,8 +176,8 @@ class SweepScreen(Screen[None]):
         self.set_class(self.app.size.width < 110, "-narrow")
         self.set_class(self.app.size.height < 34, "-short")
 
-    def _panel(self) -> Any:
-        return getattr(self.app, "tuning", None)
+    def _panel(self) -> TuningController:
+        return cast("MtpTuneApp", self.app).tuning
 
     # --- setup -> definition -> plan -----------------------------------------------------------
 
@@ -229,8 +233,7 @@ class SweepScreen(Screen[None]):
             return
         self.problem = None
         self.defn, self.plans, self.preview = message.defn, message.plans, message.view
-        panel = self._panel()
-        if panel is not None and panel.running == "sweep":
+        if self._panel().running == "sweep":
             return  # the running sweep stays on screen
         oom = sum(1 for r in message.view.rows if r.risk == "oom")
         done = sum(1 for r in message.view.rows if r.status not in ("pending", "running"))
@@ -273,8 +276,8 @@ class SweepScreen(Screen[None]):
         text = f"#{row.number}: {row.note}" if row is not None and row.note else ""
         self.query_one("#sweep-note", Static).update(Content(text))
 
-    def tuning_changed(self, panel: Any) -> None:
-        """The TuningPanel's state changed: show the sweep while it runs, and its last view after."""
+    def tuning_changed(self, panel: TuningController) -> None:
+        """The tuning controller's state changed: show the sweep while it runs, and its last view after."""
         if self.fixed is not None or panel.sweep_view is None or not self.is_mounted:
             return
         if panel.running == "sweep" or (self.defn is not None and panel.sweep_defn is not None
@@ -299,7 +302,7 @@ class SweepScreen(Screen[None]):
 
     def action_cancel(self) -> None:
         panel = self._panel()
-        if panel is not None and panel.running == "sweep":
+        if panel.running == "sweep":
             panel.cancel()
 
     def action_save_best(self) -> None:

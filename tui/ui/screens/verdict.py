@@ -1,13 +1,13 @@
 """The MTP on/off verdict (`a`): passes interleaved A B A B, then the answer for the user's workload.
 
 The input and output lengths are editable; the verdict is recomputed at once from the same passes
-(`MtpVerdict.for_workload`, nothing is run again). The A/B runs in the main screen's TuningPanel,
+(`MtpVerdict.for_workload`, nothing is run again). The A/B runs in the main screen's tuning controller,
 so `Escape` goes back while it keeps running; `x` cancels, `g` runs it again.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on
@@ -22,6 +22,10 @@ from tui.ui.theme_colors import rich_style
 from tui.ui.tuning_view import VerdictView, clock
 from tui.ui.widgets.inputs import TextInput
 from tui.ui.widgets.sweep_table import fill
+
+if TYPE_CHECKING:
+    from tui.ui.app import MtpTuneApp
+    from tui.ui.controllers.tuning import TuningController
 
 VERDICT_COLOUR = {"better": "success", "worse": "error", "same": "foreground-muted", "inconclusive": "warning"}
 COLUMNS = ("metric", "MTP off", "MTP on", "change", "verdict")
@@ -68,12 +72,12 @@ class VerdictScreen(Screen[None]):
     """
     AUTO_FOCUS = "#verdict-table"
     BINDINGS = [
-        Binding("escape", "back", "Back"),
-        Binding("g", "rerun", "Run again"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("i", "edit", "Workload"),
-        Binding("f5", "rerun", "Run again", show=False, priority=True),
-        Binding("f9", "cancel", "Cancel", show=False, priority=True),
+        Binding("escape", "back", "Back", id="verdict_screen.back"),
+        Binding("g", "rerun", "Run again", id="verdict_screen.run"),
+        Binding("x", "cancel", "Cancel", id="verdict_screen.cancel"),
+        Binding("i", "edit", "Workload", id="verdict_screen.workload"),
+        Binding("f5", "rerun", "Run again", show=False, priority=True, id="verdict_screen.typing.run"),
+        Binding("f9", "cancel", "Cancel", show=False, priority=True, id="verdict_screen.typing.cancel"),
     ]
 
     def __init__(self, *, fixed: VerdictView | None = None, workload: tuple[int, int] = (1000, 500),
@@ -111,14 +115,14 @@ class VerdictScreen(Screen[None]):
             self.show(self.fixed)
             return
         panel = self._panel()
-        if panel is not None and panel.verdict_view is not None:
+        if panel.verdict_view is not None:
             self.show(panel.verdict_view)
 
     def on_resize(self) -> None:
         self.set_class(self.app.size.height < 34, "-short")
 
-    def _panel(self) -> Any:
-        return getattr(self.app, "tuning", None)
+    def _panel(self) -> TuningController:
+        return cast("MtpTuneApp", self.app).tuning
 
     def show(self, view: VerdictView) -> None:
         self.view = view
@@ -146,7 +150,7 @@ class VerdictScreen(Screen[None]):
         self.query_one("#verdict-answer", Static).update(Content(view.error or view.answer))
         self.query_one("#verdict-passes", Static).update(Content(" · ".join(view.passes)))
 
-    def tuning_changed(self, panel: Any) -> None:
+    def tuning_changed(self, panel: TuningController) -> None:
         if self.is_mounted and self.fixed is None and panel.verdict_view is not None:
             self.show(panel.verdict_view)
 
@@ -167,24 +171,21 @@ class VerdictScreen(Screen[None]):
                 old = self.view or self.fixed
                 self.show(verdict_view(self.fixed_verdict, done=old.done, total=old.total, message=old.message))
             return
-        panel = self._panel()
-        if panel is not None:
-            view = panel.rejudge(n_in, n_out)
-            if view is not None:
-                self.show(view)
+        view = self._panel().rejudge(n_in, n_out)
+        if view is not None:
+            self.show(view)
 
     def action_rerun(self) -> None:
         if self.fixed is not None:
             self.notify("this is a fixed preview; nothing runs", severity="warning")
             return
-        panel = self._panel()
-        reason = panel.start_ab_on_screen() if panel is not None else "no tuning panel"
+        reason = cast("MtpTuneApp", self.app).main.start_ab()
         if reason:
             self.notify(reason, title="Cannot run MTP on vs off", severity="warning")
 
     def action_cancel(self) -> None:
         panel = self._panel()
-        if panel is not None and panel.running == "ab":
+        if panel.running == "ab":
             panel.cancel()
 
     def action_edit(self) -> None:

@@ -57,7 +57,7 @@ class SettingsForm(VerticalScroll):
     SettingsForm .problem { padding-left: 2; height: auto; color: $error; }
     SettingsForm .problem.-warning { color: $warning; }
     """
-    BINDINGS = [Binding("escape", "leave", "Leave form")]
+    BINDINGS = [Binding("escape", "leave", "Leave form", id="form.leave")]
 
     class Changed(Message):
         """The settings on screen changed; `parse_errors` are fields whose text is not a value."""

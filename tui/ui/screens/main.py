@@ -1,0 +1,327 @@
+"""The main screen: the whole tuning loop on one screen, and its keys (Posting's `MainScreen`).
+
+It composes the layout, owns the main keys (`MainScreen.BINDINGS`, from `tui.ui.keys`: inert on any
+other screen, no guard needed) and the controllers that own the work (tui/ui/controllers). Workers
+post messages here; the handlers hand them to a controller and show what comes back ("attributes
+down, messages up"). Widgets only display what they are given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from tui.ui import keys
+from tui.ui.backend import Backend
+from tui.ui.controllers.host import Notice
+from tui.ui.controllers.plan import PlanController
+from tui.ui.controllers.probes import ProbeController
+from tui.ui.controllers.server import ServerController
+from tui.ui.controllers.tuning import TuningController
+from tui.ui.messages import (
+    AbFinished, AbProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, Sampled, SearchFinished,
+    SearchProgressed, ServerActionDone, ServerUpdated, SweepFinished, SweepProgressed, TuningChanged,
+)
+from tui.ui.options import AppOptions
+from tui.ui.view import PlanView
+from tui.ui.widgets.probe_panel import ProbePanel
+from tui.ui.widgets.server_panel import ServerPanel
+from tui.ui.widgets.settings_form import SettingsForm
+from tui.ui.widgets.tuning_panel import TuningPanel
+from tui.ui.widgets.vram_bars import VramBars
+
+if TYPE_CHECKING:
+    from tui.ui.app import MtpTuneApp
+
+NARROW_WIDTH = 110
+SHORT_HEIGHT = 34
+
+
+@runtime_checkable
+class TuningWatcher(Protocol):
+    """A screen that shows a tuning action (sweep, verdict, search) while it runs."""
+
+    def tuning_changed(self, tuning: TuningController) -> None: ...
+
+
+class MainScreen(Screen[None]):
+    """The VRAM bars, the settings form, the server and probe panels, and the tuning line."""
+
+    BINDINGS = keys.bindings("main")
+
+    def __init__(self, options: AppOptions, backend: Backend) -> None:
+        super().__init__()
+        self.options, self.backend, self.fixed = options, backend, options.fixed
+        self.server = ServerController(backend, options, self)
+        self.plan = PlanController(backend, options, self, self.server)
+        self.probes = ProbeController(backend, self, fixed=self.fixed is not None)
+        self.tuning = TuningController(backend, options, self, self.server, self.plan)
+
+    @property
+    def mtp_app(self) -> MtpTuneApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◆")
+        yield VramBars(id="vram")
+        with Horizontal(id="main"):
+            yield SettingsForm(self.plan.settings, lazy=self.fixed is None, id="settings-form")
+            with Vertical(id="right"):
+                yield ServerPanel(id="server")
+                yield ProbePanel(self.probes.state.suites, defer_plots=self.fixed is None, id="probes")
+        yield TuningPanel(id="tuning")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.vram = self.query_one(VramBars)
+        self.form = self.query_one(SettingsForm)
+        self.server_panel = self.query_one(ServerPanel)
+        self.probe_panel = self.query_one(ProbePanel)
+        self.tuning_panel = self.query_one(TuningPanel)
+        self._apply_size_classes()
+        if self.fixed is not None:
+            self._show_fixed()
+            return
+        self.call_after_refresh(self._start_live)
+
+    def _start_live(self) -> None:
+        """Telemetry, the server watch and the autolaunch start after the first frame is on screen."""
+        self.form.announce()  # validates the starting settings (and plans them)
+        self.server.watch()
+        self.backend.start_sampler(lambda snap: self.post_message(Sampled(snap)))
+        self._show_server()
+        if self.options.autolaunch and self.backend.can_launch:
+            self.call_after_refresh(self.action_launch)
+
+    def on_resize(self) -> None:
+        self._apply_size_classes()
+
+    def _apply_size_classes(self) -> None:
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
+        self.set_class(self.app.size.height < SHORT_HEIGHT, "-short")
+
+    def _show_fixed(self) -> None:
+        fixed = self.fixed
+        assert fixed is not None
+        self.plan.snapshot = fixed.snapshot  # type: ignore[assignment]
+        self.plan.view = fixed.plan
+        self.server.status = fixed.server
+        self.probes.state = dataclasses.replace(fixed.probes, suites=self.probes.state.suites)
+        self.vram.show(self.plan.view, self.plan.snapshot)
+        self._show_server()
+        self.probe_panel.show(self.probes.state)
+        if self.server.status.state == "ready":
+            self.form.mark_running(self.plan.settings)
+
+    def _notice(self, notice: Notice | None) -> None:
+        if notice is not None:
+            self.app.notify(notice.message, title=notice.title, severity=notice.severity,  # type: ignore[arg-type]
+                            **({} if notice.timeout is None else {"timeout": notice.timeout}))
+
+    # --- settings -> validation -> plan ----------------------------------------------------------
+
+    @on(SettingsForm.Changed)
+    def _settings_changed(self, event: SettingsForm.Changed) -> None:
+        problems = self.plan.validate(event.settings, event.parse_errors)
+        self.form.show_problems(list(problems))
+        restart = self.form.mark_running(self.server.running_settings())
+        self._show_server(restart_needed=restart)
+        if self.fixed is None:
+            self._show_plan(self.plan.replan())
+
+    @on(Planned)
+    def _planned(self, message: Planned) -> None:
+        self._show_plan(self.plan.take_estimate(message.plan))
+
+    @on(ExactPlanned)
+    def _exact_planned(self, message: ExactPlanned) -> None:
+        self._show_plan(self.plan.take_exact(message.rid, message.plan))
+
+    def _show_plan(self, plan: PlanView | None) -> None:
+        if plan is not None:
+            self.vram.show(plan, self.plan.snapshot)
+
+    @on(Sampled)
+    def _sampled(self, message: Sampled) -> None:
+        first_plan = self.plan.sampled(message.snapshot)
+        self.vram.show(self.plan.view, self.plan.snapshot)
+        self._show_plan(first_plan)
+
+    # --- server ----------------------------------------------------------------------------------
+
+    def _show_server(self, restart_needed: frozenset[str] | None = None) -> None:
+        if restart_needed is None:
+            restart_needed = self.form.restart_fields
+        self.server_panel.show(self.server.status, restart_needed)
+
+    def action_launch(self) -> None:
+        """Start llama-server with the settings on screen."""
+        self._notice(self.server.act("launch", self.plan.settings, self.plan.problems))
+
+    def action_restart(self) -> None:
+        """Restart llama-server with the settings on screen."""
+        self._notice(self.server.act("restart", self.plan.settings, self.plan.problems))
+
+    def action_stop_server(self) -> None:
+        """Stop llama-server (SIGTERM, grace period, then SIGKILL)."""
+        self._notice(self.server.act("stop", None, self.plan.problems))
+
+    @on(ServerUpdated)
+    def _server_updated(self) -> None:
+        if self.server.updated():
+            self.form.mark_running(self.server.running_settings())
+        self._show_server()
+
+    @on(ServerActionDone)
+    def _server_action_done(self, message: ServerActionDone) -> None:
+        self.server.action_done(message)
+        self.form.mark_running(self.server.running_settings())
+        self._show_server()
+        if message.error:
+            self._notice(Notice(message.error, f"{message.action} failed", "error", 12))
+        self._show_plan(self.plan.after_server_action())
+        if self.server.quitting and message.action == "stop":
+            self.app.exit(0)
+
+    # --- probes ----------------------------------------------------------------------------------
+
+    def action_run_probes(self) -> None:
+        """Run the chosen probe suite against the running server."""
+        refused = self.probes.refused(self.server.status)
+        if refused is not None:
+            self._notice(refused)
+            return
+        self.probe_panel.show(self.probes.start(self.probe_panel.suite, self.plan.settings))
+
+    def action_cancel_probes(self) -> None:
+        """Cancel the probe run (the request in flight finishes first)."""
+        state = self.probes.cancel()
+        if state is not None:
+            self.probe_panel.show(state)
+
+    @on(ProbeUpdated)
+    def _probe_updated(self, message: ProbeUpdated) -> None:
+        state = self.probes.updated(message.state)
+        if state is not None:
+            self.probe_panel.show(state)
+
+    @on(ProbeFinished)
+    def _probe_finished(self, message: ProbeFinished) -> None:
+        self.probe_panel.show(self.probes.finished(message))
+        if message.error:
+            self._notice(Notice(message.error, "Probe run failed", "error", 12))
+        # A saved run says so in the panel ("ok: 6 request(s), run 12"); no toast per run, which
+        # piled up render state over a long session of probing (bench/bench_soak.py).
+
+    # --- tuning (tui/ui/screens/main_tuning.py opens their screens) --------------------------------
+
+    @on(SweepProgressed)
+    @on(SweepFinished)
+    @on(AbProgressed)
+    @on(AbFinished)
+    @on(SearchProgressed)
+    @on(SearchFinished)
+    def _tuning_news(self, message: Message) -> None:
+        self._notice(self.tuning.take(message))
+        self._show_tuning()
+
+    @on(TuningChanged)
+    def _tuning_changed(self, message: TuningChanged) -> None:
+        self._show_tuning(message.extra)
+
+    def _show_tuning(self, extra: str = "") -> None:
+        self.tuning_panel.show(self.tuning.line(extra))
+        for screen in self.app.screen_stack:
+            if isinstance(screen, TuningWatcher):
+                screen.tuning_changed(self.tuning)
+
+    def start_ab(self) -> str | None:
+        """MTP on vs off with what this screen shows: its settings, the probe panel's suite, and the
+        probe options (repeats become passes per side); returns why it cannot start."""
+        return self.tuning.start_ab(self.plan.settings, suite=self.probe_panel.suite,
+                                    passes=max(1, self.options.probe_repeat), n_predict=self.options.probe_n_predict)
+
+    def action_sweep(self) -> None:
+        """Sweep the knobs that matter from the settings on screen."""
+        from tui.ui.screens import main_tuning
+
+        main_tuning.open_sweep(self)
+
+    def action_mtp_ab(self) -> None:
+        """MTP on vs off, interleaved, and the verdict for the workload."""
+        from tui.ui.screens import main_tuning
+
+        main_tuning.open_ab(self)
+
+    def action_search_ctx(self) -> None:
+        """The largest context that fits (planned, then confirmed by a launch)."""
+        from tui.ui.screens import main_tuning
+
+        main_tuning.open_search(self, "ctx")
+
+    def action_search_fit(self) -> None:
+        """The smallest --fit-target that survives the first decode."""
+        from tui.ui.screens import main_tuning
+
+        main_tuning.open_search(self, "fit")
+
+    # --- other screens -------------------------------------------------------------------------
+
+    def action_memory(self) -> None:
+        """Memory after the launch: estimate, exact, reported (and NVML on a GPU) side by side."""
+        from tui.ui.adapters.reconciling import nvml_by_device
+        from tui.ui.screens.reconcile import ReconcileScreen
+
+        status = self.server.status
+        nvml = None if self.fixed is not None else nvml_by_device(self.plan.snapshot)
+        self.app.push_screen(ReconcileScreen(status.reconcile, nvml, status.reconcile_exact_reason))
+
+    def action_raw_log(self) -> None:
+        """The whole server log of this launch."""
+        from tui.ui.screens.log_view import LogScreen
+
+        lines, path = self.backend.full_log()
+        if self.fixed is not None:
+            lines, path = list(self.server.status.log_tail), self.server.status.log_path
+        self.app.push_screen(LogScreen(lines, path))
+
+    def action_runs(self) -> None:
+        """Stored probe runs: history, compare two, export."""
+        from tui.ui.screens.runs import RunsScreen
+
+        fixed = self.fixed
+        self.app.push_screen(RunsScreen(self.backend, fixed=fixed.runs if fixed else None,
+                                        comparison=fixed.comparison if fixed else (),
+                                        compared=fixed.compared if fixed else ()))
+
+    def action_profiles(self) -> None:
+        """Save, load, export or import settings."""
+        from tui.ui.screens.profile_dialog import ProfileDialog
+
+        def loaded(settings: Any) -> None:
+            if settings is not None:
+                self.form.load(settings)
+
+        self.app.push_screen(ProfileDialog(self.backend, self.plan.settings), loaded)
+
+    def action_help(self) -> None:
+        """Keys (with the user's keymap) and what each panel shows."""
+        from tui.ui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen(self.mtp_app.keymap))
+
+    def action_edit(self) -> None:
+        """Move the focus into the settings form (Escape leaves it)."""
+        self.form.focus_field("ctx_size")
+
+    def shutdown(self) -> None:
+        """Quitting: cancel the probe run and the tuning action (bounded wait for its server)."""
+        self.probes.cancel_event.set()
+        self.tuning.shutdown()
