@@ -48,10 +48,9 @@ class PlanController:
         return self.problems
 
     def device_count(self) -> int | None:
-        """How many devices llama-server would offload to (None: not known yet)."""
-        if self.snapshot is not None:
-            return len(self.snapshot.devices) or None
-        return self.backend.device_count()
+        """How many devices llama-server would offload to, as it counts them: the one device list's
+        (`DeviceSet.count`), `--rpc` servers included; None while not known yet."""
+        return self.backend.device_count(self.settings, self.snapshot)
 
     def replan(self) -> PlanView | None:
         """After a settings change: plan them, unless they have errors (the last plan stays: it is for
