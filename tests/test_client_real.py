@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.supervisor_util import BASE_ARGS, FINAL, MTP_ARGS, make_supervisor, pid_gone
-from tui.core.server.client import LlamaClient, ServerGone, ServerUnreachable, Unauthorized
+from tui.core.server.client import LlamaClient
+from tui.core.server.client_errors import ServerGone, ServerUnreachable, Unauthorized
 from tui.core.server.failures import FailureKind
 from tui.core.server.events import ServerState
 from tui.core.server.supervisor import Supervisor

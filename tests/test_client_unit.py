@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tui.core.server.client import (
+from tui.core.server.client import LlamaClient
+from tui.core.server.client_errors import (
     ClientTimeout,
-    LlamaClient,
     ServerGone,
     ServerHTTPError,
     ServerLoading,

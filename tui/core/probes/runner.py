@@ -27,7 +27,8 @@ from tui.core.probes.run_types import (
 )
 from tui.core.probes.suites import ProbePrompt, Suite
 from tui.core.probes.transport import Cancelled, MetricsScraper, ProbeClient, RunFailed, cancellable, send
-from tui.core.server.client import ClientError, ClientTimeout, CompletionResult, ServerGone, ServerHTTPError
+from tui.core.server.client_errors import ClientError, ClientTimeout, ServerGone, ServerHTTPError
+from tui.core.server.replies import CompletionResult
 
 #: Tokens of the warm-up request: enough to allocate every graph once.
 WARMUP_N_PREDICT = 8

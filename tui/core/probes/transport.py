@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from tui.core.probes.records import METRIC_COUNTERS
 from tui.core.probes.suites import ProbePrompt
-from tui.core.server.client import CompletionResult, ServerGone, ServerHTTPError
+from tui.core.server.client_errors import ServerGone, ServerHTTPError
+from tui.core.server.replies import CompletionResult
 from tui.core.server.metrics import Metrics
 
 CANCEL_POLL_S = 0.05

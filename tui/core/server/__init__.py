@@ -14,7 +14,11 @@ attach       Attachment: a server mtp-tune only watches
 handle       ServerHandle (the typed interface of both) and RunningSettings (what a server runs with)
 preset_check the real router's verdict on a --models-preset file
 client       the async HTTP client (and the pollers' sync client); metrics: /metrics as data
+client_errors  every way a request can end other than an answer (ClientError and its kinds)
+replies      what the server answers (Health, CompletionResult) and the SSE/text readers
 failures     Failure and the endings the supervisor decides; classify: a log read into a Failure
+oom          an out-of-memory ending (device or host, what was allocated); model_failures: a model
+             that cannot be loaded (missing, not a GGUF, truncated, unknown architecture)
 memreport    the memory lines of a launch log as data
 binary       what an installed llama-server is and accepts (`--version`, one cached `--help`)
 provision    finding or building the llama-server binary

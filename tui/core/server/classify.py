@@ -1,5 +1,8 @@
 """Reading a llama-server ending (exit status and log) into a `Failure` a user can act on.
 
+This module reads arguments, MTP, ports, presets and signals; out-of-memory lines are `oom`'s, a model
+that cannot be loaded is `model_failures`'s.
+
 llama-server reports most failures as a wall of log followed by exit code 1; a few end with a signal
 and no log at all (the OOM killer's SIGKILL). Patterns are the verbatim wording of llama.cpp b11434
 (common/arg.cpp, ggml/src/gguf.cpp, src/llama-*.cpp, tools/server/*, the CUDA/Vulkan/Metal/CPU
@@ -18,6 +21,8 @@ from pathlib import Path
 from tui.core.options.reader import value as opt_value
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.server.failures import Failure, FailureKind, strip_prefix
+from tui.core.server.model_failures import model_failure, model_path
+from tui.core.server.oom import oom_failure
 
 
 #: Flags removed from llama-server (b11434) and what replaces them; also older/fork spellings.
@@ -51,53 +56,11 @@ _ENV_ERR = re.compile(r'error while handling environment variable "([^"]+)": (.*
 _INVALID_ARG = re.compile(r"error: invalid argument: (\S+)")
 _CACHE_TYPE = re.compile(r"Unsupported cache type: (\S+)")
 _SPEC_TYPE = re.compile(r"unknown speculative type: (\S+)")
-_OPEN_FAIL = re.compile(r"failed to open GGUF file '(.+?)' \((.+?)\)")
-_BAD_MAGIC = re.compile(r"invalid magic characters: '(.*)', expected 'GGUF'")
-_LOADING = re.compile(r"loading model '(.+?)'")
-_LOAD_FAIL = re.compile(r"failed to load model(?: from|,)? '?([^']+?)'?$")
-_TRUNCATED = re.compile(
-    r"data is not within the file bounds|failed to read (?:magic|header|key-value pairs|tensor info|tensor data)"
-    r"|exceeds remaining file size|failed to seek to beginning of data section"
-)
-_TENSOR_OOB = re.compile(r"tensor '([^']+)' data is not within the file bounds")
-_UNKNOWN_ARCH = re.compile(r"unknown model architecture: '([^']*)'")
 _NO_MTP = re.compile(r"model doesn't contain MTP layers|failed to create MTP context")
 _BIND = re.compile(r"couldn't bind HTTP server socket, hostname: ([^,]+), port: (\d+)")
 _ROUTER_INIT = re.compile(r"failed to initialize router models: (.*)")
 _PRESET_KEY = re.compile(r"option '([^']+)' not recognized in preset '([^']*)'")
 _ASSERT = re.compile(r"GGML_ASSERT\(.*\) failed|GGML_ABORT|terminate called|what\(\):|Segmentation fault")
-
-# Memory: (regex, where) with where in {"device", "host"}; a named group `buf` is a buffer type
-# (CUDA0, Vulkan0, CPU, CUDA_Host, Metal...), `dev` a CUDA device index, `size` a size in MiB.
-_OOM_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"allocating (?P<size>[\d.]+) MiB on device (?P<dev>\d+): (?:cuda|hip|musa)Malloc failed: "
-                r"out of memory", re.I), "device"),
-    (re.compile(r"(?:cuda|hip|musa)Malloc failed: out of memory", re.I), "device"),
-    (re.compile(r"(?:CUDA|ROCm|MUSA) error: out of memory"), "device"),
-    (re.compile(r"ErrorOutOfDeviceMemory|OutOfDeviceMemoryError|out of device memory|OUT_OF_DEVICE_MEMORY", re.I),
-     "device"),
-    (re.compile(r"Device memory allocation of size (?P<bytes>\d+) failed"), "device"),
-    (re.compile(r"failed to allocate Metal buffer"), "device"),
-    (re.compile(r"ggml_metal\w*: error: failed to allocate buffer, size = *(?P<size>[\d.]+) MiB"), "device"),
-    (re.compile(r"failed to allocate (?P<buf>[\w.:\[\]-]+) buffer of size (?P<bytes>\d+)"), "auto"),
-    (re.compile(r"unable to allocate (?P<buf>[\w.-]+) buffer"), "auto"),
-    (re.compile(r"ErrorOutOfHostMemory|OutOfHostMemoryError", re.I), "host"),
-    (re.compile(r"insufficient memory \(attempted to allocate (?P<mb>[\d.]+) MB\)"), "host"),
-    (re.compile(r"Memory allocation of size (?P<bytes>\d+) failed"), "host"),
-    (re.compile(r"cpu_buffer_type_alloc_buffer: failed to allocate buffer of size (?P<bytes>\d+)"), "host"),
-    (re.compile(r"std::bad_alloc|\bbad_alloc\b|Cannot allocate memory"), "host"),
-    (re.compile(r"failed to allocate memory for prompt cache state"), "host"),
-]
-_OOM_COMPONENT: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"failed to allocate buffer for kv cache|kv_cache", re.I), "the KV cache"),
-    (re.compile(r"failed to allocate buffer for rs cache|memory_recurrent", re.I), "the recurrent state"),
-    (re.compile(r"compute (?:pp |tg )?buffers|gallocr", re.I), "a compute buffer"),
-    (re.compile(r"output buffer", re.I), "the output buffer"),
-    (re.compile(r"unable to allocate \S+ buffer|llama_model_load", re.I), "the model weights"),
-    (re.compile(r"prompt cache", re.I), "the host prompt cache (--cache-ram)"),
-]
-_HOST_BUFS = re.compile(r"^(?:CPU|.*_Host|.*Host|CPU_\w+)$")
-_MTP_CONTEXT = re.compile(r"creating MTP draft context")
 
 
 def _signal_name(sig: int) -> str:
@@ -148,15 +111,15 @@ def _classify(
         f = _argument_failure(raw, m, known)
         if f:
             return f
-    f = _oom_failure(lines, msgs)
+    f = oom_failure(lines, msgs)
     if f:
         return f
-    f = _model_failure(lines, msgs, argv)
+    f = model_failure(lines, msgs, argv)
     if f:
         return f
     for raw, m in zip(lines, msgs):
         if _NO_MTP.search(m):
-            model = _model_path(msgs, argv)
+            model = model_path(msgs, argv)
             return Failure(
                 FailureKind.NO_MTP_LAYERS,
                 f"--spec-type draft-mtp was given, but the model {model or ''} has no MTP (NextN) layers, "
@@ -263,116 +226,6 @@ def _argument_failure(raw: str, m: str, known: Iterable[str] | None) -> Failure 
         return Failure(FailureKind.UNKNOWN_ARG, f"llama-server does not know the option {flag}.", flag,
                        "Remove it or check its spelling in `llama-server --help` (options from forks such as "
                        "--checkpoint-every-n-tokens do not exist upstream)." + _suggest(flag, known), evidence=raw)
-    return None
-
-
-def _oom_failure(lines: list[str], msgs: list[str]) -> Failure | None:
-    for i, (raw, m) in enumerate(zip(lines, msgs)):
-        for pat, where in _OOM_PATTERNS:
-            om = pat.search(m)
-            if not om:
-                continue
-            gd = om.groupdict()
-            buf = gd.get("buf")
-            if where == "auto":
-                where = "host" if buf and _HOST_BUFS.match(buf) else "device"
-            device = buf or (f"CUDA{gd['dev']}" if gd.get("dev") else None)
-            if device is None:
-                device = _device_from_context(msgs, i) if where == "device" else "host RAM"
-            size = gd.get("size") or gd.get("mb")
-            if size is None and gd.get("bytes"):
-                size = f"{int(gd['bytes']) / 1048576:.2f}"
-            component = _component(msgs, i)
-            draft = any(_MTP_CONTEXT.search(x) for x in msgs[:i])
-            what = f" while allocating {component}" if component else ""
-            if draft:
-                what += " of the MTP draft context" if component else " (after the MTP draft context was created)"
-            amount = f" ({size} MiB)" if size else ""
-            if where == "device":
-                return Failure(
-                    FailureKind.OOM_DEVICE,
-                    f"Out of GPU memory on {device or 'the GPU'}{what}{amount}: the weights, KV cache and compute "
-                    "buffers do not fit in free VRAM.",
-                    device,
-                    "Lower -c (context), quantize the KV cache (-ctk/-ctv q8_0; for MTP also -ctkd/-ctvd q8_0), "
-                    "use --fit on with a larger --fit-target, offload fewer layers (-ngl) or MoE experts to the CPU "
-                    "(--n-cpu-moe), or a smaller -ub; close other programs that use the GPU.",
-                    evidence=raw,
-                )
-            return Failure(
-                FailureKind.OOM_HOST,
-                f"Out of host memory{what}{amount}: the system could not allocate RAM for llama-server.",
-                device if device != "host RAM" else None,
-                "Free RAM, lower -c or --cache-ram (the host prompt cache, default 8192 MiB), keep the default "
-                "--load-mode (mmap) instead of 'none', or offload more to the GPU.",
-                evidence=raw,
-            )
-    return None
-
-
-def _device_from_context(msgs: list[str], i: int) -> str | None:
-    for m in reversed(msgs[max(0, i - 5): i + 3]):
-        dm = re.search(r"current device: (\d+)", m)
-        if dm:
-            return f"CUDA{dm.group(1)}"
-        if "vulkan" in m.lower():
-            return "Vulkan"
-        if "metal" in m.lower():
-            return "Metal"
-    return None
-
-
-def _component(msgs: list[str], i: int) -> str | None:
-    for m in msgs[i: i + 5]:
-        if "buffer size =" in m:  # an INFO size line, not the failed allocation
-            continue
-        for pat, name in _OOM_COMPONENT:
-            if pat.search(m):
-                return name
-    return None
-
-
-def _model_path(msgs: list[str], argv: Sequence[str] | None) -> str | None:
-    for m in msgs:
-        lm = _LOADING.search(m)
-        if lm:
-            return lm.group(1)
-    return opt_value(argv or [], "-m")
-
-
-def _model_failure(lines: list[str], msgs: list[str], argv: Sequence[str] | None) -> Failure | None:
-    for raw, m in zip(lines, msgs):
-        om = _OPEN_FAIL.search(m)
-        if om:
-            path, why = om.group(1), om.group(2)
-            if "No such file" in why:
-                return Failure(FailureKind.MISSING_MODEL, f"The model file {path} does not exist.", path,
-                               "Check the path given to -m (relative paths are relative to the directory "
-                               "mtp-tune was started from) or pick the file again.", evidence=raw)
-            return Failure(FailureKind.MODEL_UNREADABLE, f"The model file {path} cannot be opened ({why}).", path,
-                           "Check the file's permissions and that it is a regular file, not a directory.",
-                           evidence=raw)
-        bm = _BAD_MAGIC.search(m)
-        if bm:
-            path = _model_path(msgs, argv)
-            return Failure(FailureKind.NOT_GGUF, f"{path or 'The model file'} is not a GGUF file (it starts with "
-                           f"'{bm.group(1)}' instead of 'GGUF').", path,
-                           "Give -m a .gguf model; safetensors/PyTorch checkpoints must be converted with "
-                           "llama.cpp's convert_hf_to_gguf.py first, and an HTML page saved as .gguf means the "
-                           "download failed.", evidence=raw)
-        if _TRUNCATED.search(m):
-            path = _model_path(msgs, argv)
-            tm = _TENSOR_OOB.search(m)
-            detail = f" (tensor '{tm.group(1)}' lies past the end of the file)" if tm else ""
-            return Failure(FailureKind.TRUNCATED_GGUF, f"{path or 'The model file'} is truncated or corrupted{detail}.",
-                           path, "Download the file again (an interrupted download leaves a partial file) and "
-                           "compare its size or checksum with the source.", evidence=raw)
-        am = _UNKNOWN_ARCH.search(m)
-        if am:
-            path = _model_path(msgs, argv)
-            return Failure(FailureKind.UNSUPPORTED_MODEL, f"This llama-server does not support the model "
-                           f"architecture '{am.group(1)}' of {path or 'the model'}.", path,
-                           "Update llama-server to a build that supports it.", evidence=raw)
     return None
 
 

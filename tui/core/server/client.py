@@ -1,12 +1,10 @@
 """Async HTTP client for llama-server: health, props, slots, metrics, completions, router models.
 
 It returns the server's `timings` object untouched (probes and comparisons are held to the server's
-own numbers) and adds what only the client can see: time to first token and total wall time. It
-knows llama-server's quirks: `draft_n`/`draft_n_accepted` are absent (not 0) when nothing was
-drafted; `/props` always says `speculative.types: none` (speculation is read from `/slots`);
-`/completion` streams end with a `stop: true` chunk and no `[DONE]`, chat streams with `[DONE]`;
-router mode wants `"model"` in POST bodies and `?model=` on GETs. A server that dies mid-request
-raises `ServerGone`, never a bare httpx error.
+own numbers; `replies` has the result types and the stream readers) and knows llama-server's quirks:
+`/props` always says `speculative.types: none` (speculation is read from `/slots`); router mode wants
+`"model"` in POST bodies and `?model=` on GETs. A server that dies mid-request raises `ServerGone`
+(`client_errors`), never a bare httpx error.
 """
 
 from __future__ import annotations
@@ -15,113 +13,24 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
+from tui.core.server.client_errors import (
+    ClientError,
+    ClientTimeout,
+    ServerGone,
+    ServerHTTPError,
+    ServerUnreachable,
+    http_error,
+)
 from tui.core.server.metrics import Metrics, parse_prometheus
+from tui.core.server.replies import CompletionResult, Health, chat_delta, chat_text, completion_text, sse_events
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0", "::")
-
-
-class ClientError(Exception):
-    """Base class: every error the client raises is one of these, with a one-sentence message."""
-
-
-class ServerGone(ClientError):
-    """The server went away: refused the connection, or dropped it in the middle of a request."""
-
-    def __init__(self, message: str, url: str, during: str) -> None:
-        super().__init__(message)
-        self.url = url
-        self.during = during  # "connect", "request" or "stream"
-
-
-class ServerUnreachable(ServerGone):
-    """Nothing listens at the URL (connection refused or name not resolved)."""
-
-
-class ClientTimeout(ClientError):
-    """The server did not answer within the client's timeout."""
-
-
-class ServerHTTPError(ClientError):
-    """The server answered with an error status; `message`/`error_type` come from its JSON body."""
-
-    def __init__(self, status: int, message: str, error_type: str | None = None, body: Any = None) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
-        self.error_type = error_type
-        self.body = body
-
-
-class ServerLoading(ServerHTTPError):
-    """HTTP 503 "Loading model": the server is up but not ready yet."""
-
-
-class Unauthorized(ServerHTTPError):
-    """HTTP 401: the server wants an API key (or another one)."""
-
-
-# ----------------------------------------------------------------------------------------------
-# Results
-
-
-@dataclass(frozen=True)
-class Health:
-    status_code: int
-    status: str  # "ok", "loading", "error", ...
-    body: Any
-
-    @property
-    def ok(self) -> bool:
-        return self.status_code == 200
-
-    @property
-    def loading(self) -> bool:
-        return self.status_code == 503
-
-
-@dataclass
-class CompletionResult:
-    """One completion. `timings` is the server's object as sent; `response` the final JSON object."""
-
-    text: str
-    timings: dict[str, Any]
-    ttft_s: float | None  # client side: request sent -> first generated text (streaming only)
-    wall_s: float  # client side: request sent -> response complete
-    response: dict[str, Any]
-    stream: bool
-    chunks: int = 0
-    usage: dict[str, Any] | None = None
-
-    @property
-    def draft_n(self) -> int:
-        """Draft tokens proposed (0 when the server omitted the key because none were drafted)."""
-        return int(self.timings.get("draft_n", 0))
-
-    @property
-    def draft_n_accepted(self) -> int:
-        return int(self.timings.get("draft_n_accepted", 0))
-
-    @property
-    def acceptance(self) -> float | None:
-        """Accepted / drafted, or None when nothing was drafted."""
-        return self.draft_n_accepted / self.draft_n if self.draft_n else None
-
-    @property
-    def generation_settings(self) -> dict[str, Any] | None:
-        gs = self.response.get("generation_settings")
-        return gs if isinstance(gs, dict) else None
-
-    @property
-    def predicted_per_second(self) -> float | None:
-        v = self.timings.get("predicted_per_second")
-        return float(v) if v is not None else None
 
 
 def http_options(base_url: str, api_key: str | None) -> dict[str, Any]:
@@ -213,7 +122,7 @@ class LlamaClient:
         except httpx.HTTPError as e:
             raise ClientError(f"request to {self.base_url}{path} failed: {e}") from e
         if r.status_code >= 400 and r.status_code not in ok_statuses:
-            raise _http_error(r.status_code, r.content)
+            raise http_error(r.status_code, r.content)
         return r
 
     async def _json(self, method: str, path: str, **kw: Any) -> Any:
@@ -274,7 +183,7 @@ class LlamaClient:
         """POST /models/load; True if it started loading, False if it was already running."""
         r = await self._request("POST", "/models/load", json_body={"model": name or self.model}, ok_statuses=(400,))
         if r.status_code == 400:
-            err = _http_error(400, r.content)
+            err = http_error(400, r.content)
             if "already" in err.message:
                 return False
             raise err
@@ -290,7 +199,7 @@ class LlamaClient:
         """POST /completion with a raw prompt (no chat template). Extra params go into the body."""
         body = self._body({"prompt": prompt, "n_predict": n_predict, "stream": stream, **params})
         if not stream:
-            return await self._plain("/completion", body, _completion_text)
+            return await self._plain("/completion", body, completion_text)
         return await self._stream("/completion", body, on_text, chat=False)
 
     async def chat(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = 128,
@@ -304,7 +213,7 @@ class LlamaClient:
             body.setdefault("stream_options", {"include_usage": True})
         body = self._body(body)
         if not stream:
-            return await self._plain("/v1/chat/completions", body, _chat_text)
+            return await self._plain("/v1/chat/completions", body, chat_text)
         return await self._stream("/v1/chat/completions", body, on_text, chat=True)
 
     async def _plain(self, path: str, body: dict[str, Any], text_of: Callable[[dict[str, Any]], str]) -> CompletionResult:
@@ -328,7 +237,7 @@ class LlamaClient:
         done = False
         async with self._open_stream(path, body) as lines:
             try:
-                async for data in _sse_events(lines):
+                async for data in sse_events(lines):
                     if data == "[DONE]":
                         done = True
                         break
@@ -341,7 +250,7 @@ class LlamaClient:
                         raise ServerHTTPError(int(err.get("code", 500) or 500), str(err.get("message", err)),
                                               err.get("type"), obj)
                     chunks += 1
-                    piece = _chat_delta(obj) if chat else str(obj.get("content") or "")
+                    piece = chat_delta(obj) if chat else str(obj.get("content") or "")
                     if piece:
                         if ttft is None:
                             ttft = time.perf_counter() - t0
@@ -373,62 +282,9 @@ class LlamaClient:
         try:
             async with self._http.stream("POST", path, json=body) as r:
                 if r.status_code >= 400:
-                    raise _http_error(r.status_code, await r.aread())
+                    raise http_error(r.status_code, await r.aread())
                 yield r.aiter_lines()
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
             raise self._gone(e, "stream", path) from e
         except httpx.TimeoutException as e:
             raise ClientTimeout(f"llama-server at {self.base_url} did not answer {path} in time ({e!r}).") from e
-
-
-async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The `data:` payloads of an SSE stream (comments such as the `:` keep-alive pings skipped)."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-    if data:
-        yield "\n".join(data)
-
-
-def _completion_text(d: dict[str, Any]) -> str:
-    return str(d.get("content") or "")
-
-
-def _chat_text(d: dict[str, Any]) -> str:
-    choices = d.get("choices") or []
-    if not choices:
-        return ""
-    msg = choices[0].get("message") or {}
-    return str(msg.get("content") or "")
-
-
-def _chat_delta(d: dict[str, Any]) -> str:
-    choices = d.get("choices") or []
-    if not choices:
-        return ""
-    delta = choices[0].get("delta") or {}
-    return str(delta.get("content") or "") + str(delta.get("reasoning_content") or "")
-
-
-def _http_error(status: int, content: bytes) -> ServerHTTPError:
-    message, etype, body = "", None, None
-    try:
-        body = json.loads(content)
-        err = body.get("error") if isinstance(body, dict) else None
-        if isinstance(err, dict):
-            message, etype = str(err.get("message", "")), err.get("type")
-        elif err is not None:
-            message = str(err)
-    except ValueError:
-        message = content.decode("utf-8", "replace")[:300]
-    message = message or f"HTTP {status}"
-    cls = ServerLoading if status == 503 else Unauthorized if status == 401 else ServerHTTPError
-    return cls(status, message, etype, body)
