@@ -145,3 +145,21 @@ def test_a_real_rpc_server_is_asked_once_per_plan(model: str, rpc_server_bin: Pa
         ui_planning.plan_view(settings, None, opts, 2)  # ... and not again within its refresh
         assert ui_planning.device_count(settings, None, opts) == 2  # validation asks no one
         assert proxy.count() == 5
+
+
+@pytest.mark.server
+def test_exact_mode_dry_runs_without_the_unreachable_server(model: str, server_bin: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's dry run is given the servers the estimate was planned on: with the dead one it
+    could not start at all."""
+    monkeypatch.setenv("MTP_TUNE_LLAMA_SERVER", str(server_bin))
+    monkeypatch.setenv("MTP_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    ep = f"127.0.0.1:{free_port()}"
+    rc, out, _ = _plan(capsys, "--exact", "-m", model, "--rpc", ep, *ONE_GPU, "--json")
+    d = json.loads(out)
+    assert rc == 0 and [u["endpoint"] for u in d["unreachable"]] == [ep]
+    assert d["exact"]["status"] == "exact", d["exact"]["reason"]
+    assert [x["name"].split()[0] for x in d["exact"]["plan"]["devices"]] == ["CUDA0", "Host"]
+    rc, out, _ = _plan(capsys, "--exact", "-m", model, "--rpc", ep, *ONE_GPU)
+    assert rc == 1 and f"RPC {ep}" in out and "exact (llama.cpp)" in out
