@@ -134,8 +134,8 @@ def help_rows(keymap: Mapping[str, str]) -> list[tuple[str, str, str, str]]:
 
 def help_table(keymap: Mapping[str, str]) -> str:
     """The help screen's key table (Markdown)."""
-    lines = ["| key | while typing | action |", "|---|---|---|"]
-    lines += [f"| {keys} | {typing} | {text} |" for _id, keys, typing, text in help_rows(keymap)]
+    lines = ["| key | while typing | action | `[keymap]` id |", "|---|---|---|---|"]
+    lines += [f"| {keys} | {typing} | {text} | {_id} |" for _id, keys, typing, text in help_rows(keymap)]
     return "\n".join(lines)
 
 

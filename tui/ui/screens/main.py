@@ -9,7 +9,7 @@ down, messages up"). Widgets only display what they are given.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from textual import on
 from textual.app import ComposeResult
@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
+from tui.core.options.settings import Settings
 from tui.ui import keys
 from tui.ui.backend import Backend
 from tui.ui.controllers.host import Notice
@@ -305,7 +306,7 @@ class MainScreen(Screen[None]):
         """Save, load, export or import settings."""
         from tui.ui.screens.profile_dialog import ProfileDialog
 
-        def loaded(settings: Any) -> None:
+        def loaded(settings: Settings | None) -> None:
             if settings is not None:
                 self.form.load(settings)
 
