@@ -40,7 +40,7 @@ def _parse_settings(args: list[str], devices: Any = None) -> Any:
     if devices is None:
         return check_server_args(args, warn=False)  # read for --rpc and -m; warned on the second pass
     try:
-        return check_server_args(args, device_count=devices.count)
+        return check_server_args(args, device_count=devices.count or None)  # no device: CPU only, -ts is moot
     except ValueError as exc:
         raise ValueError("\n  ".join([str(exc), *devices.notes()])) from exc
 
