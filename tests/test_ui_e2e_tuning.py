@@ -99,8 +99,10 @@ def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_
     number, mtp, ub, tg = best.group(1), best.group(2), best.group(3), float(best.group(4))
     row = next((line for line in screen.splitlines() if re.search(rf"││\s+{number}\s+{mtp}\s+{ub}\s", line)), None)
     assert row is not None, screen
-    shown = f"{tg:.0f}" if tg >= 100 else f"{tg:.1f}"  # the table's rounding
-    assert "BEST" in row and " ok " in row and f" {shown} ±" in row, row
+    # The table rounds the raw figure; the best line shows it to one decimal (463.5 may be 463.46 -> "463"),
+    # so the table's value is the rounding of anything within half a unit of the line's last digit.
+    shown = {f"{tg + d:.0f}" for d in (-0.05, 0.05)} if tg >= 100 else {f"{tg:.1f}"}
+    assert "BEST" in row and " ok " in row and any(f" {v} ±" in row for v in shown), row
     print(f"2x2 demo sweep from the TUI: {wall:.1f} s (best #{number}: mtp={mtp} ub={ub}, TG {tg} t/s)")
     assert len(seen) >= 1  # the sweep launched real servers, and they are gone now
     assert not any(alive(p) for p in seen), seen
