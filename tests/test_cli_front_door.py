@@ -110,6 +110,7 @@ def test_a_new_model_on_the_command_line_replaces_the_last_ones_source(tiny_mode
     options = options_from_args(parse("app", "-hf", "user/repo:Q4_K_M"))
     assert options.settings.model is None and options.settings.hf_repo == "user/repo:Q4_K_M"
     assert options.settings.ctx_size == 1024  # the rest of the last launch stays
+    assert options.title == "mtp-tune · user/repo:Q4_K_M"
 
 
 def test_the_demo_takes_llama_server_flags_on_top_of_its_settings(tiny_models: dict[str, Path]) -> None:
@@ -129,3 +130,35 @@ def test_a_bad_value_stops_the_tui_before_it_opens_naming_the_field() -> None:
 def test_attach_refuses_server_flags() -> None:
     out = mtp_tune("--attach", "http://127.0.0.1:9", "-c", "4096")
     assert out.returncode == 2 and "--attach" in out.stderr and "-c 4096" in out.stderr
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_the_real_command_opens_the_tui_with_the_flags_in_the_form(tmp_path: Path, server_bin: Path,
+                                                                     tiny_models: dict[str, Path]) -> None:
+    """`mtp-tune -m FILE -c 3072 -ctkd q8_0 --gpus 2x16GiB` in a real terminal: the form shows them."""
+    import os
+    import shlex
+    import shutil
+
+    from tests.helpers.tmux import Tmux
+
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is required for the end-to-end test (apt-get install tmux)")
+    env = {k: os.environ[k] for k in os.environ if k.startswith(("XDG_", "MTP_TUNE_", "LLAMA_CACHE"))}
+    env |= {"MTP_TUNE_LLAMA_SERVER": str(server_bin), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    marker = tmp_path / "exit-code"
+    cmd = [str(Path(sys.executable).parent / "mtp-tune"), "-m", str(tiny_models["tiny-mtp"]), "-c", "3072",
+           "-ctkd", "q8_0", "--gpus", "2x16GiB", "--no-exact"]
+    inner = f"{shlex.join(cmd)}; echo $? > {shlex.quote(str(marker))}; sleep 60"
+    tmux = Tmux(tmp_path / "tmux.sock")
+    try:
+        tmux.start("env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " sh -c " + shlex.quote(inner))
+        screen = tmux.wait_for(lambda s: "VRAM" in s and "STOPPED" in s, "the first frame", 60)
+        assert "tiny-mtp.gguf" in screen and "3072" in screen, screen
+        assert "q8_0" in screen, screen
+        tmux.keys("q")
+        tmux.wait_for(lambda s: marker.exists(), "mtp-tune to quit", 30)
+        assert marker.read_text().strip() == "0"
+    finally:
+        tmux.kill()

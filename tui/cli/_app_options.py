@@ -133,6 +133,6 @@ def options_from_args(args: argparse.Namespace, setup: Any = None) -> AppOptions
     except provision.ProvisionError as exc:
         raise ValueError(str(exc)) from exc
     server_bin = found.path if found else None
-    model = Path(settings.model).name if settings.model else "no model yet"
+    model = Path(settings.model).name if settings.model else settings.hf_repo or "no model yet"
     return AppOptions(settings=settings, server_bin=server_bin, hardware=hardware, simulate=simulate,
                       theme=theme, title=f"mtp-tune · {model}", **_probe_options(args, False))
