@@ -8,7 +8,6 @@ names every command it served (no set_tensor may appear)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import socket
@@ -29,44 +28,12 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.sparse import sparse_copy, write_sparse
 from tui.core.server.process import free_port
 from tui.core.demo.tiny_model import PRESETS, write_tiny_model
+from tests.helpers.residency import evict as _evict, resident_after as _resident_after
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
 #: the filter a wrapper applies to hide fit's decision (another build's wording)
 DECISION = ("no changes needed", "successfully fit params", "fitting params to free memory took",
             "failed to fit params", "can be fit by reducing context")
 RPC_DATA = re.compile(r"\[(set_tensor|set_tensor_hash|copy_tensor|memset_tensor|graph_compute|graph_recompute)\]")
-
-
-def _evict(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def _resident_after(path: Path, offset: int) -> int:
-    """How many of `path`'s pages from the first whole page at or after `offset` are in memory."""
-    size = path.stat().st_size
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = _libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED: mapping touches nothing
-        assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-        try:
-            n = (size + PAGE - 1) // PAGE
-            vec = (ctypes.c_ubyte * n)()
-            assert _libc.mincore(addr, size, vec) == 0, ctypes.get_errno()
-            return sum(v & 1 for v in vec[-(-offset // PAGE):])
-        finally:
-            _libc.munmap(addr, size)
-    finally:
-        os.close(fd)
 
 
 def _wrapper(tmp_path: Path, server_bin: Path) -> Path:

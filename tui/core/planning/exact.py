@@ -41,7 +41,7 @@ from tui.core.planning.measured import DeviceSource, apply_measurements
 from tui.core.planning.plan import plan
 from tui.core.planning.result import FitOutcome, Plan
 from tui.core.planning.rpcguard import RpcGuard
-from tui.core.planning.sparse import header_hash, needs_sparse, prune_sparse, sparse_copy, sparse_path
+from tui.core.planning.sparse import header_hash, needs_sparse, prune_sparse, remove_sparse, sparse_copy, sparse_path
 from tui.core.planning.standin import StandInError, StandIns, caveats, fit_targets
 
 CACHE_VERSION = 2
@@ -143,7 +143,7 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
 
     `stand_in=True`: the non-remote devices are simulated; each is played by a loopback
     ggml-rpc-server (`rpc_bin`, default: next to the server) with the fit target that makes fit see
-    its free memory. `sparse`: measure a header-only sparse copy (default: always; split models in place).
+    its free memory. `sparse`: measure a header-only sparse copy (default: always; a split model's every part).
     `progress` is called (on this thread) with a short phrase as each dry run starts. `root` holds the
     cache, the sparse copies and the dry-run logs (default: cache_dir()/exact)."""
     t0 = time.monotonic()
@@ -195,8 +195,9 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
     if local:
         warnings += caveats(local)
     created = False
+    entry = sparse_path(root, digest, meta)  # a file, or a split model's folder of parts
     if use_sparse:  # the dry run reads this copy, never the user's file: a late stop reads zeros of the cache
-        created = not sparse_path(root, digest).exists()
+        created = not entry.exists()
         try:
             model_path = sparse_copy(meta, root, digest)
         except OSError as e:
@@ -212,9 +213,9 @@ def exact_plan(settings: Settings, devices: Sequence[DeviceSpec] = (), server_bi
         return res
     finally:
         if created and not res.available:  # a copy made for a run that measured nothing is not kept
-            model_path.unlink(missing_ok=True)
+            remove_sparse(entry)
         elif created:
-            prune_sparse(root, keep=model_path)
+            prune_sparse(root, keep=entry)
     res.warnings = warnings + res.warnings
     res.seconds = time.monotonic() - t0
     res.sparse_copy = use_sparse

@@ -45,6 +45,7 @@ class TensorInfo:
     offset: int  # absolute file offset of the data
     nbytes: int
     layer: int | None  # N for `blk.N.*`, else None
+    file: int = 0  # which part of a split model holds the data (`offset` is in that file)
 
     @property
     def n_elements(self) -> int:
@@ -147,6 +148,15 @@ class HParams:
         return self.ssm_state_size * self.ssm_inner_size
 
 
+@dataclass(frozen=True)
+class SplitPart:
+    """One file of a split model: where it is, its size, where its tensor data begins."""
+
+    path: Path
+    file_size: int
+    data_offset: int
+
+
 @dataclass
 class GGUFMeta:
     path: Path
@@ -158,6 +168,8 @@ class GGUFMeta:
     tensors: list[TensorInfo]
     hparams: HParams
     warnings: list[str] = field(default_factory=list)
+    #: a split model's files, the first (`path`) included; empty for a single file
+    parts: list[SplitPart] = field(default_factory=list)
 
     @property
     def architecture(self) -> str:

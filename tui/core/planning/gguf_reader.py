@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tui.core.planning.gguf_meta import GGML_TYPES, ArrayInfo, GGUFError, GGUFMeta, TensorInfo
+from tui.core.planning.gguf_meta import GGML_TYPES, ArrayInfo, GGUFError, GGUFMeta, SplitPart, TensorInfo
 from tui.core.planning.hparams import hparams_from_kv
 
 GGUF_MAGIC = b"GGUF"
@@ -162,8 +163,50 @@ class _Window:
 
 
 def read_gguf(path: str | Path) -> GGUFMeta:
-    """Read the header of a GGUF file. Raises GGUFError with a one-paragraph message on bad input."""
+    """Read the header of a GGUF file. Raises GGUFError with a one-paragraph message on bad input.
+
+    A split model (`split.count` > 1, given by its first part) is read whole: every part's header,
+    found by llama.cpp's own naming rule, its tensors in one table and each part in `meta.parts`."""
     p = Path(path)
+    version, file_size, alignment, data_offset, kv, tensors, warnings = _read_header(p)
+    parts: list[SplitPart] = []
+    count = kv.get("split.count")
+    if isinstance(count, int) and not isinstance(count, bool) and count > 1:
+        parts = [SplitPart(p, file_size, data_offset)]
+        for i, part in enumerate(split_paths(p, kv), start=1):
+            if not part.is_file():
+                raise GGUFError(f"{part}: part {i + 1} of the split model {p.name} is missing; llama-server needs every "
+                                "part next to the first.")
+            _v, size, _a, offset, pkv, ptensors, pwarn = _read_header(part)
+            if pkv.get("split.no") != i or pkv.get("split.count") != count:
+                raise GGUFError(f"{part}: its split.no/split.count ({pkv.get('split.no')}/{pkv.get('split.count')}) do "
+                                f"not say part {i + 1} of {count}; the split set is mixed up.")
+            parts.append(SplitPart(part, size, offset))
+            tensors += [replace(t, file=i) for t in ptensors]
+            warnings += pwarn
+    hp = hparams_from_kv(p, kv, tensors, warnings)
+    return GGUFMeta(p, version, file_size, alignment, data_offset, kv, tensors, hp, warnings, parts)
+
+
+def split_paths(first: Path, kv: dict[str, Any]) -> list[Path]:
+    """The other parts of a split model, as llama.cpp finds them (src/llama.cpp `llama_split_prefix` /
+    `llama_split_path`: `PREFIX-%05d-of-%05d.gguf`, the prefix taken from the first part's name)."""
+    count, no = kv.get("split.count"), kv.get("split.no", 0)
+    suffix = f"-{no + 1:05d}-of-{count:05d}.gguf"
+    if no != 0 or not first.name.endswith(suffix):
+        raise GGUFError(f"{first}: a split model ({count} parts) is loaded from its first part, named "
+                        f"PREFIX-00001-of-{count:05d}.gguf; give that file as -m.")
+    prefix = first.name[: -len(suffix)]
+    return [first.with_name(split_name(prefix, i, count)) for i in range(1, count)]
+
+
+def split_name(prefix: str, no: int, count: int) -> str:
+    """llama.cpp's `llama_split_path` (0-based `no`)."""
+    return f"{prefix}-{no + 1:05d}-of-{count:05d}.gguf"
+
+
+def _read_header(p: Path) -> tuple[int, int, int, int, dict[str, Any], list[TensorInfo], list[str]]:
+    """One file's header: version, size, alignment, data offset, key/values, tensors, warnings."""
     try:
         fh = open(p, "rb")
     except FileNotFoundError:
@@ -243,5 +286,4 @@ def read_gguf(path: str | Path) -> GGUFMeta:
             f"{p.name}: the tensor data is truncated ({file_size} bytes, the table needs {last_end}); "
             "llama-server will refuse to load it."
         )
-    hp = hparams_from_kv(p, kv, tensors, warnings)
-    return GGUFMeta(p, version, file_size, alignment, data_offset, kv, tensors, hp, warnings)
+    return version, file_size, alignment, data_offset, kv, tensors, warnings

@@ -13,19 +13,27 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from pathlib import Path
 
-from tui.core.planning.gguf_meta import GGUFMeta
+from tui.core.planning.gguf_meta import GGUFMeta, SplitPart
+from tui.core.planning.gguf_reader import split_name
 
 #: Files above this size are measured through a sparse copy: every one, so that no dry run, even
-#: one stopped late, ever reads the user's file past its header (split models are read in place).
+#: one stopped late, ever reads the user's file past its header. A split model's copy is a folder
+#: (`DIGEST.split/`) of one sparse copy per part, named so llama.cpp finds them all from the first;
+#: it is made, reused, pruned and removed as one entry.
 SPARSE_ABOVE_BYTES = 0
 #: the sparse copies may take this much disk (their headers) before the oldest are removed
 SPARSE_CACHE_CAP_BYTES = 512 << 20
 
 
-def header_bytes(meta: GGUFMeta) -> bytes:
+def _parts(meta: GGUFMeta) -> list[SplitPart]:
+    return list(meta.parts) or [SplitPart(meta.path, meta.file_size, meta.data_offset)]
+
+
+def header_bytes(meta: GGUFMeta | SplitPart) -> bytes:
     """The file's bytes before the tensor data (header, key/values, tensor infos, padding)."""
     with open(meta.path, "rb") as fh:
         try:  # no readahead: the pages after the header (tensor data) are not read in with it
@@ -39,9 +47,12 @@ def header_bytes(meta: GGUFMeta) -> bytes:
 
 
 def header_hash(meta: GGUFMeta) -> str:
-    """sha256 of the header bytes and the file size: what identifies a model's memory layout."""
-    h = hashlib.sha256(header_bytes(meta))
-    h.update(str(meta.file_size).encode())
+    """sha256 of the header bytes and the file size (of every part of a split model): what
+    identifies a model's memory layout."""
+    h = hashlib.sha256()
+    for part in _parts(meta):
+        h.update(header_bytes(part))
+        h.update(str(part.file_size).encode())
     return h.hexdigest()
 
 
@@ -63,21 +74,60 @@ def write_sparse(header: bytes, file_size: int, dest: str | Path) -> Path:
     return dest
 
 
-def sparse_path(cache_root: str | Path, digest: str) -> Path:
-    return Path(cache_root) / "sparse" / f"{digest[:24]}.gguf"
+def sparse_path(cache_root: str | Path, digest: str, meta: GGUFMeta | None = None) -> Path:
+    """The cache entry for `digest`: a file, or for a split `meta` the folder of its parts."""
+    split = meta is not None and len(meta.parts) > 1
+    return Path(cache_root) / "sparse" / f"{digest[:24]}.{'split' if split else 'gguf'}"
+
+
+def sparse_model(entry: Path, meta: GGUFMeta) -> Path:
+    """The path to give llama-server as -m for a cache entry (a split set's first part)."""
+    return entry / split_name("model", 0, len(meta.parts)) if len(meta.parts) > 1 else entry
+
+
+def _complete(entry: Path, parts: list[SplitPart]) -> bool:
+    try:
+        return all((entry / split_name("model", i, len(parts))).stat().st_size == p.file_size for i, p in enumerate(parts))
+    except FileNotFoundError:
+        return False
+
+
+def remove_sparse(entry: Path) -> None:
+    """Remove a cache entry, a file or a split set's folder, whole."""
+    if entry.is_dir():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)
 
 
 def sparse_copy(meta: GGUFMeta, cache_root: str | Path, digest: str | None = None) -> Path:
     """The sparse copy of `meta`'s file under `cache_root/sparse/` (reused when already there, and
-    then touched: pruning removes the least recently used first)."""
-    dest = sparse_path(cache_root, digest or header_hash(meta))
+    then touched: pruning removes the least recently used first); returns the path for -m. A split
+    model's parts are written into a temporary folder renamed into place once all are there."""
+    entry = sparse_path(cache_root, digest or header_hash(meta), meta)
+    if len(meta.parts) <= 1:
+        try:
+            if entry.stat().st_size == meta.file_size:
+                os.utime(entry)
+                return entry
+        except FileNotFoundError:
+            pass
+        return write_sparse(header_bytes(meta), meta.file_size, entry)
+    parts = list(meta.parts)
+    if _complete(entry, parts):
+        os.utime(entry)
+        return sparse_model(entry, meta)
+    tmp = entry.with_name(entry.name + f".{os.getpid()}.tmp")
     try:
-        if dest.stat().st_size == meta.file_size:
-            os.utime(dest)
-            return dest
-    except FileNotFoundError:
-        pass
-    return write_sparse(header_bytes(meta), meta.file_size, dest)
+        remove_sparse(tmp)
+        for i, part in enumerate(parts):
+            write_sparse(header_bytes(part), part.file_size, tmp / split_name("model", i, len(parts)))
+        remove_sparse(entry)  # an incomplete set (a part deleted by hand) is replaced whole
+        os.replace(tmp, entry)
+    except BaseException:
+        remove_sparse(tmp)
+        raise
+    return sparse_model(entry, meta)
 
 
 def prune_sparse(cache_root: str | Path, cap_bytes: int | None = None, keep: Path | None = None) -> list[Path]:
@@ -86,20 +136,23 @@ def prune_sparse(cache_root: str | Path, cap_bytes: int | None = None, keep: Pat
     cap = SPARSE_CACHE_CAP_BYTES if cap_bytes is None else cap_bytes
     entries: list[tuple[float, int, Path]] = []
     removed: list[Path] = []
-    for p in (Path(cache_root) / "sparse").glob("*.gguf*"):
+    for p in (Path(cache_root) / "sparse").glob("*.*"):
+        if not (".gguf" in p.name or ".split" in p.name):
+            continue
         try:
             st = p.stat()
+            blocks = sum(f.stat().st_blocks for f in p.iterdir()) if p.is_dir() else st.st_blocks
         except FileNotFoundError:
             continue
         if p.suffix == ".tmp":
             try:  # another process's copy in the making is left alone for an hour
                 if time.time() - st.st_mtime > 3600:
-                    p.unlink(missing_ok=True)
+                    remove_sparse(p)
                     removed.append(p)
             except OSError:
                 pass
             continue
-        entries.append((st.st_mtime, st.st_blocks * 512, p))
+        entries.append((st.st_mtime, blocks * 512, p))
     used = sum(e[1] for e in entries)
     for _, size, p in sorted(entries, key=lambda e: e[0]):
         if used <= cap:
@@ -107,7 +160,10 @@ def prune_sparse(cache_root: str | Path, cap_bytes: int | None = None, keep: Pat
         if keep is not None and p == keep:
             continue
         try:
-            p.unlink()
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
         except OSError:
             continue
         used -= size
@@ -116,9 +172,5 @@ def prune_sparse(cache_root: str | Path, cap_bytes: int | None = None, keep: Pat
 
 
 def needs_sparse(meta: GGUFMeta, threshold: int = SPARSE_ABOVE_BYTES) -> bool:
-    """Large files go through a sparse copy; split models (`split.count` > 1) cannot (the other
-    parts are found by name next to the first), so they are measured in place."""
-    split = meta.kv.get("split.count")
-    if isinstance(split, int) and split > 1:
-        return False
-    return meta.file_size > threshold
+    """Files (a split model: all its parts together) above `threshold` go through a sparse copy."""
+    return sum(p.file_size for p in _parts(meta)) > threshold

@@ -144,7 +144,10 @@ def add_weights(meta: GGUFMeta, r: Resolved, dplans: dict[str, DevicePlan], laye
 
 
 def mapped_range(ts: list[TensorInfo]) -> int:
-    """Bytes of the file range llama.cpp maps for these tensors (first offset to last end)."""
-    if not ts:
-        return 0
-    return max(t.offset + t.nbytes for t in ts) - min(t.offset for t in ts)
+    """Bytes of the file ranges llama.cpp maps for these tensors (first offset to last end, in each
+    part of a split model)."""
+    total = 0
+    for f in {t.file for t in ts}:
+        mine = [t for t in ts if t.file == f]
+        total += max(t.offset + t.nbytes for t in mine) - min(t.offset for t in mine)
+    return total
