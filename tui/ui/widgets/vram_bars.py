@@ -316,6 +316,9 @@ class VramBars(Vertical):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._shown: dict[str, tuple[str, tuple[tuple[str, bool], ...]]] = {}
+        #: The device bars in order. Kept here, not queried: a removal is finished by Textual later, so
+        #: a query right after one (two plans in a row changing the count) would still see the old bars.
+        self._bars: list[DeviceBar] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="telemetry-status")
@@ -335,11 +338,14 @@ class VramBars(Vertical):
             box = self.query_one("#devices", Vertical)
         except NoMatches:
             return  # shutting down: a late sample after the children went away
-        bars = list(box.query(DeviceBar))
-        if len(bars) != count:
-            box.remove_children()
-            bars = [DeviceBar(i, id=f"gpu-{i}") for i in range(count)]
-            box.mount_all(bars)
+        bars = self._bars
+        if len(bars) != count:  # keep the bars that stay (their state), add or drop the rest at the end
+            for bar in bars[count:]:
+                bar.remove()
+            added = [DeviceBar(i) for i in range(len(bars), count)]
+            if added:
+                box.mount_all(added)
+            self._bars = bars = bars[:count] + added
         simulated = bool(snapshot and snapshot.simulated)
         host_ram = _host_ram(snapshot)
         gpus = iter(snapshot.devices if snapshot else ())
