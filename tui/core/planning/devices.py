@@ -148,14 +148,15 @@ def device_set(snapshot: GpuSnapshot | None, rpc_endpoints: Sequence[str] = (), 
     reason, never planned at a made-up size. `source`: the tag's GPU part (default: nvml or cpu).
     """
     endpoints = [e.strip() for e in rpc_endpoints if e.strip()]
+    distinct = list(dict.fromkeys(endpoints))  # each server asked once, even when named twice
     readings: tuple[RpcReading, ...] = ()
     if rpc_mib is not None:
-        sizes = {ep: (float(rpc_mib), float(rpc_mib)) for ep in endpoints}
+        sizes = {ep: (float(rpc_mib), float(rpc_mib)) for ep in distinct}
     else:
-        asked = (rpc_reader or _ask_once)(list(dict.fromkeys(endpoints)))
-        readings = tuple(asked[ep] for ep in dict.fromkeys(endpoints) if ep in asked)
+        asked = (rpc_reader or _ask_once)(distinct)
+        readings = tuple(asked[ep] for ep in distinct if ep in asked)
         sizes = {r.endpoint: (r.memory.total, r.memory.free) for r in readings if r.memory is not None}
-    missing = [ep for ep in dict.fromkeys(endpoints) if ep not in sizes]
+    missing = [ep for ep in distinct if ep not in sizes]
     why = {r.endpoint: r.error.removeprefix(f"{r.endpoint}: ") for r in readings}
     remote = _rpc_devices(endpoints, sizes)
     local = _local_devices(snapshot, env)
