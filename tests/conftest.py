@@ -22,7 +22,8 @@ _REAL_CACHE = provision.cache_dir()  # captured before any test redirects XDG di
 def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Temp XDG dirs and LLAMA_CACHE, no LLAMA_ARG_* (llama-server reads all of these)."""
     root = tmp_path_factory.mktemp("env")
-    for var in [v for v in os.environ if v.startswith("LLAMA_ARG_") or v in ("LLAMA_API_KEY", "CUDA_VISIBLE_DEVICES")]:
+    for var in [v for v in os.environ if v.startswith("LLAMA_ARG_") or v in (
+            "LLAMA_API_KEY", "CUDA_VISIBLE_DEVICES", "HF_TOKEN", "HF_ENDPOINT", "MODEL_ENDPOINT")]:
         monkeypatch.delenv(var, raising=False)
     for var, sub in (
         ("XDG_CONFIG_HOME", "config"),
@@ -32,6 +33,7 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         ("MTP_TUNE_CONFIG_DIR", "mtp-config"),
         ("MTP_TUNE_DATA_DIR", "mtp-data"),
         ("MTP_TUNE_EXACT_DIR", "mtp-exact"),  # exact mode's dry runs, not the real cache
+        ("MTP_TUNE_REMOTE_DIR", "mtp-remote"),  # remote headers and Hub listings, not the real cache
     ):
         (root / sub).mkdir()
         monkeypatch.setenv(var, str(root / sub))

@@ -14,7 +14,8 @@ may import only from tiers below its own, never from its own tier or above (`LAY
     2  server                    launching, watching and talking to llama-server (records launches in presets)
     3  demo                      tiny generated MTP models (built with the provisioned server)
     4  planning                  GGUF header, device list, estimate, exact mode (dry runs a server)
-    5  probes                    PP/TG/acceptance measurements, statistics, comparison, break-even
+    5  probes remote             PP/TG/acceptance measurements, statistics, comparison, break-even;
+                                 models not on this disk (header by HTTP ranges, Hub resolution, variants)
     6  sweep                     grids of launches and probes
     7  tuning                    the MTP on/off verdict and knob searches (built on sweep)
     8  doctor                    checks everything above, so nothing imports it
@@ -38,7 +39,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"server"}),
     frozenset({"demo"}),
     frozenset({"planning"}),
-    frozenset({"probes"}),
+    frozenset({"probes", "remote"}),
     frozenset({"sweep"}),
     frozenset({"tuning"}),
     frozenset({"doctor"}),

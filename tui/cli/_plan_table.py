@@ -10,6 +10,16 @@ def unreachable_json(devices: Any) -> list[dict[str, str]]:
     return [{"endpoint": ep, "reason": why} for ep, why in zip(devices.unreachable, devices.reasons)]
 
 
+def remote_line(fetched: Any) -> str:
+    """One line on where a remote model's figures come from (`remote.fetch.Fetched`)."""
+    how = ("from the cache, no request" if fetched.cached and not fetched.traffic.requests else
+           f"{fetched.traffic.bytes / 2**20:.2f} MiB in {fetched.traffic.requests} range request"
+           f"{'s' if fetched.traffic.requests != 1 else ''}")
+    notes = "".join(f"; {n}" for n in fetched.notes)
+    return (f"remote: {fetched.source.label} -> {fetched.name} ({fetched.size / 2**30:.2f} GiB, not downloaded); "
+            f"header {fetched.header_bytes / 2**20:.2f} MiB, {how}{notes}")
+
+
 def render(p: Any, devices: Any = None) -> str:
     """A plain-text table for the terminal; `devices` is the DeviceSet planned on: its source tag, and
     a row per `--rpc` server that did not answer (the total's verdict says so, never "ok")."""

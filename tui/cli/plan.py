@@ -1,7 +1,10 @@
 """Plan llama-server's memory per device before launching: weights, KV, MTP draft KV, recurrent
 state, compute and output buffers, the --fit-target margin and an OOM risk verdict per device.
 
-Usage: mtp-tune plan -m FILE.gguf [any llama-server flags] [--gpus SPEC] [--json]
+Usage: mtp-tune plan (-m FILE.gguf | -mu URL | -hf REPO[:QUANT] [-hff FILE] [-hft TOKEN]) [any llama-server
+flags] [--gpus SPEC] [--exact] [--refresh] [--json]
+A remote model is planned before download from its GGUF header alone, read by HTTP range requests
+and cached (`tui.core.remote`); `-hf` resolves to the file(s) llama-server's own `-hf` would download.
 SPEC: `cpu` (host only), sizes like `2x16GiB` or `6GiB,24GiB`, or a profile name
 (rtx3060-laptop-6g, rtx3090-24g, rtx4090-24g, 2xv100-16g, h200-141g). Without --gpus: the real GPUs
 (NVML), or `cpu` when there are none. `--rpc host:port,...` devices are planned as remote devices,
@@ -27,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", metavar="SPEC", help="cpu | 2x16GiB | 6GiB,24GiB | a profile name (default: real GPUs or cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object: model, devices, totals")
     p.add_argument("--exact", action="store_true", help="measure with llama.cpp's own --fit dry run (about a second)")
+    p.add_argument("--refresh", action="store_true",
+                   help="-hf/-mu: ask the server again now (default: a cached listing or header up to 6 h old)")
     p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB",
                    help="memory of each --rpc device, without asking the servers (default: what each server reports)")
     pass_unknown_to_server(p)
@@ -57,11 +62,17 @@ def run(args: argparse.Namespace) -> int:
         settings = _parse_settings(server_args)
     except ValueError as exc:
         return fail(str(exc))
+    fetched = None
     if not settings.model and names_a_model(server_args):
-        return fail("plan reads the GGUF header of a file on this disk; a model named by -hf or -mu is not "
-                    "planned before download yet: download it, then `mtp-tune plan -m FILE.gguf`")
-    if not settings.model:
-        return fail("plan needs the model file: mtp-tune plan -m FILE.gguf [llama-server flags] [--gpus SPEC] [--json]")
+        from tui.cli._remote import fetch_for_plan
+
+        fetched = fetch_for_plan(settings, server_args, refresh=args.refresh, quiet=args.json)
+        if isinstance(fetched, int):
+            return fetched
+        server_args, settings = fetched.server_args, fetched.settings
+    if not settings.model and fetched is None:
+        return fail("plan needs a model: mtp-tune plan (-m FILE.gguf | -hf REPO[:QUANT] | -mu URL) [llama-server flags] "
+                    "[--gpus SPEC] [--json]")
     try:
         ds = devices_now(args.gpus, list(settings.rpc), args.rpc_mib)  # ValueError naming a bad --gpus
         settings = _parse_settings(server_args, ds)
@@ -72,14 +83,17 @@ def run(args: argparse.Namespace) -> int:
         p = plan(meta, settings, list(ds.devices), host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
     except (GGUFError, PlanError) as exc:
         return fail(str(exc))
+    remote = fetched.fetched if fetched is not None else None
     if args.exact:
         from tui.cli.plan_exact import run_exact
-        return run_exact(args, settings, meta, ds, p)
-    from tui.cli._plan_table import render, unreachable_json
+        return run_exact(args, settings, meta, ds, p, remote)
+    from tui.cli._plan_table import render, remote_line, unreachable_json
 
     if args.json:
-        print_json({**p.to_dict(), "unreachable": unreachable_json(ds)})
+        print_json({**p.to_dict(), "unreachable": unreachable_json(ds),
+                    **({"remote": remote.to_dict()} if remote is not None else {})})
         return 0
-
+    if remote is not None:
+        print(remote_line(remote))
     print(render(p, ds))
     return 0 if p.worst_risk != "oom" and not ds.unreachable else 1

@@ -15,11 +15,12 @@ from typing import Any
 from tui.cli._common import print_json
 
 
-def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estimate: Any) -> int:
-    """`ds`: the DeviceSet the estimate was planned on (`planning.devices.device_set`)."""
+def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estimate: Any, remote: Any = None) -> int:
+    """`ds`: the DeviceSet the estimate was planned on (`planning.devices.device_set`); `remote`: the
+    `remote.fetch.Fetched` header copy when the model is not on this disk (the dry run reads it)."""
     from dataclasses import replace
 
-    from tui.cli._plan_table import render, unreachable_json
+    from tui.cli._plan_table import remote_line, render, unreachable_json
     from tui.core.server import provision
     from tui.core.planning.exact import exact_plan
 
@@ -38,8 +39,11 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
                          found.path, meta=meta, stand_in=simulated, host_total_mib=ds.host_total_mib,
                          host_free_mib=ds.host_free_mib)
     if args.json:
-        print_json({"estimate": estimate.to_dict(), "exact": res.to_dict(), "unreachable": unreachable_json(ds)})
+        print_json({"estimate": estimate.to_dict(), "exact": res.to_dict(), "unreachable": unreachable_json(ds),
+                    **({"remote": remote.to_dict()} if remote is not None else {})})
         return 0
+    if remote is not None:
+        print(remote_line(remote))
     failed = 1 if ds.unreachable else 0
     if not res.available:
         print(render(estimate, ds))

@@ -38,14 +38,22 @@ MAX_NAME = 64
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
+def local_readahead(want: int, have: int) -> int:
+    """How much to read when the parser needs `want` more bytes and holds `have`: a local file
+    doubles its window (few reads, and the page cache makes over-reading cheap)."""
+    return max(want, 1 << 20, have)
+
+
 class _Window:
     """A growing read-ahead buffer over the header. Every length is checked against the file size
-    before anything is read or allocated, so a damaged length field is a GGUFError, not a MemoryError."""
+    before anything is read or allocated, so a damaged length field is a GGUFError, not a MemoryError.
+    `readahead(want, have)` sizes each read (a remote header reads in small steps: every byte costs)."""
 
-    def __init__(self, path: Path, fh: Any, file_size: int = 0) -> None:
+    def __init__(self, path: Path, fh: Any, file_size: int = 0, readahead: Any = local_readahead) -> None:
         self.path = path
         self.fh = fh
         self._file_size = file_size
+        self._readahead = readahead
         self.buf = bytearray()
         self.pos = 0
 
@@ -68,7 +76,7 @@ class _Window:
         want = self.pos + n - len(self.buf)
         if want <= 0:
             return
-        chunk = self.fh.read(max(want, 1 << 20, len(self.buf)))
+        chunk = self.fh.read(max(want, min(self._readahead(want, len(self.buf)), self._file_size - len(self.buf))))
         self.buf += chunk
         if len(chunk) < want:
             raise GGUFError(
@@ -101,8 +109,9 @@ class _Window:
     def skip_strings(self, count: int, key: str) -> None:
         """Skip `count` length-prefixed strings (the tokenizer's 250k tokens and merges)."""
         self.check(8 * count, f"key {key!r}: an array of {count} strings")
-        # read ahead generously (tokens average < 24 bytes), then walk, checking each length
-        self.need(min(count * 24, max(8, self._file_size - self.pos)), f"key {key!r}")
+        # every string takes at least its 8-byte length: read that much (the window's readahead adds
+        # more), then walk, checking each length
+        self.need(min(count * 8, max(8, self._file_size - self.pos)), f"key {key!r}")
         buf = self.buf
         unpack = _Q.unpack_from
         pos = self.pos
@@ -121,7 +130,7 @@ class _Window:
             except struct.error:  # ran past the window: read more and go on from item k
                 left -= k
                 self.pos = pos
-                self.need(max(8, min(left * 24, size - pos)), f"key {key!r}: string {count - left} of {count}")
+                self.need(max(8, min(left * 8, size - pos)), f"key {key!r}: string {count - left} of {count}")
                 buf = self.buf
         self.pos = pos
         self.need(0)
@@ -205,7 +214,11 @@ def split_name(prefix: str, no: int, count: int) -> str:
     return f"{prefix}-{no + 1:05d}-of-{count:05d}.gguf"
 
 
-def _read_header(p: Path) -> tuple[int, int, int, int, dict[str, Any], list[TensorInfo], list[str]]:
+#: one file's header: version, size, alignment, data offset, key/values, tensors, warnings
+Header = tuple[int, int, int, int, dict[str, Any], list[TensorInfo], list[str]]
+
+
+def _read_header(p: Path) -> Header:
     """One file's header: version, size, alignment, data offset, key/values, tensors, warnings."""
     try:
         fh = open(p, "rb")
@@ -216,51 +229,57 @@ def _read_header(p: Path) -> tuple[int, int, int, int, dict[str, Any], list[Tens
     except OSError as exc:
         raise GGUFError(f"{p}: cannot be opened ({exc.strerror}). Check the path and its permissions.") from None
     with fh:
-        file_size = p.stat().st_size
-        w = _Window(p, fh, file_size)
-        head = fh.read(4)
-        if head != GGUF_MAGIC:
-            raise GGUFError(
-                f"{p}: not a GGUF file (it starts with {head!r}, not b'GGUF'). Give llama-server a model in GGUF "
-                "format (convert it with llama.cpp's convert_hf_to_gguf.py, or download a .gguf)."
-            )
-        w.buf += head
-        w.pos = 4
-        version = w.u32("the GGUF version")
-        if version not in (2, 3):
-            raise GGUFError(f"{p}: GGUF version {version} is not supported (only 2 and 3). Re-convert the model with a current llama.cpp.")
-        n_tensors = w.u64("the tensor count")
-        n_kv = w.u64("the key count")
-        # each key takes at least 13 bytes (length, type, one byte of value), each tensor info 24
-        if 13 * n_kv + 24 * n_tensors > file_size - w.pos:
-            raise w.bad(f"the header claims {n_tensors} tensors and {n_kv} keys, more than a {file_size}-byte file "
-                        "can hold", at=8)
-        kv: dict[str, Any] = {}
-        for i in range(n_kv):
-            key = w.string(f"the name of key {i}")
-            vtype = w.u32(f"the type of key {key!r}")
-            kv[key] = w.value(vtype, key)
-        alignment = kv.get("general.alignment", DEFAULT_ALIGNMENT)
-        if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
-            raise GGUFError(f"{p}: general.alignment = {alignment!r} is not a power of two; the header is corrupt.")
-        raw: list[tuple[str, tuple[int, ...], int, int]] = []
-        for i in range(n_tensors):
-            at = w.pos
-            name = w.string(f"the name of tensor {i}")
-            if len(name) >= MAX_NAME:
-                raise w.bad(f"the name of tensor {i} is {len(name)} bytes long (ggml allows {MAX_NAME - 1})", at=at)
-            n_dims = w.u32(f"the dimension count of tensor {name!r}")
-            if n_dims > MAX_DIMS:
-                raise w.bad(f"tensor {name!r} claims {n_dims} dimensions (ggml allows {MAX_DIMS})", at=w.pos - 4)
-            w.need(8 * n_dims, f"the shape of tensor {name!r}")
-            dims = struct.unpack_from(f"<{n_dims}Q", w.buf, w.pos)
-            w.pos += 8 * n_dims
-            ttype = w.u32(f"the type of tensor {name!r}")
-            off = w.u64(f"the data offset of tensor {name!r}")
-            if off % alignment:
-                raise w.bad(f"tensor {name!r} has data offset {off}, not a multiple of the alignment {alignment}", at=w.pos - 8)
-            raw.append((name, tuple(dims), ttype, off))
-        header_end = w.pos
+        return parse_header(p, fh, p.stat().st_size)
+
+
+def parse_header(p: Path, fh: Any, file_size: int, readahead: Any = local_readahead) -> Header:
+    """Parse one GGUF header from `fh` (any object with `read(n)`, positioned at byte 0) of a file of
+    `file_size` bytes, named `p` in messages: version, size, alignment, data offset, key/values,
+    tensors, warnings. Reads sequentially and never past the tensor table (plus `readahead`)."""
+    w = _Window(p, fh, file_size, readahead)
+    head = fh.read(4)
+    if head != GGUF_MAGIC:
+        raise GGUFError(
+            f"{p}: not a GGUF file (it starts with {head!r}, not b'GGUF'). Give llama-server a model in GGUF "
+            "format (convert it with llama.cpp's convert_hf_to_gguf.py, or download a .gguf)."
+        )
+    w.buf += head
+    w.pos = 4
+    version = w.u32("the GGUF version")
+    if version not in (2, 3):
+        raise GGUFError(f"{p}: GGUF version {version} is not supported (only 2 and 3). Re-convert the model with a current llama.cpp.")
+    n_tensors = w.u64("the tensor count")
+    n_kv = w.u64("the key count")
+    # each key takes at least 13 bytes (length, type, one byte of value), each tensor info 24
+    if 13 * n_kv + 24 * n_tensors > file_size - w.pos:
+        raise w.bad(f"the header claims {n_tensors} tensors and {n_kv} keys, more than a {file_size}-byte file "
+                    "can hold", at=8)
+    kv: dict[str, Any] = {}
+    for i in range(n_kv):
+        key = w.string(f"the name of key {i}")
+        vtype = w.u32(f"the type of key {key!r}")
+        kv[key] = w.value(vtype, key)
+    alignment = kv.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
+        raise GGUFError(f"{p}: general.alignment = {alignment!r} is not a power of two; the header is corrupt.")
+    raw: list[tuple[str, tuple[int, ...], int, int]] = []
+    for i in range(n_tensors):
+        at = w.pos
+        name = w.string(f"the name of tensor {i}")
+        if len(name) >= MAX_NAME:
+            raise w.bad(f"the name of tensor {i} is {len(name)} bytes long (ggml allows {MAX_NAME - 1})", at=at)
+        n_dims = w.u32(f"the dimension count of tensor {name!r}")
+        if n_dims > MAX_DIMS:
+            raise w.bad(f"tensor {name!r} claims {n_dims} dimensions (ggml allows {MAX_DIMS})", at=w.pos - 4)
+        w.need(8 * n_dims, f"the shape of tensor {name!r}")
+        dims = struct.unpack_from(f"<{n_dims}Q", w.buf, w.pos)
+        w.pos += 8 * n_dims
+        ttype = w.u32(f"the type of tensor {name!r}")
+        off = w.u64(f"the data offset of tensor {name!r}")
+        if off % alignment:
+            raise w.bad(f"tensor {name!r} has data offset {off}, not a multiple of the alignment {alignment}", at=w.pos - 8)
+        raw.append((name, tuple(dims), ttype, off))
+    header_end = w.pos
     data_offset = (header_end + alignment - 1) // alignment * alignment
     tensors: list[TensorInfo] = []
     for name, dims, ttype, off in raw:

@@ -1,0 +1,133 @@
+"""Remote headers and Hub listings kept on disk, so a second plan of the same model asks nothing.
+
+A header entry is a folder named by its key (a `-mu` URL, or a Hub file at a resolved commit) that
+holds a header-only sparse copy of every part, under the remote file names, so the planner and
+exact mode read it as they read a model on disk (`read_gguf`, `exact_plan`), and `entry.json`
+(URLs, sizes, ETags, header sizes, when fetched). A Hub file at a commit never changes; a `-mu`
+entry is kept `max_age_s` and then revalidated by its ETag. A repo listing (`refs` + `tree`) is
+kept the same time. Writes are atomic (temporary folder or file, then rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.core.config.paths import cache_dir
+from tui.core.planning.sparse import write_sparse
+from tui.core.remote.header import RemoteHeader
+
+#: how long a listing or a `-mu` header is trusted without asking again (`--refresh` asks now)
+MAX_AGE_S = 6 * 3600.0
+
+
+def default_root() -> Path:
+    """`MTP_TUNE_REMOTE_DIR` wins (tests keep their entries apart from the real cache)."""
+    env = os.environ.get("MTP_TUNE_REMOTE_DIR")
+    return Path(env) if env else cache_dir() / "remote"
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """A cache entry: the local path to plan (the first part) and what was recorded of the remote."""
+
+    path: Path
+    key: str
+    urls: tuple[str, ...]
+    etags: tuple[str, ...]
+    sizes: tuple[int, ...]
+    header_sizes: tuple[int, ...]
+    fetched_at: float
+
+    @property
+    def header_bytes(self) -> int:
+        return sum(self.header_sizes)
+
+    @property
+    def total_size(self) -> int:
+        return sum(self.sizes)
+
+    def age_s(self) -> float:
+        return time.time() - self.fetched_at
+
+
+def lookup(key: str, root: Path | None = None) -> CachedModel | None:
+    """The entry for `key`, or None (absent, or damaged: a missing part or an unreadable record)."""
+    entry = (root or default_root()) / "headers" / _digest(key)
+    try:
+        rec = json.loads((entry / "entry.json").read_text())
+        names = rec["names"]
+        if rec["key"] != key or any((entry / n).stat().st_size != s for n, s in zip(names, rec["sizes"])):
+            return None
+        return CachedModel(entry / names[0], key, tuple(rec["urls"]), tuple(rec["etags"]), tuple(rec["sizes"]),
+                           tuple(rec["header_sizes"]), float(rec["fetched_at"]))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def store(key: str, parts: list[RemoteHeader], root: Path | None = None) -> CachedModel:
+    """Write the sparse copies of `parts` (first part first) and the record, replacing any old entry."""
+    entry = (root or default_root()) / "headers" / _digest(key)
+    tmp = entry.with_name(entry.name + f".{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        for part in parts:
+            write_sparse(part.header, part.size, tmp / part.name)
+        rec = {"key": key, "names": [p.name for p in parts], "urls": [p.url for p in parts],
+               "etags": [p.etag for p in parts], "sizes": [p.size for p in parts],
+               "header_sizes": [p.header_size for p in parts], "fetched_at": time.time()}
+        (tmp / "entry.json").write_text(json.dumps(rec, indent=1))
+        shutil.rmtree(entry, ignore_errors=True)
+        os.replace(tmp, entry)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    found = lookup(key, root)
+    assert found is not None
+    return found
+
+
+def touch(model: CachedModel) -> None:
+    """Mark a revalidated entry fresh again."""
+    rec_path = model.path.parent / "entry.json"
+    try:
+        rec = json.loads(rec_path.read_text())
+        rec["fetched_at"] = time.time()
+        _write_atomic(rec_path, json.dumps(rec, indent=1))
+    except (OSError, ValueError):
+        pass
+
+
+def load_listing(key: str, root: Path | None = None) -> dict[str, Any] | None:
+    try:
+        rec = json.loads(((root or default_root()) / "listings" / f"{_digest(key)}.json").read_text())
+        return rec if rec.get("key") == key else None
+    except (OSError, ValueError):
+        return None
+
+
+def save_listing(key: str, listing: dict[str, Any], root: Path | None = None) -> None:
+    path = (root or default_root()) / "listings" / f"{_digest(key)}.json"
+    _write_atomic(path, json.dumps({**listing, "key": key, "fetched_at": time.time()}, indent=1))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

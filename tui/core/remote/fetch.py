@@ -1,0 +1,190 @@
+"""A model named by `-mu URL` or `-hf REPO[:QUANT]` made plannable: its header, read by ranges and cached.
+
+`fetch_model` returns a local header-only sparse copy (every part of a split model, under the
+remote names), which the planner and exact mode read exactly as a file on disk. Nothing past the
+headers is ever requested. A second plan of the same model makes no request: the Hub listing and
+the headers are cached (`cache`); a `-mu` header older than `max_age_s` is revalidated by ETag with
+one 1-byte request; `refresh` asks again now. With no network, a cached entry of any age is used,
+and said so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import time
+
+import httpx
+
+from tui.core.remote import cache
+from tui.core.remote.errors import RemoteError
+from tui.core.remote.header import RemoteHeader, file_name, read_remote_header
+from tui.core.remote.hub import HubFile, Variant, endpoint, resolve_files, resolve_url, split_info, split_repo_tag, variants
+from tui.core.remote.ranged import RangedFile, Traffic, new_client
+from tui.core.remote.source import ModelSource
+
+
+@dataclass
+class Fetched:
+    """The plannable copy of a remote model and what getting it cost."""
+
+    path: Path  # give this to read_gguf / exact_plan (a split model: its first part)
+    source: ModelSource
+    urls: list[str]
+    size: int  # the remote file(s)' total size
+    header_bytes: int
+    traffic: Traffic = field(default_factory=Traffic)
+    cached: bool = False
+    notes: list[str] = field(default_factory=list)
+    repo_file: str = ""  # for -hf: the file chosen (the first part of a split set)
+
+    @property
+    def name(self) -> str:
+        return self.repo_file or file_name(self.urls[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source.label, "file": self.name, "urls": self.urls, "size": self.size,
+                "header_bytes": self.header_bytes, "requests": self.traffic.requests,
+                "bytes_fetched": self.traffic.bytes, "cached": self.cached, "notes": self.notes}
+
+
+Progress = Callable[[str], None]
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    from huggingface_hub.utils import build_hf_headers
+
+    return build_hf_headers(token=token or False, library_name="mtp-tune")
+
+
+def url_parts(url: str) -> list[str]:
+    """llama.cpp's `common_download_get_all_parts`: a `-00001-of-0000N.gguf` URL names all N parts."""
+    info = split_info(url.split("?", 1)[0])
+    if info is None or info.count <= 1:
+        return [url]
+    return [f"{info.prefix}-{i:05d}-of-{info.count:05d}.gguf" for i in range(1, info.count + 1)]
+
+
+def _read_parts(client: httpx.Client, urls: list[str], names: list[str], token: str | None, traffic: Traffic,
+                progress: Progress | None) -> list[RemoteHeader]:
+    parts = []
+    for i, (url, name) in enumerate(zip(urls, names)):
+        if progress:
+            progress(f"reading the header of {name}" + (f" (part {i + 1} of {len(urls)})" if len(urls) > 1 else ""))
+        h = read_remote_header(client, url, _headers(token), traffic, name=name.rsplit("/", 1)[-1], what=name)
+        parts.append(h)
+    first = parts[0]
+    if first.split_count != len(parts):
+        raise RemoteError(f"{names[0]} says it is part 1 of {first.split_count}, but {len(parts)} part(s) were found; "
+                          "llama-server needs every part.")
+    return parts
+
+
+def _fetched(hit: cache.CachedModel, source: ModelSource, traffic: Traffic, cached: bool, notes: list[str],
+             repo_file: str = "") -> Fetched:
+    return Fetched(hit.path, source, list(hit.urls), hit.total_size, hit.header_bytes, traffic, cached, notes, repo_file)
+
+
+def fetch_url(source: ModelSource, *, refresh: bool = False, max_age_s: float = cache.MAX_AGE_S,
+              client: httpx.Client | None = None, progress: Progress | None = None) -> Fetched:
+    """`-mu URL`: the cached header when fresh (or when its ETag still matches), else read now."""
+    key = f"url|{source.spec}"
+    hit = cache.lookup(key)
+    traffic = Traffic()
+    if hit is not None and not refresh and hit.age_s() < max_age_s:
+        return _fetched(hit, source, traffic, True, [])
+    own = client is None
+    client = client or new_client()
+    try:
+        if hit is not None and hit.etags[0]:
+            try:
+                probe = RangedFile(client, source.spec, _headers(source.token), traffic, first=1)
+            except RemoteError as exc:
+                if "cannot reach" in str(exc):
+                    return _fetched(hit, source, traffic, True, [f"offline: using the header read {hit.age_s() / 3600:.1f} h ago ({exc})"])
+                raise
+            if probe.etag == hit.etags[0] and probe.size == hit.sizes[0]:
+                cache.touch(hit)
+                return _fetched(hit, source, traffic, True, ["revalidated by ETag"])
+        urls = url_parts(source.spec)
+        parts = _read_parts(client, urls, [file_name(u) for u in urls], source.token, traffic, progress)
+        stored = cache.store(key, parts)
+        return _fetched(stored, source, traffic, False, [])
+    finally:
+        if own:
+            client.close()
+
+
+def repo_listing(repo: str, token: str | None, *, refresh: bool = False, max_age_s: float = cache.MAX_AGE_S,
+                 ep: str | None = None) -> tuple[str, list[HubFile], bool]:
+    """(commit, files, from_cache) of a Hub repo; cached `max_age_s` (a stale one serves when offline)."""
+    from tui.core.remote.hub_client import repo_commit_and_files
+
+    ep = ep or endpoint()
+    key = f"{ep}|{repo}"
+    rec = cache.load_listing(key)
+    fresh = rec is not None and not refresh and time.time() - float(rec.get("fetched_at", 0)) < max_age_s
+    if rec is not None and fresh:
+        return rec["commit"], [HubFile(f["path"], int(f["size"])) for f in rec["files"]], True
+    try:
+        commit, files = repo_commit_and_files(ep, repo, token)
+    except RemoteError as exc:
+        if rec is not None and "cannot reach" in str(exc):
+            return rec["commit"], [HubFile(f["path"], int(f["size"])) for f in rec["files"]], True
+        raise
+    cache.save_listing(key, {"commit": commit, "files": [{"path": f.path, "size": f.size} for f in files]})
+    return commit, files, False
+
+
+def fetch_files(repo: str, commit: str, files: list[HubFile], source: ModelSource, *, ep: str | None = None,
+                client: httpx.Client | None = None, progress: Progress | None = None) -> Fetched:
+    """The headers of one resolved Hub model (a file or a split set) at `commit`; a commit's files never
+    change, so a cached entry is always good."""
+    ep = ep or endpoint()
+    key = f"hf|{ep}{repo}@{commit}/{files[0].path}"
+    hit = cache.lookup(key)
+    if hit is not None:
+        return _fetched(hit, source, Traffic(), True, [], files[0].path)
+    own = client is None
+    client = client or new_client()
+    try:
+        traffic = Traffic()
+        urls = [resolve_url(repo, commit, f.path, ep) for f in files]
+        parts = _read_parts(client, urls, [f.path for f in files], source.token, traffic, progress)
+        return _fetched(cache.store(key, parts), source, traffic, False, [], files[0].path)
+    finally:
+        if own:
+            client.close()
+
+
+def fetch_hf(source: ModelSource, *, refresh: bool = False, client: httpx.Client | None = None,
+             progress: Progress | None = None) -> Fetched:
+    """`-hf REPO[:QUANT] [-hff FILE]`: the file(s) llama-server would download, their headers only."""
+    repo, tag = split_repo_tag(source.spec)
+    if progress:
+        progress(f"listing {repo}")
+    commit, files, listed_from_cache = repo_listing(repo, source.token, refresh=refresh)
+    try:
+        chosen = resolve_files(files, repo, tag, source.hf_file)
+    except ValueError as exc:
+        raise RemoteError(str(exc)) from None
+    got = fetch_files(repo, commit, chosen, source, client=client, progress=progress)
+    got.cached = got.cached and listed_from_cache
+    return got
+
+
+def fetch_model(source: ModelSource, *, refresh: bool = False, client: httpx.Client | None = None,
+                progress: Progress | None = None) -> Fetched:
+    """The plannable local copy of `source`; RemoteError (one sentence) on any failure."""
+    if source.kind == "hf":
+        return fetch_hf(source, refresh=refresh, client=client, progress=progress)
+    return fetch_url(source, refresh=refresh, client=client, progress=progress)
+
+
+def repo_variants(repo: str, token: str | None, *, refresh: bool = False) -> tuple[str, list[Variant]]:
+    """(commit, every model variant of the repo, split sets as one)."""
+    commit, files, _ = repo_listing(repo, token, refresh=refresh)
+    return commit, variants(files)

@@ -1,0 +1,62 @@
+"""One remote GGUF's header, read by growing range requests until its tensor table ends.
+
+The same parser that reads a file on disk (`planning.gguf_reader.parse_header`) walks the remote
+file through a `RangedFile`, with a read-ahead that grows by an eighth instead of doubling. The
+parse needs only the header's own bytes: the tokenizer's arrays are skipped by their lengths, so
+the requests follow the header and stop at the tensor table's end (plus the padding up to the data,
+which the sparse copy needs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from tui.core.planning.gguf_meta import GGUFError
+from tui.core.planning.gguf_reader import parse_header
+from tui.core.remote.errors import RemoteError
+from tui.core.remote.ranged import RangedFile, Traffic, remote_readahead
+
+
+@dataclass(frozen=True)
+class RemoteHeader:
+    """A remote GGUF file's header bytes (up to where its tensor data begins) and what identifies it."""
+
+    url: str
+    name: str  # the file name (a split part keeps llama.cpp's -0000i-of-0000N name)
+    size: int  # the whole file's size, from the server
+    etag: str
+    header: bytes
+    split_count: int  # 1 for a single file
+
+    @property
+    def header_size(self) -> int:
+        return len(self.header)
+
+
+def file_name(url: str) -> str:
+    """The file name a URL ends with (`-mu https://host/dir/model-Q4_K_M.gguf?x=1` -> the .gguf)."""
+    return unquote(PurePosixPath(urlsplit(url).path).name) or "model.gguf"
+
+
+def read_remote_header(client: httpx.Client, url: str, headers: dict[str, str] | None = None,
+                       traffic: Traffic | None = None, name: str = "", what: str = "") -> RemoteHeader:
+    """Read `url`'s GGUF header by range requests; RemoteError (HTTP, network, no Range, not a GGUF)."""
+    name = name or file_name(url)
+    rf = RangedFile(client, url, headers, traffic, what=what or name)
+    try:
+        _v, _size, _align, data_offset, kv, _t, _w = parse_header(PurePosixPath(url), rf, rf.size, remote_readahead)
+    except GGUFError as exc:
+        text = str(exc)
+        if "not a GGUF file" in text:
+            start = bytes(rf.data[:4])
+            raise RemoteError(f"{url} is not a GGUF file (it starts with {start!r}, not b'GGUF'): check the URL "
+                              "(a Hub page's URL is not the file's; use .../resolve/main/FILE.gguf) or the file name.") from None
+        raise RemoteError(text) from None
+    rf.ensure(data_offset)  # the padding between the tensor table and the data: part of the copy
+    count = kv.get("split.count", 1)
+    count = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+    return RemoteHeader(url, name, rf.size, rf.etag, bytes(rf.data[:data_offset]), count)

@@ -1,0 +1,170 @@
+"""Which file(s) `-hf REPO[:QUANT]` means, by the installed llama-server's own rules.
+
+Ported from llama.cpp b11434, common/download.cpp and common/hf-cache.cpp:
+- the endpoint is `MODEL_ENDPOINT`, else `HF_ENDPOINT`, else https://huggingface.co/ (common.cpp
+  `common_get_model_endpoint`); the token is `-hft`, else `HF_TOKEN`;
+- the commit is the `main` branch's (else the first valid branch) from `/api/models/REPO/refs`; the
+  files are `/api/models/REPO/tree/COMMIT?recursive=true`, in the Hub's order;
+- a `preset.ini` at the root makes the repo a preset: only that file is downloaded;
+- `-hff FILE` names the file exactly; else `find_best_model`: the first model file (not mmproj,
+  imatrix, mtp-, eagle3-, dflash-, dspark-) whose path matches `TAG[.-]` (case-insensitive), the tag
+  given or `Q4_K_M` then `Q8_0`, a split set only by its first part; with no tag, the first model file;
+- a split model (`-0000i-of-0000N.gguf`) is every file with the same prefix and count.
+The Hub calls go through `huggingface_hub` (listing, auth, errors); URLs are llama.cpp's
+`ENDPOINT/REPO/resolve/COMMIT/PATH`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_ENDPOINT = "https://huggingface.co/"
+DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
+_SPLIT = re.compile(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.I)
+_TAG = re.compile(r"[-.]([A-Z0-9_]+)$", re.I)
+_NOT_MODEL = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")
+
+
+def endpoint() -> str:
+    """llama.cpp's `common_get_model_endpoint`, with its trailing slash."""
+    ep = os.environ.get("MODEL_ENDPOINT") or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+    return ep if ep.endswith("/") else ep + "/"
+
+
+def split_repo_tag(spec: str) -> tuple[str, str]:
+    """`user/model[:quant]` -> (repo, tag); ValueError as llama.cpp's `common_download_split_repo_tag`."""
+    parts = spec.split(":")
+    tag = parts[-1] if len(parts) > 1 else ""
+    repo = parts[0]
+    if len(repo.split("/")) != 2 or not all(repo.split("/")):
+        raise ValueError(f"-hf {spec!r}: expected <user>/<model>[:quant], e.g. unsloth/Qwen3.6-35B-A3B-GGUF:Q4_K_M")
+    return repo, tag
+
+
+@dataclass(frozen=True)
+class HubFile:
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class SplitInfo:
+    prefix: str  # the tag included
+    tag: str  # upper case, "" when the name has none
+    index: int
+    count: int
+
+
+def split_info(path: str) -> SplitInfo | None:
+    """llama.cpp's `get_gguf_split_info`; None for a name that does not end in .gguf."""
+    if not path.endswith(".gguf"):
+        return None
+    prefix, index, count = path[: -len(".gguf")], 1, 1
+    m = _SPLIT.match(prefix)
+    if m:
+        prefix, index, count = m.group(1), int(m.group(2)), int(m.group(3))
+    t = _TAG.search(prefix)
+    return SplitInfo(prefix, t.group(1).upper() if t else "", index, count)
+
+
+def is_model_file(path: str) -> bool:
+    """llama.cpp's `gguf_filename_is_model`: a .gguf that is no projector, imatrix or draft sidecar."""
+    name = path.rsplit("/", 1)[-1]
+    return path.endswith(".gguf") and not any(k in name for k in _NOT_MODEL)
+
+
+def _first_part(path: str) -> bool:
+    info = split_info(path)
+    return info is None or info.count <= 1 or info.index == 1
+
+
+def find_best_model(files: list[HubFile], tag: str) -> HubFile | None:
+    """llama.cpp's `find_best_model`."""
+    for t in [tag] if tag else list(DEFAULT_TAGS):
+        pattern = re.compile(re.escape(t) + "[.-]", re.I)
+        for f in files:
+            if is_model_file(f.path) and pattern.search(f.path) and _first_part(f.path):
+                return f
+    if not tag:
+        for f in files:
+            if is_model_file(f.path) and _first_part(f.path):
+                return f
+    return None
+
+
+def split_files(files: list[HubFile], first: HubFile) -> list[HubFile]:
+    """llama.cpp's `get_split_files`: every part of `first`'s split set, in the listing's order."""
+    info = split_info(first.path)
+    if info is None or info.count <= 1:
+        return [first]
+    same = [f for f in files if (i := split_info(f.path)) and i.count == info.count and i.prefix == info.prefix]
+    return sorted(same, key=lambda f: split_info(f.path).index)  # type: ignore[union-attr]
+
+
+def resolve_files(files: list[HubFile], repo: str, tag: str, hf_file: str = "") -> list[HubFile]:
+    """The model file(s) llama-server's `-hf REPO[:TAG] [-hff FILE]` downloads; ValueError naming the
+    problem (a preset repo, no such file, no GGUF at all) and the GGUF files there are."""
+    ggufs = [f.path for f in files if f.path.endswith(".gguf")]
+    available = ("; the repo has: " + ", ".join(ggufs[:12]) + (" ..." if len(ggufs) > 12 else "")) if ggufs else \
+        "; the repo has no .gguf file"
+    if any(f.path == "preset.ini" for f in files):
+        raise ValueError(f"{repo} holds a preset.ini: llama-server downloads only that file and loads what it names; "
+                         "plan the model it names instead.")
+    if hf_file:
+        hit = next((f for f in files if f.path == hf_file), None)
+        if hit is None:
+            raise ValueError(f"-hff {hf_file!r} is not in {repo}{available}.")
+        return split_files(files, hit)
+    best = find_best_model(files, tag)
+    if best is None:
+        what = f"no GGUF file matching the quant {tag!r}" if tag else "no GGUF model file"
+        raise ValueError(f"{repo} has {what}{available}.")
+    return split_files(files, best)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One downloadable model of a repo: a single file or a split set (one row of `variants`)."""
+
+    tag: str  # e.g. Q4_K_M ("" when the name carries none)
+    files: tuple[HubFile, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def path(self) -> str:
+        return self.files[0].path
+
+
+def variants(files: list[HubFile]) -> list[Variant]:
+    """Every model in the listing, a split set as one variant (its first part names it)."""
+    out = []
+    for f in files:
+        if is_model_file(f.path) and _first_part(f.path):
+            info = split_info(f.path)
+            out.append(Variant(info.tag if info else "", tuple(split_files(files, f))))
+    return out
+
+
+def listing_from_tree(items: list[Any]) -> list[HubFile]:
+    """huggingface_hub's `RepoFile`s (folders dropped) -> HubFiles, in the Hub's order."""
+    out = []
+    for it in items:
+        size = getattr(it, "size", None)
+        if size is None or not hasattr(it, "blob_id"):
+            continue  # a RepoFolder
+        lfs = getattr(it, "lfs", None)
+        out.append(HubFile(it.path, int(getattr(lfs, "size", None) or size)))
+    return out
+
+
+def resolve_url(repo: str, commit: str, path: str, ep: str | None = None) -> str:
+    """llama.cpp's download URL: `ENDPOINT/REPO/resolve/COMMIT/PATH`."""
+    from huggingface_hub import hf_hub_url
+
+    return hf_hub_url(repo, path, revision=commit, endpoint=(ep or endpoint()).rstrip("/"))
