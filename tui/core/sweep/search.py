@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX  # noqa: F401  (re-exported: the recovery and searches use them)
+
 Knob = Literal["fit_target", "ctx_size"]
 #: Trial outcomes: `ok` loads and decodes; `oom` fails to allocate; `overshoot` the knob is past what
 #: it can do (fit gave up); `failed` another failure (the knob does not explain it); `cancelled`.
@@ -30,9 +32,6 @@ Outcome = Literal["ok", "oom", "overshoot", "failed", "cancelled"]
 
 KNOB_UNITS: dict[str, str] = {"fit_target": "MiB", "ctx_size": "tokens"}
 KNOB_FLAGS: dict[str, str] = {"fit_target": "--fit-target", "ctx_size": "--ctx-size"}
-#: The context is allocated in cells padded to 256 (llama-context.cpp:292): finer steps change nothing.
-CTX_STEP = 256
-MIN_CTX = 256
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
 from tui.core.sweep.recovery import Recovery, choose_knob, judge
-from tui.core.sweep.search import CTX_STEP, MIN_CTX, KnobFinding, Knob, Trial, search_knob
+from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, plan_largest_ctx
+from tui.core.sweep.search import KnobFinding, Knob, Trial, search_knob
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
 
 FIT_STEP_MIB = 64
@@ -112,37 +113,6 @@ def _backend(backend: Backend | None, server_bin: str | Path | None) -> tuple[Ba
 
 
 # --------------------------------------------------------------------------- largest context
-
-
-def plan_largest_ctx(meta: GGUFMeta, settings: Settings, devices: list[DeviceSpec], *,
-                     host_total_mib: float | None = None, host_free_mib: float | None = None,
-                     upper: int | None = None) -> tuple[int | None, list[tuple[int, str]]]:
-    """The largest context (whole 256-cell blocks) the planner does not predict to OOM, and the
-    (ctx, risk) pairs it looked at: a binary search, since memory grows with the context."""
-    from tui.core.planning.plan import plan
-
-    hi_blocks = max(1, int(upper or meta.hparams.n_ctx_train or 4096) // CTX_STEP)
-    seen: list[tuple[int, str]] = []
-
-    def fits(blocks: int) -> bool:
-        ctx = blocks * CTX_STEP
-        risk = plan(meta, replace(settings, ctx_size=ctx), devices, host_total_mib, host_free_mib).worst_risk
-        seen.append((ctx, risk))
-        return risk != "oom"
-
-    if fits(hi_blocks):
-        return hi_blocks * CTX_STEP, seen
-    lo = MIN_CTX // CTX_STEP
-    if not fits(lo):
-        return None, seen
-    hi = hi_blocks  # fits(lo) and not fits(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo * CTX_STEP, seen
 
 
 def this_machine(settings: Settings, profile: str | None = None) -> tuple[list[DeviceSpec], float | None, float | None]:

@@ -66,7 +66,10 @@ _LAST: list[DeviceSet] = []  # the DeviceSet of the newest plan (one entry; a li
 def plan_is_quick(settings: Settings) -> bool:
     """Is a plan of `settings` about a millisecond, fine on the UI thread? Yes once the model's header
     is read, unless `--rpc` servers are to be asked for their memory (network: a worker's job)."""
-    path = settings.model
+    from tui.ui.adapters.remote import known_local
+
+    local = known_local(settings)  # a remote model: quick once its header copy is read
+    path = local.model if local is not None else None
     if not path or settings.rpc:
         return False
     key = _meta_key(Path(path).expanduser())
@@ -170,13 +173,13 @@ def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.errors import PlanError
 
-    if options.attach_url and not settings.model:
+    from tui.ui.adapters.remote import to_local
+
+    if options.attach_url and not settings.model and not settings.hf_repo:
         return PlanView(error="attached: give the model file in the model field to plan its memory", seq=seq)
-    if not settings.model and settings.hf_repo:
-        return PlanView(error="the planner reads a local GGUF file; -hf models are downloaded by llama-server "
-                              "at launch (give the downloaded file's path to plan)", seq=seq)
     ds = None
     try:
+        settings = to_local(settings)  # -hf/-mu: planned from the header alone (read once, then cached)
         ds = devices_for(snapshot, options, settings.rpc, keep=True) if settings.model else None
         p = core_plan(settings, snapshot, options, devices=ds)
     except (PlanError, GGUFError, ValueError) as exc:
@@ -197,7 +200,10 @@ def exact_unavailable_reason(settings: Settings, options: AppOptions) -> str | N
     if options.server_bin is None:
         return "no llama-server found (run `mtp-tune doctor`); exact mode needs one."
     if not settings.model:
-        return "exact mode needs a local model file (-m); a -hf model is only planned by estimate."
+        from tui.ui.adapters.remote import source
+
+        if source(settings) is None:
+            return "exact mode needs a model: a file (-m), a Hugging Face repo (-hf) or a URL (-mu)."
     return None
 
 
@@ -312,12 +318,21 @@ class ExactPlans:
         return runner.submit(*asked) if runner is not None and asked is not None else None
 
     def _run(self, fn: Any, settings: Settings, snapshot: GpuSnapshot | None, cancel: threading.Event) -> Any:
+        from tui.ui.adapters.remote import to_local
+
+        asked = settings
+        try:
+            local = to_local(settings)  # a remote model's header copy (read here if the estimate has not yet)
+        except ValueError as exc:  # RemoteError is one
+            from tui.core.planning.exact import unavailable
+
+            return unavailable(str(exc))
         self._run_devices = ds = devices_for(snapshot, self.options, settings.rpc)
-        args, kwargs = exact_request(settings, snapshot, self.options, devices=ds)
+        args, kwargs = exact_request(local, snapshot, self.options, devices=ds)
         res = fn(*args, cancel=cancel, **kwargs)
         if getattr(res, "available", False):
             with self._lock:
-                self._last = (settings, res)
+                self._last = (asked, res)
         return res
 
     def cancel(self) -> None:

@@ -1,0 +1,101 @@
+"""Which file of a Hugging Face repo fits: every quant planned side by side, before any download.
+
+Usage: mtp-tune variants REPO[:QUANT] [llama-server flags] [--gpus SPEC] [--kv f16,q8_0,q4_0] [--exact]
+       [--refresh] [--json | --md]
+
+One row per model file (split parts as one row) and per main KV type (`--kv`, as -ctk and -ctv; the
+draft KV stays as the flags say): file size, each device's need and headroom (GiB), fits or not,
+what `--fit on` would change, and the largest `-c` that fits with every layer where the flags put
+it (fit not moving layers). The best-quality variant that fits comes first. Only the headers are
+read (HTTP range requests, cached); `--exact` measures each row with llama.cpp's own dry run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from tui.cli._common import check_server_args, fail, pass_unknown_to_server, print_json
+
+COMMAND = "variants"
+HELP = "every quant of a Hugging Face repo planned side by side from the headers alone: which file fits"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("repo", metavar="REPO[:QUANT]", help="a Hugging Face repo, e.g. unsloth/Qwen3.6-35B-A3B-GGUF")
+    p.add_argument("--gpus", metavar="SPEC", help="cpu | 2x16GiB | 6GiB,24GiB | a profile name (default: real GPUs or cpu)")
+    p.add_argument("--kv", metavar="TYPES", default="", help="main KV types to compare, e.g. f16,q8_0,q4_0 (default: as the flags say)")
+    p.add_argument("--exact", action="store_true", help="measure every row with llama.cpp's own --fit dry run")
+    p.add_argument("--refresh", action="store_true", help="ask the Hub again now (default: a listing up to 6 h old)")
+    p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB", help="memory of each --rpc device, without asking")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object: repo, commit, rows")
+    out.add_argument("--md", action="store_true", help="a Markdown table")
+    pass_unknown_to_server(p)
+
+
+def _settings_for(server_args: list[str], count: int | None) -> Any:
+    def settings_for(path: str, kv: str | None) -> Any:
+        kv_args = ["-ctk", kv, "-ctv", kv] if kv else []
+        return check_server_args([*server_args, *kv_args, "-m", path], warn=False, device_count=count)
+    return settings_for
+
+
+def run(args: argparse.Namespace) -> int:
+    from tui.core.planning.devices import devices_now
+    from tui.core.remote.errors import RemoteError
+    from tui.core.remote.hub import split_repo_tag
+    from tui.core.remote.source import REMOTE_OPTIONS
+    from tui.core.options.reader import value, without
+    from tui.core.remote.variants import plan_variants
+
+    server_args = [a for a in args.server_args if a != "--"]
+    token = value(server_args, "--hf-token") or os.environ.get("HF_TOKEN") or None
+    server_args = without(server_args, "--hf-repo", "--model", *REMOTE_OPTIONS)
+    kvs: list[str | None] = [k.strip() for k in args.kv.split(",") if k.strip()] or [None]
+    try:
+        split_repo_tag(args.repo)
+        settings = check_server_args(server_args)
+        ds = devices_now(args.gpus, list(settings.rpc), args.rpc_mib)
+        for kv in kvs:  # every flag and KV type refused here, before anything is fetched
+            _settings_for(server_args, ds.count or None)("model.gguf", kv)
+    except ValueError as exc:
+        return fail(str(exc))
+    exact = _exact_fn(args, ds) if args.exact else None
+
+    def progress(msg: str) -> None:
+        if not (args.json or args.md):
+            print(f"mtp-tune: {msg}", file=sys.stderr)
+
+    try:
+        table = plan_variants(args.repo, _settings_for(server_args, ds.count or None), ds, kvs, token=token,
+                              refresh=args.refresh, exact=exact, progress=progress)
+    except RemoteError as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json({**table.to_dict(), "devices": ds.source})
+        return 0
+    from tui.cli._variants_table import render
+
+    print(render(table, ds, markdown=args.md))
+    return 0 if any(r.fits for r in table.rows) else 1
+
+
+def _exact_fn(args: argparse.Namespace, ds: Any) -> Any:
+    from tui.core.planning.exact import exact_plan, unavailable
+    from tui.core.server import provision
+
+    try:
+        found = provision.find_server(getattr(args, "server_bin", None))
+    except provision.ProvisionError:
+        found = None
+    simulated = bool(args.gpus) and args.gpus.strip().lower() != "cpu"
+
+    def exact(settings: Any, meta: Any) -> Any:
+        if found is None:
+            return unavailable("no llama-server found (run `mtp-tune doctor`); exact mode needs one.")
+        return exact_plan(settings, list(ds.devices), found.path, meta=meta, stand_in=simulated,
+                          host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
+    return exact
