@@ -244,7 +244,7 @@ def test_cli_gpu_specs(qwen, spec: str) -> None:  # noqa: ANN001
 def test_cli_errors_are_one_paragraph(tmp_path: Path) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_text("hello")
-    for args, needle in ((["-m", str(bad)], "not a GGUF"), (["-c", "4096"], "needs the model"),
+    for args, needle in ((["-m", str(bad)], "not a GGUF"), (["-c", "4096"], "needs a model"),
                          (["-m", str(bad), "--gpus", "lots"], "--gpus")):
         out = subprocess.run([sys.executable, "-m", "tui.cli", "plan", *args], capture_output=True, text=True, timeout=60)
         assert out.returncode != 0

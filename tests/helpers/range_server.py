@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
@@ -83,6 +85,7 @@ class LoopbackHub:
         self._blobs: dict[str, Path] = {}
         self._oids: dict[Path, str] = {}
         self._lock = threading.Lock()
+        self._logged = threading.Condition(self._lock)
         self.url = ""
 
     # ---- what is served ----
@@ -117,8 +120,17 @@ class LoopbackHub:
             self.log.clear()
 
     def record(self, hit: Hit) -> None:
-        with self._lock:
+        with self._logged:
             self.log.append(hit)
+            self._logged.notify_all()
+
+    def wait_for(self, contains: str, timeout: float = 30.0) -> list[Hit]:
+        """The hits on paths containing `contains` once there is one, or [] after `timeout` seconds. A
+        hit is recorded when its handler is done (the body written, or refused by the client), so a
+        client may have returned before its request shows here."""
+        with self._logged:
+            self._logged.wait_for(lambda: any(contains in h.path for h in self.log), timeout)
+            return [h for h in self.log if contains in h.path]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -260,8 +272,30 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    """Keeps its open connections, so that stopping it ends the kept-alive ones too (a client's pool
+    would otherwise still reach a server that is gone)."""
+
     daemon_threads = True
     hub: LoopbackHub
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.conns: set[socket.socket] = set()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.conns.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.conns.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        for conn in list(self.conns):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 @contextmanager
@@ -277,14 +311,13 @@ def serve() -> Iterator[LoopbackHub]:
         yield hub
     finally:
         srv.shutdown()
+        srv.drop_connections()
         srv.server_close()
         t.join(timeout=10)
 
 
 def closed_port_url(name: str = "model.gguf") -> str:
     """A loopback URL nobody listens on (the 'no network' case, without leaving this machine)."""
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

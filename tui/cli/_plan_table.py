@@ -12,9 +12,9 @@ def unreachable_json(devices: Any) -> list[dict[str, str]]:
 
 def remote_line(fetched: Any) -> str:
     """One line on where a remote model's figures come from (`remote.fetch.Fetched`)."""
-    how = ("from the cache, no request" if fetched.cached and not fetched.traffic.requests else
-           f"{fetched.traffic.bytes / 2**20:.2f} MiB in {fetched.traffic.requests} range request"
-           f"{'s' if fetched.traffic.requests != 1 else ''}")
+    reqs = fetched.traffic.requests
+    how = ("from the cache, no request" if fetched.cached and not reqs else "from the cache" if not reqs else
+           f"{fetched.traffic.bytes / 2**20:.2f} MiB in {reqs} range request{'s' if reqs != 1 else ''}")
     notes = "".join(f"; {n}" for n in fetched.notes)
     return (f"remote: {fetched.source.label} -> {fetched.name} ({fetched.size / 2**30:.2f} GiB, not downloaded); "
             f"header {fetched.header_bytes / 2**20:.2f} MiB, {how}{notes}")

@@ -4,18 +4,17 @@
 remote names), which the planner and exact mode read exactly as a file on disk. Nothing past the
 headers is ever requested. A second plan of the same model makes no request: the Hub listing and
 the headers are cached (`cache`); a `-mu` header older than `max_age_s` is revalidated by ETag with
-one 1-byte request; `refresh` asks again now. With no network, a cached entry of any age is used,
+one 1-byte request per part; `refresh` asks again now. With no network, a cached entry of any age is used,
 and said so.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import time
 
 import httpx
 
@@ -88,6 +87,15 @@ def _fetched(hit: cache.CachedModel, source: ModelSource, traffic: Traffic, cach
     return Fetched(hit.path, source, list(hit.urls), hit.total_size, hit.header_bytes, traffic, cached, notes, repo_file)
 
 
+def _unchanged(client: httpx.Client, hit: cache.CachedModel, token: str | None, traffic: Traffic) -> bool:
+    """Whether every part still has the ETag and size it was read with (one 1-byte request each)."""
+    for url, etag, size in zip(hit.urls, hit.etags, hit.sizes):
+        probe = RangedFile(client, url, _headers(token), traffic, what=file_name(url), first=1)
+        if probe.etag != etag or probe.size != size:
+            return False
+    return True
+
+
 def fetch_url(source: ModelSource, *, refresh: bool = False, max_age_s: float = cache.MAX_AGE_S,
               client: httpx.Client | None = None, progress: Progress | None = None) -> Fetched:
     """`-mu URL`: the cached header when fresh (or when its ETag still matches), else read now."""
@@ -99,14 +107,14 @@ def fetch_url(source: ModelSource, *, refresh: bool = False, max_age_s: float = 
     own = client is None
     client = client or new_client()
     try:
-        if hit is not None and hit.etags[0]:
+        if hit is not None and all(hit.etags):
             try:
-                probe = RangedFile(client, source.spec, _headers(source.token), traffic, first=1)
+                same = _unchanged(client, hit, source.token, traffic)
             except RemoteError as exc:
                 if "cannot reach" in str(exc):
                     return _fetched(hit, source, traffic, True, [f"offline: using the header read {hit.age_s() / 3600:.1f} h ago ({exc})"])
                 raise
-            if probe.etag == hit.etags[0] and probe.size == hit.sizes[0]:
+            if same:
                 cache.touch(hit)
                 return _fetched(hit, source, traffic, True, ["revalidated by ETag"])
         urls = url_parts(source.spec)
@@ -119,20 +127,26 @@ def fetch_url(source: ModelSource, *, refresh: bool = False, max_age_s: float = 
 
 
 def repo_listing(repo: str, token: str | None, *, refresh: bool = False, max_age_s: float = cache.MAX_AGE_S,
-                 ep: str | None = None) -> tuple[str, list[HubFile], bool]:
-    """(commit, files, from_cache) of a Hub repo; cached `max_age_s` (a stale one serves when offline)."""
+                 ep: str | None = None, progress: Progress | None = None,
+                 notes: list[str] | None = None) -> tuple[str, list[HubFile], bool]:
+    """(commit, files, from_cache) of a Hub repo; cached `max_age_s` (a stale one serves when offline,
+    said in `notes`)."""
     from tui.core.remote.hub_client import repo_commit_and_files
 
     ep = ep or endpoint()
     key = f"{ep}|{repo}"
     rec = cache.load_listing(key)
-    fresh = rec is not None and not refresh and time.time() - float(rec.get("fetched_at", 0)) < max_age_s
-    if rec is not None and fresh:
+    age = time.time() - float(rec.get("fetched_at", 0)) if rec is not None else 0.0
+    if rec is not None and not refresh and age < max_age_s:
         return rec["commit"], [HubFile(f["path"], int(f["size"])) for f in rec["files"]], True
+    if progress:
+        progress(f"listing {repo}")
     try:
         commit, files = repo_commit_and_files(ep, repo, token)
     except RemoteError as exc:
         if rec is not None and "cannot reach" in str(exc):
+            if notes is not None:
+                notes.append(f"offline: using the listing of {repo} read {age / 3600:.1f} h ago")
             return rec["commit"], [HubFile(f["path"], int(f["size"])) for f in rec["files"]], True
         raise
     cache.save_listing(key, {"commit": commit, "files": [{"path": f.path, "size": f.size} for f in files]})
@@ -163,16 +177,21 @@ def fetch_files(repo: str, commit: str, files: list[HubFile], source: ModelSourc
 def fetch_hf(source: ModelSource, *, refresh: bool = False, client: httpx.Client | None = None,
              progress: Progress | None = None) -> Fetched:
     """`-hf REPO[:QUANT] [-hff FILE]`: the file(s) llama-server would download, their headers only."""
-    repo, tag = split_repo_tag(source.spec)
-    if progress:
-        progress(f"listing {repo}")
-    commit, files, listed_from_cache = repo_listing(repo, source.token, refresh=refresh)
+    try:
+        repo, tag = split_repo_tag(source.spec)
+    except ValueError as exc:
+        raise RemoteError(str(exc)) from None
+    notes: list[str] = []
+    commit, files, listed_from_cache = repo_listing(repo, source.token, refresh=refresh, progress=progress, notes=notes)
     try:
         chosen = resolve_files(files, repo, tag, source.hf_file)
     except ValueError as exc:
         raise RemoteError(str(exc)) from None
     got = fetch_files(repo, commit, chosen, source, client=client, progress=progress)
+    if got.cached and not listed_from_cache:
+        notes.append(f"listed {repo} again: still at commit {commit[:12]}, whose header is cached")
     got.cached = got.cached and listed_from_cache
+    got.notes = notes + got.notes
     return got
 
 

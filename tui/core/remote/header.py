@@ -37,6 +37,22 @@ class RemoteHeader:
         return len(self.header)
 
 
+class _UrlPath(PurePosixPath):
+    """A URL as the parser's file name: printed whole (a PurePosixPath of it folds `//` into `/`),
+    `.name` the file's own name."""
+
+    url = ""
+
+    def __str__(self) -> str:
+        return self.url or super().__str__()
+
+
+def _named(url: str, name: str) -> _UrlPath:
+    p = _UrlPath(name)
+    p.url = url
+    return p
+
+
 def file_name(url: str) -> str:
     """The file name a URL ends with (`-mu https://host/dir/model-Q4_K_M.gguf?x=1` -> the .gguf)."""
     return unquote(PurePosixPath(urlsplit(url).path).name) or "model.gguf"
@@ -48,7 +64,7 @@ def read_remote_header(client: httpx.Client, url: str, headers: dict[str, str] |
     name = name or file_name(url)
     rf = RangedFile(client, url, headers, traffic, what=what or name)
     try:
-        _v, _size, _align, data_offset, kv, _t, _w = parse_header(PurePosixPath(url), rf, rf.size, remote_readahead)
+        _v, _size, _align, data_offset, kv, _t, _w = parse_header(_named(url, name), rf, rf.size, remote_readahead)  # type: ignore[arg-type]
     except GGUFError as exc:
         text = str(exc)
         if "not a GGUF file" in text:

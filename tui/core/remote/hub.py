@@ -96,7 +96,8 @@ def find_best_model(files: list[HubFile], tag: str) -> HubFile | None:
 
 
 def split_files(files: list[HubFile], first: HubFile) -> list[HubFile]:
-    """llama.cpp's `get_split_files`: every part of `first`'s split set, in the listing's order."""
+    """llama.cpp's `get_split_files`: every part of `first`'s split set (same prefix and count), by
+    part number (llama.cpp keeps the listing's order, which the Hub sorts by path: the same order)."""
     info = split_info(first.path)
     if info is None or info.count <= 1:
         return [first]

@@ -34,7 +34,8 @@ def _last(args: list[str], name: str) -> str:
 
 def source_of(settings: Settings) -> ModelSource | None:
     """The remote model `settings` name, or None when they name a file (`-m`) or nothing. As
-    llama-server: `-m` wins, then `-hf`, then `-mu`; the token is `-hft`, else `HF_TOKEN`."""
+    llama-server: `-m` wins, then `-hf`, then `-mu`; the token is `-hft`, else `HF_TOKEN`, for `-mu`
+    too (llama-server sends it as the bearer of every download, arg.cpp `opts.bearer_token`)."""
     if settings.model:
         return None
     extra = list(settings.extra_args)
@@ -43,7 +44,7 @@ def source_of(settings: Settings) -> ModelSource | None:
         return ModelSource("hf", settings.hf_repo, _last(extra, "--hf-file"), token)
     url = _last(extra, "--model-url")
     if url:
-        return ModelSource("url", url, "", _last(extra, "--hf-token") or None)
+        return ModelSource("url", url, "", token)
     return None
 
 
