@@ -46,7 +46,7 @@ def _devices(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 def figures(plan: dict[str, Any], *, file_size: bool = True) -> dict[str, Any]:
     """A plan's model-derived figures: every model field but its path (and, for a split set compared
-    with the whole file, its first part's size), every device's breakdown, the fit verdict."""
+    with the whole file, its size: every part repeats a header), every device's breakdown, the fit verdict."""
     model = {k: v for k, v in plan["model"].items() if k != "path" and (file_size or k != "file_size_mib")}
     return {"model": model, "devices": _devices(plan)}
 

@@ -193,6 +193,11 @@ class GGUFMeta:
         return None
 
     @property
+    def model_size(self) -> int:
+        """Bytes of the whole model on disk: every part of a split model, else the one file."""
+        return sum(p.file_size for p in self.parts) if self.parts else self.file_size
+
+    @property
     def total_bytes(self) -> int:
         return sum(t.nbytes for t in self.tensors)
 
@@ -206,7 +211,7 @@ class GGUFMeta:
             "path": str(self.path),
             "architecture": h.arch,
             "name": self.kv.get("general.name"),
-            "file_size_mib": round(self.file_size / 2**20, 2),
+            "file_size_mib": round(self.model_size / 2**20, 2),
             "weights_mib": round(self.total_bytes / 2**20, 2),
             "n_tensors": len(self.tensors),
             "block_count": h.n_layer_all,
