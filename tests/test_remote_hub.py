@@ -274,3 +274,14 @@ def test_url_parts_as_common_download_get_all_parts() -> None:
     url = "http://127.0.0.1:9/d/m-Q4_K_M-00002-of-00003.gguf"
     assert fetch.url_parts(url) == [f"http://127.0.0.1:9/d/m-Q4_K_M-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
     assert fetch.url_parts("http://127.0.0.1:9/m.gguf") == ["http://127.0.0.1:9/m.gguf"]
+
+
+def test_url_parts_follow_llama_cpp() -> None:
+    """download.cpp `common_download_get_all_parts` -> `get_gguf_split_info(url)`: the split pattern is
+    read from the URL as given, so a URL ending in a query is one file (llama-server fetches only it)."""
+    from tui.core.remote.fetch import url_parts
+
+    base = "http://127.0.0.1:1/files/m-Q4_K_M-00001-of-00003.gguf"
+    assert url_parts(base) == [base.replace("00001", f"0000{i}") for i in (1, 2, 3)]
+    assert url_parts(base + "?download=true") == [base + "?download=true"]
+    assert url_parts("http://127.0.0.1:1/files/m-Q4_K_M.gguf") == ["http://127.0.0.1:1/files/m-Q4_K_M.gguf"]

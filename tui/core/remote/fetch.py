@@ -60,8 +60,9 @@ def _headers(token: str | None) -> dict[str, str]:
 
 
 def url_parts(url: str) -> list[str]:
-    """llama.cpp's `common_download_get_all_parts`: a `-00001-of-0000N.gguf` URL names all N parts."""
-    info = split_info(url.split("?", 1)[0])
+    """llama.cpp's `common_download_get_all_parts`: a `-00001-of-0000N.gguf` URL names all N parts. As
+    there, the URL itself must end in `.gguf`: one with a `?query` is a single file to llama-server."""
+    info = split_info(url)
     if info is None or info.count <= 1:
         return [url]
     return [f"{info.prefix}-{i:05d}-of-{info.count:05d}.gguf" for i in range(1, info.count + 1)]
