@@ -83,6 +83,13 @@ def test_rules(settings: Settings, field: str, severity: str, fragment: str) -> 
     one(settings, field, severity, fragment)
 
 
+def test_a_model_url_names_the_model() -> None:
+    """`-mu URL` alone is a model to llama-server (it downloads it): no "router mode" error."""
+    assert not [p for p in problems(Settings(extra_args=["-mu", "http://127.0.0.1:9/m.gguf"])) if p.field == "model"]
+    assert not [p for p in problems(Settings(extra_args=["--model-url=http://127.0.0.1:9/m.gguf"])) if p.field == "model"]
+    one(Settings(extra_args=["--ctx-size", "4096"]), "model", "error", "model URL (-mu)")
+
+
 def test_ini_target_makes_truncation_an_error() -> None:
     one(Settings(model="/a#b.gguf"), "model", "error", "contains '#'", target="ini")
 

@@ -15,6 +15,7 @@ from typing import Literal
 from tui.core.options.argv import settings_from_argv, settings_to_argv
 from tui.core.options.fields import FIELD_BY_NAME, FIELDS, field_for_option
 from tui.core.options.lookup import default, find_option
+from tui.core.options import reader
 from tui.core.options.reader import Occurrence, scan
 from tui.core.options.problems import Problem, Severity, errors, label
 from tui.core.options.removed import describe_removed, find_removed
@@ -190,8 +191,8 @@ def _check_text(s: Settings, target: str, out: list[Problem]) -> None:
 
 
 def _check_model(s: Settings, out: list[Problem]) -> None:
-    if not s.model and not s.hf_repo:
-        out.append(Problem("model", "error", "model: give a GGUF path or an hf reference (user/model[:quant]); without one llama-server starts in router mode."))
+    if not s.model and not s.hf_repo and not reader.value([str(a) for a in s.extra_args], "--model-url"):
+        out.append(Problem("model", "error", "model: give a GGUF path, an hf reference (user/model[:quant]) or a model URL (-mu); without one llama-server starts in router mode."))
     elif s.model and s.hf_repo:
         out.append(Problem("hf_repo", "warning", "hf-repo and model are both set; llama-server downloads the hf reference to the model path. Clear one of them."))
 
