@@ -1,52 +1,116 @@
-"""What `mtp-tune variants` prints: a plain-text or Markdown table of a repo's quants."""
+"""What `mtp-tune variants` prints: a plain-text or Markdown table of a repo's quants, and its legend.
+
+Sizes in GiB (what a download and a device are measured in), one "need (left)" cell per device, so
+a row reads as "this file needs 11.6 GiB on CUDA0 and leaves 4.4"; the legend says what every
+column means, since "max -c" and "fit would" are easy to misread.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-
-def _gib(mib: float | None) -> str:
-    return "-" if mib is None else f"{mib / 1024:.1f}"
+GIB_MIB = 1024.0
 
 
-def _device_cell(d: Any) -> str:
+def gib(mib: float | None) -> str:
+    """GiB with one decimal; under 1 GiB with two significant digits (a small model is not `0.0`)."""
+    if mib is None:
+        return "-"
+    v = mib / GIB_MIB
+    return f"{v:.1f}" if abs(v) >= 1 or v == 0 else f"{v:.2g}"
+
+
+def device_cell(d: Any) -> str:
+    """`need (left)` in GiB: `11.6 (+4.4)`; a device that runs out shows `-0.7`; unknown free: `?`."""
     head = d.headroom_mib
-    return f"{_gib(d.needed_mib)} ({'' if head is None else '+' if head >= 0 else '-'}{_gib(abs(head)) if head is not None else '?'})"
+    left = "?" if head is None else f"{'+' if head >= 0 else '-'}{gib(abs(head))}"
+    return f"{gib(d.needed_mib)} ({left})"
+
+
+def short_flags(flags: Sequence[str]) -> str:
+    """fit's choice for a table cell: every flag, but `-ot` as how many tensor overrides it holds."""
+    out: list[str] = []
+    it = iter(flags)
+    for f in it:
+        v = next(it, "")
+        out.append(f"-ot ({len(v.split(','))} override{'s' if ',' in v else ''})" if f == "-ot" else f"{f} {v}")
+    return " ".join(out)
+
+
+def max_ctx_cell(r: Any) -> str:
+    if r.max_ctx is None:
+        return "-" if r.plan is None else "none"
+    return f"{r.max_ctx} (max)" if r.max_ctx_limit is not None and r.max_ctx >= r.max_ctx_limit else str(r.max_ctx)
+
+
+def fits_cell(r: Any) -> str:
+    if r.error or r.shown is None:
+        return "error"
+    risk = r.shown.worst_risk
+    word = "no" if risk == "oom" else "tight" if risk == "tight" else "yes"
+    return word + (" (exact)" if r.source == "exact" else "")
 
 
 def rows_of(table: Any) -> tuple[list[str], list[list[str]]]:
-    """(header, cells) for the table; device columns follow the first planned row's devices."""
+    """(header, cells); device columns follow the first planned row's devices (every row plans on the same)."""
     first = next((r.shown for r in table.rows if r.shown is not None), None)
-    devs = [d.name for d in first.devices] if first is not None else []
-    head = ["quant", "file", "size GiB", "KV", *[f"{n} need (left) GiB" for n in devs], "fits", "max -c", "fit would"]
+    devs = [d.key for d in first.devices] if first is not None else []
+    head = ["quant", "file", "GiB", "KV", "at -c", *[f"{k} need (left)" for k in devs], "fits", "max -c", "fit would"]
     out = []
     for r in table.rows:
+        v = r.variant
+        name = v.path.rsplit("/", 1)[-1] + (f" +{len(v.files) - 1} parts" if len(v.files) > 1 else "")
+        cells = [v.tag or "-", name, gib(v.size / 2**20), r.kv_types]
         p = r.shown
-        cells = [r.variant.tag or "-", r.variant.path + (f" (+{len(r.variant.files) - 1} parts)" if len(r.variant.files) > 1 else ""),
-                 f"{r.variant.size / 2**30:.2f}", r.kv or "(flags)"]
-        if p is None:
-            cells += ["-" for _ in devs] + ["error", "-", r.error[:120]]
+        if p is None or r.error:
+            cells += ["-"] + ["-" for _ in devs] + ["error", "-", (r.error or "not planned").split("\n")[0][:100]]
         else:
-            cells += [_device_cell(d) for d in p.devices][: len(devs)] + ["-"] * max(0, len(devs) - len(p.devices))
-            verdict = "yes" if r.fits else "no"
-            cells += [verdict + (" (exact)" if r.source == "exact" else ""),
-                      "-" if r.max_ctx is None else str(r.max_ctx), r.fit_choice or ""]
+            by_key = {d.key: d for d in p.devices}
+            cells += [str(r.ctx or "-")] + [device_cell(by_key[k]) if k in by_key else "-" for k in devs]
+            would = short_flags(r.fit_flags) or ("cannot fit" if r.fit_gives_up else "")
+            cells += [fits_cell(r), max_ctx_cell(r), would]
         out.append(cells)
     return head, out
 
 
-def render(table: Any, devices: Any, markdown: bool = False) -> str:
+def legend(table: Any) -> list[str]:
+    """One line per column that needs words; the max -c limit named from the first planned row."""
+    limit = next((r.max_ctx_limit for r in table.rows if r.max_ctx_limit), None)
+    exact = any(r.source == "exact" for r in table.rows)
+    return [
+        "GiB: the file's size (a split set: all its parts). KV: the main KV type (-ctk/-ctv); the draft KV is as the flags say.",
+        "at -c: the context the row is planned at (the flags' -c, or what --fit would reduce it to).",
+        "need (left): GiB the device needs, and what it has left (+) or lacks (-); fits: no device runs out "
+        "(tight: inside the --fit-target margin)" + ("; (exact): llama.cpp's own dry run measured the row." if exact else "."),
+        "max -c: the largest -c that loads with every layer where the flags put it (with --fit on: fit keeps its "
+        f"margin and moves nothing), whatever -c the row is planned at; searched up to the model's training context"
+        + (f" ({limit})" if limit else "") + ", shown `(max)` when reached; none: not even 256." + (
+            " Always the estimate." if exact else ""),
+        "fit would: what --fit on changes so the row loads (-c, -ncmoe, -ngl, -ts, -ot), as flags; "
+        "cannot fit: fit gives up and the load runs out of memory.",
+    ]
+
+
+def title(table: Any, devices: Any, flags: Sequence[str] = ()) -> str:
+    devs = ", ".join(f"{d.key} {gib(d.free_mib)}" for d in devices.devices) or "no GPU"
+    host = f"; host {gib(devices.host_free_mib)} GiB free" if devices.host_free_mib is not None else ""
+    return (f"{table.repo} @ {table.commit[:10]} on {devices.source or 'this machine'} ({devs} GiB free{host})"
+            + (f"; flags: {' '.join(flags)}" if flags else "")
+            + f"; headers only: {table.traffic.bytes / 2**20:.1f} MiB in {table.traffic.requests} range requests")
+
+
+def render(table: Any, devices: Any, markdown: bool = False, flags: Sequence[str] = ()) -> str:
     head, rows = rows_of(table)
-    title = (f"{table.repo} @ {table.commit[:10]}: {len(rows)} row(s) on {devices.source or 'this machine'}; "
-             f"headers only: {table.traffic.bytes / 2**20:.1f} MiB in {table.traffic.requests} range requests")
+    top = title(table, devices, flags)
+    notes = legend(table)
     if markdown:
-        lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        return "\n".join(lines)
-    widths = [max(len(str(x[i])) for x in [head, *rows]) for i in range(len(head))]
-    lines = [title, ""]
+        esc = lambda c: c.replace("|", "\\|")  # noqa: E731
+        lines = [f"**{esc(top)}**", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+        lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+        return "\n".join([*lines, "", *[f"- {esc(n)}" for n in notes]])
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
+    lines = [top, ""]
     for r in [head, *rows]:
         lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
-    lines += ["", "need (left): what the device needs and what it would have left; max -c: the largest context that "
-              "fits with every layer where the flags put it; fit would: what --fit on changes to make it fit."]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *notes])

@@ -3,11 +3,15 @@
 Usage: mtp-tune variants REPO[:QUANT] [llama-server flags] [--gpus SPEC] [--kv f16,q8_0,q4_0] [--exact]
        [--refresh] [--json | --md]
 
-One row per model file (split parts as one row) and per main KV type (`--kv`, as -ctk and -ctv; the
-draft KV stays as the flags say): file size, each device's need and headroom (GiB), fits or not,
-what `--fit on` would change, and the largest `-c` that fits with every layer where the flags put
-it (fit not moving layers). The best-quality variant that fits comes first. Only the headers are
-read (HTTP range requests, cached); `--exact` measures each row with llama.cpp's own dry run.
+One row per model file (split parts as one row; projectors and draft sidecars are no rows) and per
+main KV type (`--kv`, as -ctk and -ctv; the draft KV stays as the flags say): file size, each
+device's need and what it has left (GiB), fits or not at the flags' -c, what `--fit on` would
+change, and the largest `-c` that loads with every layer where the flags put it (up to the model's
+training context, whatever -c is given). The best-quality variant that fits comes first. Only the
+headers are read (HTTP range requests, cached: a second run asks nothing but a stale listing);
+`--exact` measures each row with llama.cpp's own dry run. Every flag and KV type is checked before
+the first request. Exit status: 0 when a row fits (always with --json, as `plan --json`), 1 when
+none does, 2 when a flag is refused or the repo cannot be listed.
 """
 
 from __future__ import annotations
@@ -31,9 +35,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refresh", action="store_true", help="ask the Hub again now (default: a listing up to 6 h old)")
     p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB", help="memory of each --rpc device, without asking")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="one JSON object: repo, commit, rows")
-    out.add_argument("--md", action="store_true", help="a Markdown table")
+    out.add_argument("--json", action="store_true", help="one JSON object: repo, commit, devices, rows")
+    out.add_argument("--md", action="store_true", help="a Markdown table with its legend")
     pass_unknown_to_server(p)
+
+
+def kv_list(spec: str) -> list[str | None]:
+    """`--kv f16,q8_0` -> ["f16", "q8_0"] (each once, in order); empty: [None], the flags' own KV type."""
+    kvs = list(dict.fromkeys(k.strip() for k in spec.split(",") if k.strip()))
+    return list(kvs) or [None]
 
 
 def _settings_for(server_args: list[str], count: int | None) -> Any:
@@ -44,17 +54,18 @@ def _settings_for(server_args: list[str], count: int | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tui.core.options.reader import value, without
+    from tui.core.options.redact import redact_argv
     from tui.core.planning.devices import devices_now
     from tui.core.remote.errors import RemoteError
     from tui.core.remote.hub import split_repo_tag
     from tui.core.remote.source import REMOTE_OPTIONS
-    from tui.core.options.reader import value, without
     from tui.core.remote.variants import plan_variants
 
     server_args = [a for a in args.server_args if a != "--"]
     token = value(server_args, "--hf-token") or os.environ.get("HF_TOKEN") or None
     server_args = without(server_args, "--hf-repo", "--model", *REMOTE_OPTIONS)
-    kvs: list[str | None] = [k.strip() for k in args.kv.split(",") if k.strip()] or [None]
+    kvs = kv_list(args.kv)
     try:
         split_repo_tag(args.repo)
         settings = check_server_args(server_args)
@@ -63,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
             _settings_for(server_args, ds.count or None)("model.gguf", kv)
     except ValueError as exc:
         return fail(str(exc))
+    for note in ds.notes():
+        print(f"mtp-tune: {note}", file=sys.stderr)
     exact = _exact_fn(args, ds) if args.exact else None
 
     def progress(msg: str) -> None:
@@ -75,27 +88,34 @@ def run(args: argparse.Namespace) -> int:
     except RemoteError as exc:
         return fail(str(exc))
     if args.json:
-        print_json({**table.to_dict(), "devices": ds.source})
+        print_json({**table.to_dict(), "device_source": ds.source, "host_free_mib": ds.host_free_mib,
+                    "devices": [{"key": d.key, "name": d.name, "total_mib": d.total_mib, "free_mib": d.free_mib}
+                                for d in ds.devices]})
         return 0
     from tui.cli._variants_table import render
 
-    print(render(table, ds, markdown=args.md))
-    return 0 if any(r.fits for r in table.rows) else 1
+    print(render(table, ds, markdown=args.md, flags=redact_argv(server_args)))
+    return 0 if any(r.fits for r in table.rows) and not ds.unreachable else 1
 
 
 def _exact_fn(args: argparse.Namespace, ds: Any) -> Any:
+    """Each row's dry run, as `plan --exact` runs it: simulated GPUs played by loopback stand-ins."""
+    from dataclasses import replace
+
     from tui.core.planning.exact import exact_plan, unavailable
     from tui.core.server import provision
 
     try:
         found = provision.find_server(getattr(args, "server_bin", None))
-    except provision.ProvisionError:
-        found = None
+        why = "no llama-server found (run `mtp-tune doctor`); exact mode needs one."
+    except provision.ProvisionError as exc:
+        found, why = None, str(exc)
     simulated = bool(args.gpus) and args.gpus.strip().lower() != "cpu"
 
     def exact(settings: Any, meta: Any) -> Any:
         if found is None:
-            return unavailable("no llama-server found (run `mtp-tune doctor`); exact mode needs one.")
-        return exact_plan(settings, list(ds.devices), found.path, meta=meta, stand_in=simulated,
+            return unavailable(why)
+        s = replace(settings, rpc=ds.rpc_endpoints) if ds.unreachable else settings
+        return exact_plan(s, list(ds.devices), found.path, meta=meta, stand_in=simulated,
                           host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
     return exact

@@ -2,14 +2,16 @@
 
 One row per model file (a split set is one row) and per main KV type asked for: the file size, what
 each device needs and has left, whether it fits, what `--fit on` would change, and the largest `-c`
-the estimate fits (a binary search, `planning.largest_ctx`). With `exact`, each row's fit verdict
-and figures come from llama.cpp's own dry run of the header copy. Rows are sorted so that the
-best-quality variant that fits comes first: fitting rows before the rest, then larger files (more
-bits per weight), then the wider KV type.
+that loads with every layer where the flags put it (`planning.largest_ctx`, up to the model's
+training context; independent of the `-c` the row is planned at). With `exact`, each row's fit
+verdict, figures and fit choice come from llama.cpp's own dry run of the header copy (the largest
+`-c` stays the estimate's). Rows are sorted so that the best-quality variant that fits comes first:
+fitting rows before the rest, then larger files (more bits per weight), then the wider KV type.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -17,68 +19,125 @@ from typing import Any
 
 from tui.core.options.settings import Settings
 from tui.core.planning.devices import DeviceSet
-from tui.core.planning.gguf_meta import GGUFError
+from tui.core.planning.gguf_meta import GGUFError, GGUFMeta
 from tui.core.planning.gguf_reader import read_gguf
-from tui.core.planning.largest_ctx import plan_largest_ctx
+from tui.core.planning.largest_ctx import ctx_limit, plan_largest_ctx
 from tui.core.planning.plan import plan
-from tui.core.planning.result import Plan
+from tui.core.planning.resolve import KV_BPE, resolve
+from tui.core.planning.result import FitOutcome, Plan
 from tui.core.remote.errors import RemoteError
 from tui.core.remote.fetch import Fetched, fetch_files, repo_listing
 from tui.core.remote.hub import Variant, split_repo_tag, variants
 from tui.core.remote.ranged import Traffic
 from tui.core.remote.source import ModelSource
 
-#: KV types from widest to narrowest: the tie-break between rows of the same file
-KV_ORDER = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "iq4_nl", "q4_1", "q4_0")
 #: headers read at once (each a few range requests)
 PARALLEL_READS = 4
+#: what `max_ctx` means, by whether --fit is on (the JSON's `max_ctx_rule`)
+RULE_MARGIN = "every layer where the flags put it, the --fit-target margin kept (fit moves nothing)"
+RULE_NO_OOM = "every layer where the flags put it (--fit off), no device out of memory"
+
+
+def kv_width(kv: str | None) -> float:
+    """Bytes per element of a KV type: the tie-break between rows of the same file (wider first)."""
+    return KV_BPE.get(kv or "", 0.0)
 
 
 @dataclass
 class VariantRow:
     variant: Variant
     kv: str | None  # main KV type (-ctk/-ctv) of this row; None: as the flags say
-    plan: Plan | None = None  # the estimate
+    plan: Plan | None = None  # the estimate, at the row's -c with fit as the flags say
     exact: Any = None  # planning.exact.ExactResult when asked for
-    max_ctx: int | None = None  # largest -c the estimate fits (None: not even 256)
+    max_ctx: int | None = None  # largest -c the estimate loads without fit moving anything (None: not even 256)
+    max_ctx_limit: int | None = None  # the search's upper bound: the training context
+    max_ctx_rule: str = ""
     error: str = ""
     fetched: Fetched | None = None
 
     @property
+    def measured(self) -> bool:
+        return self.exact is not None and self.exact.available
+
+    @property
     def shown(self) -> Plan | None:
         """The plan the row reports: llama.cpp's when exact mode measured it, else the estimate."""
-        return self.exact.plan if self.exact is not None and self.exact.available else self.plan
+        return self.exact.plan if self.measured else self.plan
 
     @property
     def source(self) -> str:
-        return "exact" if self.exact is not None and self.exact.available else "estimate"
+        return "exact" if self.measured else "estimate"
 
     @property
     def fits(self) -> bool:
         p = self.shown
-        return p is not None and p.worst_risk != "oom"
+        return not self.error and p is not None and p.worst_risk != "oom"
+
+    @property
+    def ctx(self) -> int | None:
+        """The context the row is planned at: the flags' -c, or what fit reduced it to."""
+        if self.measured and self.exact.fit is not None and self.exact.fit.n_ctx:
+            return int(self.exact.fit.n_ctx)
+        return self.plan.resolved.n_ctx if self.plan is not None else None
+
+    @property
+    def kv_types(self) -> str:
+        """The main KV type as planned (`q8_0`, or `K/V` when they differ)."""
+        if self.plan is None:
+            return self.kv or "-"
+        k, v = self.plan.resolved.type_k, self.plan.resolved.type_v
+        return k if k == v else f"{k}/{v}"
+
+    @property
+    def fit_flags(self) -> list[str]:
+        """What `--fit on` changes, as the flags that pin it ([] when it changes nothing or is off)."""
+        if self.measured:
+            f = self.exact.fit
+            return list(f.flags()) if f is not None and f.changed else []
+        return estimate_fit_flags(self.plan) if self.plan is not None else []
+
+    @property
+    def fit_gives_up(self) -> bool:
+        fit = self.exact.fit if self.measured else (self.plan.fit if self.plan is not None else None)
+        return fit is not None and fit.action == "give-up"
 
     @property
     def fit_choice(self) -> str:
-        """What `--fit on` changes (exact: llama.cpp's flags; estimate: the emulation's message), or ""."""
-        if self.exact is not None and self.exact.available and self.exact.fit is not None and self.exact.fit.changed:
-            return " ".join(self.exact.fit.flags())
-        p = self.plan
-        if p is not None and p.fit.active and p.fit.action not in ("none", "off"):
-            return p.fit.message
-        return ""
+        return " ".join(self.fit_flags)
 
     def to_dict(self) -> dict[str, Any]:
         p = self.shown
+        fit: Any = self.exact.fit if self.measured else (self.plan.fit if self.plan is not None else None)
         return {
             "tag": self.variant.tag, "file": self.variant.path, "files": [f.path for f in self.variant.files],
-            "size": self.variant.size, "kv": self.kv, "source": self.source, "fits": self.fits,
-            "fit_choice": self.fit_choice, "max_ctx": self.max_ctx, "error": self.error,
+            "size": self.variant.size, "kv": self.kv, "kv_types": self.kv_types, "ctx": self.ctx,
+            "source": self.source, "fits": self.fits, "fit_action": fit.action if fit is not None else None,
+            "fit_choice": self.fit_flags, "fit_message": fit.message if fit is not None else "",
+            "max_ctx": self.max_ctx, "max_ctx_limit": self.max_ctx_limit, "max_ctx_rule": self.max_ctx_rule,
+            "exact_reason": self.exact.reason if self.exact is not None and not self.measured else "",
+            "error": self.error,
             "devices": [{"name": d.name, "key": d.key, "needed_mib": round(d.needed_mib, 2),
                          "free_mib": d.free_mib, "headroom_mib": None if d.headroom_mib is None else round(d.headroom_mib, 2),
                          "risk": d.risk} for d in (p.devices if p is not None else [])],
             "header_bytes": self.fetched.header_bytes if self.fetched else None,
         }
+
+
+def estimate_fit_flags(p: Plan) -> list[str]:
+    """The estimate's expected fit result as flags: -c when it shrinks the context, -ncmoe/-ngl when
+    it moves layers; [] when fit is off, changes nothing or gives up."""
+    fit: FitOutcome = p.fit
+    if not fit.active or fit.action not in ("reduce-ctx", "move-layers"):
+        return []
+    out: list[str] = []
+    asked = resolve(p.settings, p.model.hparams).n_ctx
+    if fit.n_ctx and fit.n_ctx != asked:
+        out += ["-c", str(fit.n_ctx)]
+    if fit.n_cpu_moe:
+        out += ["-ncmoe", str(fit.n_cpu_moe)]
+    if fit.n_gpu_layers is not None:
+        out += ["-ngl", str(fit.n_gpu_layers)]
+    return out
 
 
 @dataclass
@@ -95,31 +154,39 @@ class VariantsTable:
 
 def sort_rows(rows: list[VariantRow]) -> list[VariantRow]:
     """Fitting rows first, then the larger file, then the wider KV type; failed rows last."""
-    def kv_rank(kv: str | None) -> int:
-        return KV_ORDER.index(kv) if kv in KV_ORDER else len(KV_ORDER)
+    def width(r: VariantRow) -> float:
+        return kv_width(r.kv if r.kv else (r.plan.resolved.type_k if r.plan is not None else None))
 
-    return sorted(rows, key=lambda r: (bool(r.error), not r.fits, -r.variant.size, kv_rank(r.kv)))
+    return sorted(rows, key=lambda r: (bool(r.error) or r.shown is None, not r.fits, -r.variant.size, -width(r)))
+
+
+def matches_tag(v: Variant, tag: str) -> bool:
+    """`REPO:TAG` keeps the files llama-server's `-hf REPO:TAG` could pick: the tag followed by `.`
+    or `-` in the path (so `:Q4_K` is not `Q4_K_M`), case-insensitive, or the name's own tag."""
+    return v.tag.upper() == tag.upper() or re.search(re.escape(tag) + "[.-]", v.path, re.I) is not None
 
 
 SettingsFor = Callable[[str, str | None], Settings]
+ExactFn = Callable[[Settings, GGUFMeta], Any]
 
 
 def plan_variants(repo_spec: str, settings_for: SettingsFor, devices: DeviceSet, kvs: list[str | None], *,
-                  token: str | None = None, refresh: bool = False, exact: Callable[[Settings, Any], Any] | None = None,
+                  token: str | None = None, refresh: bool = False, exact: ExactFn | None = None,
                   progress: Callable[[str], None] | None = None) -> VariantsTable:
     """Plan every model variant of `repo_spec` (a `:QUANT` tag keeps only that quant's files).
 
     `settings_for(local_path, kv)` is the caller's flags for one header copy and KV type, validated
-    by the one validator (so a bad flag is refused once, before any fetch, by the caller's first call);
-    `exact(settings, meta)` returns an ExactResult for a row when given. RemoteError when the repo
-    cannot be listed; a variant whose header cannot be read is a row with its error."""
+    by the one validator (the caller checks every KV type before calling, so a bad flag is refused
+    before any request); `exact(settings, meta)` returns an ExactResult for a row when given.
+    RemoteError when the repo cannot be listed or has no matching model; a variant whose header
+    cannot be read or planned is a row with its error."""
     repo, tag = split_repo_tag(repo_spec)
     if progress:
         progress(f"listing {repo}")
     commit, files, _ = repo_listing(repo, token, refresh=refresh)
     found = variants(files)
     if tag:
-        found = [v for v in found if v.tag.upper() == tag.upper() or tag.upper() in v.path.upper()]
+        found = [v for v in found if matches_tag(v, tag)]
     if not found:
         raise RemoteError(f"{repo} has no GGUF model file{' matching ' + repr(tag) if tag else ''}.")
     table = VariantsTable(repo, commit, [])
@@ -128,7 +195,7 @@ def plan_variants(repo_spec: str, settings_for: SettingsFor, devices: DeviceSet,
         try:
             return v, fetch_files(repo, commit, list(v.files), ModelSource("hf", repo, v.path, token),
                                   progress=progress), ""
-        except RemoteError as exc:
+        except (RemoteError, OSError) as exc:
             return v, None, str(exc)
 
     with ThreadPoolExecutor(max_workers=PARALLEL_READS) as pool:
@@ -137,23 +204,36 @@ def plan_variants(repo_spec: str, settings_for: SettingsFor, devices: DeviceSet,
         if got is not None:
             table.traffic.requests += got.traffic.requests
             table.traffic.bytes += got.traffic.bytes
-        for kv in kvs:
-            row = VariantRow(v, kv, fetched=got, error=err)
-            table.rows.append(row)
-            if got is None:
-                continue
+        meta: GGUFMeta | None = None
+        if got is not None:
             try:
                 meta = read_gguf(got.path)
-                s = settings_for(str(got.path), kv)
-                row.plan = plan(meta, s, list(devices.devices), devices.host_total_mib, devices.host_free_mib)
-                row.max_ctx, _ = plan_largest_ctx(meta, replace(s, fit=False),  # placement as given
-                                                  list(devices.devices), host_total_mib=devices.host_total_mib,
-                                                  host_free_mib=devices.host_free_mib)
-                if exact is not None:
-                    if progress:
-                        progress(f"exact mode: {v.path}" + (f", KV {kv}" if kv else ""))
-                    row.exact = exact(s, meta)
-            except (GGUFError, ValueError) as exc:
-                row.error = str(exc)
+            except GGUFError as exc:
+                err = str(exc)
+        for kv in dict.fromkeys(kvs):  # a KV type named twice is one row
+            row = VariantRow(v, kv, fetched=got, error=err)
+            table.rows.append(row)
+            if meta is not None and got is not None:
+                _plan_row(row, meta, settings_for(str(got.path), kv), devices, exact, progress)
     table.rows = sort_rows(table.rows)
     return table
+
+
+def _plan_row(row: VariantRow, meta: GGUFMeta, s: Settings, devices: DeviceSet, exact: ExactFn | None,
+              progress: Callable[[str], None] | None) -> None:
+    """The row's estimate at its -c, its largest -c (fit moving nothing), and exact mode when asked."""
+    devs, ht, hf = list(devices.devices), devices.host_total_mib, devices.host_free_mib
+    try:
+        row.plan = plan(meta, s, devs, ht, hf)
+        keep = row.plan.fit.active  # fit on: the largest -c at which it changes nothing
+        search = s if keep else replace(s, fit=False)
+        row.max_ctx_limit = ctx_limit(meta, search)
+        row.max_ctx, _ = plan_largest_ctx(meta, search, devs, host_total_mib=ht, host_free_mib=hf, keep_margin=keep)
+        row.max_ctx_rule = RULE_MARGIN if keep else RULE_NO_OOM
+    except ValueError as exc:  # PlanError: settings this model cannot take (the message names the flag)
+        row.error = str(exc)
+        return
+    if exact is not None:
+        if progress:
+            progress(f"exact mode: {row.variant.path}" + (f", KV {row.kv}" if row.kv else ""))
+        row.exact = exact(s, meta)

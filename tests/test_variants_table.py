@@ -1,0 +1,151 @@
+"""What `mtp-tune variants` prints (--md, the plain table, the legend) and the pieces it is built from.
+
+A smaller loopback repo than tests/test_variants.py: two shape-only quants (the largest and the
+smallest), a split set, and for the error case a file that is no GGUF.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.quant_repo import REPO, fixed_host, write_quants
+from tests.helpers.range_server import LoopbackHub, serve
+from tests.helpers.split_model import split_gguf
+from tui.cli import main
+from tui.cli._variants_table import gib, short_flags
+from tui.cli.variants import kv_list
+from tui.core.demo.tiny_model import PRESETS, write_tiny_model
+from tui.core.remote.hub import HubFile, Variant
+from tui.core.remote.variants import VariantRow, matches_tag, sort_rows
+
+FLAGS = ["--gpus", "2x16GiB", "--kv", "f16,q4_0", "-c", "32768", "--spec-type", "draft-mtp"]
+CELL = re.compile(r"^\d+(\.\d+)? \([+-]\d+(\.\d+)?\)$")  # need (left), GiB
+
+
+@pytest.fixture(scope="module")
+def repo_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("quants2")
+    files = write_quants(d, ["Q8_0", "IQ4_XS"])
+    tiny = write_tiny_model(d / "tiny" / "Tiny-MoE-F16.gguf", PRESETS["tiny-moe-mtp"])
+    files.update({f"F16/{p.name}": p for p in split_gguf(tiny, d / "split" / "Tiny-MoE-F16.gguf", 3)})
+    broken = d / "Broken-Q2_K.gguf"
+    broken.write_bytes(b"<html>not a model</html>" + b"\0" * 4096)
+    files["Broken-Q2_K.gguf"] = broken
+    return files
+
+
+@pytest.fixture
+def hub(repo_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
+    with serve() as h, fixed_host():
+        h.add_repo(REPO, repo_files)
+        monkeypatch.setenv("HF_ENDPOINT", h.url)
+        yield h
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main(["variants", REPO, *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def md_table(text: str) -> tuple[list[str], list[list[str]]]:
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    split = [[c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in lines]
+    assert split[1] == ["---"] * len(split[0])
+    return split[0], split[2:]
+
+
+def test_markdown_table_legend_and_json_say_the_same(hub: LoopbackHub, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, *FLAGS, "-fit", "off", "--md")
+    assert rc == 0 and err == ""  # no progress lines in --md
+    head, rows = md_table(out)
+    assert head == ["quant", "file", "GiB", "KV", "at -c", "CUDA0 need (left)", "CUDA1 need (left)", "Host need (left)",
+                    "fits", "max -c", "fit would"]
+    rc, js, _ = run(capsys, *FLAGS, "-fit", "off", "--json")
+    data: list[dict[str, Any]] = json.loads(js)["rows"]
+    assert len(rows) == len(data) == 8 and all(len(r) == len(head) for r in rows)
+    for cells, r in zip(rows, data):
+        assert cells[1].startswith(r["file"].rsplit("/", 1)[-1]) and cells[3] == r["kv"]
+        if r["error"]:
+            assert cells[8] == "error" and "GGUF" in cells[10]
+            continue
+        assert cells[2] == gib(r["size"] / 2**20) and cells[4] == str(r["ctx"])
+        assert all(CELL.match(c) for c in cells[5:8]), cells
+        assert cells[8] == ("yes" if r["fits"] else "no")
+        assert cells[9] == ("none" if r["max_ctx"] is None else
+                            f"{r['max_ctx']} (max)" if r["max_ctx"] == r["max_ctx_limit"] else str(r["max_ctx"]))
+    by_tag = {c[0] + c[3]: c for c in rows}
+    assert by_tag["Q8_0f16"][2] == "35.2" and by_tag["Q8_0f16"][8] == "no" and by_tag["Q8_0f16"][9] == "none"
+    assert by_tag["IQ4_XSq4_0"][9] == "262144 (max)" and by_tag["F16f16"][1].endswith("+2 parts")
+    assert [c[8] for c in rows][-2:] == ["error", "error"]  # the unreadable file last, named
+    assert out.splitlines()[0].startswith(f"**{REPO} @ 0123456789 on 2x16GiB")
+    legend = [ln for ln in out.splitlines() if ln.startswith("- ")]
+    assert any("max -c" in ln and "training context (262144)" in ln for ln in legend)
+    assert any(ln.startswith("- need (left)") for ln in legend) and any(ln.startswith("- fit would") for ln in legend)
+
+
+def test_plain_table_shows_fit_would_and_progress(hub: LoopbackHub, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, *FLAGS)
+    assert rc == 0 and f"listing {REPO}" in err and "reading the header of Qwen3.6-35B-A3B-Q8_0.gguf" in err
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("quant"))
+    q8 = [ln for ln in lines[head:] if ln.startswith("Q8_0")]
+    assert len(q8) == 2 and all(re.search(r"yes\s+none\s+-ncmoe \d+$", ln) for ln in q8), q8
+    assert lines[head + 1].startswith("Q8_0")  # fit on: the Q8_0 loads (experts on the host) and comes first
+    assert "flags: -c 32768 --spec-type draft-mtp" in lines[0] and "host 60.0 GiB free" in lines[0]
+    assert any(ln.startswith("max -c: ") for ln in lines) and any(ln.startswith("fit would: ") for ln in lines)
+
+
+def test_the_command_as_installed(hub: LoopbackHub) -> None:
+    """The real entry point in a child process (this machine's host RAM: the verdicts are not asserted)."""
+    env = {**os.environ, "HF_ENDPOINT": hub.url}
+    r = subprocess.run([sys.executable, "-m", "tui.cli", "variants", f"{REPO}:IQ4_XS", *FLAGS, "--md"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    head, rows = md_table(r.stdout)
+    assert [c[0] + c[3] for c in rows] == ["IQ4_XSf16", "IQ4_XSq4_0"] and head[-1] == "fit would"
+
+
+def _row(size: int, kv: str | None, fits: bool, error: str = "") -> VariantRow:
+    class _P:
+        worst_risk = "ok" if fits else "oom"
+
+    row = VariantRow(Variant("Q", (HubFile(f"m-{size}.gguf", size),)), kv, error=error)
+    row.plan = _P()  # type: ignore[assignment]
+    return row
+
+
+def test_sort_rows_fitting_then_size_then_kv_width_errors_last() -> None:
+    rows = [_row(10, "q4_0", True), _row(30, "f16", False), _row(20, "q8_0", True), _row(20, "f16", True),
+            _row(40, "f16", True, error="not a GGUF"), _row(20, "q4_1", True), _row(20, "iq4_nl", True)]
+    got = [(r.variant.size, r.kv, r.fits) for r in sort_rows(rows)]
+    assert got == [(20, "f16", True), (20, "q8_0", True), (20, "q4_1", True), (20, "iq4_nl", True),
+                   (10, "q4_0", True), (30, "f16", False), (40, "f16", False)]
+
+
+def test_tag_matching_is_llama_cpps() -> None:
+    def v(path: str, tag: str) -> Variant:
+        return Variant(tag, (HubFile(path, 1),))
+
+    assert matches_tag(v("M-Q4_K_M.gguf", "Q4_K_M"), "q4_k_m")
+    assert matches_tag(v("Q8_0/M-Q8_0-00001-of-00002.gguf", "Q8_0"), "Q8_0")
+    assert matches_tag(v("M-UD-Q4_K_XL.gguf", "Q4_K_XL"), "UD-Q4_K_XL")
+    assert not matches_tag(v("M-Q4_K_M.gguf", "Q4_K_M"), "Q4_K")
+    assert matches_tag(v("M-IQ4_XS.gguf", "IQ4_XS"), "Q4_XS")  # as -hf's find_best_model: a search, not a word
+    assert not matches_tag(v("M-Q4_0.gguf", "Q4_0"), "Q4_K_M")
+
+
+def test_small_pieces() -> None:
+    assert kv_list("f16, q8_0,,f16") == ["f16", "q8_0"] and kv_list("") == [None]
+    assert short_flags(["-c", "4096", "-ngl", "6", "-ts", "6,0", "-ot", "a=CPU,b=CPU"]) == "-c 4096 -ngl 6 -ts 6,0 -ot (2 overrides)"
+    assert short_flags(["-ot", "blk\\.3\\.ffn_up_exps=CUDA0"]) == "-ot (1 override)"
+    assert (gib(2.7), gib(0), gib(36044.8), gib(None)) == ("0.0026", "0.0", "35.2", "-")
