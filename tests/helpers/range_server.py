@@ -140,6 +140,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
 
+    def end_headers(self) -> None:
+        """Say `Connection: close` when this answer ends the connection (RFC 9112 9.6): llama.cpp's
+        cpp-httplib otherwise follows a same-host redirect on the socket the server is about to shut,
+        and reads a closed connection (a flaky "Failed to read connection", then "HEAD failed")."""
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        super().end_headers()
+
     def do_HEAD(self) -> None:
         self._route(head=True)
 

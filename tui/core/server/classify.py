@@ -1,7 +1,7 @@
 """Reading a llama-server ending (exit status and log) into a `Failure` a user can act on.
 
 This module reads arguments, MTP, ports, presets and signals; out-of-memory lines are `oom`'s, a model
-that cannot be loaded is `model_failures`'s.
+that cannot be loaded is `model_failures`'s, one that cannot be downloaded `download_failures`'s.
 
 llama-server reports most failures as a wall of log followed by exit code 1; a few end with a signal
 and no log at all (the OOM killer's SIGKILL). Patterns are the verbatim wording of llama.cpp b11434
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tui.core.options.reader import value as opt_value
 from tui.core.options.rules import CACHE_TYPES
+from tui.core.server.download_failures import download_failure
 from tui.core.server.failures import Failure, FailureKind, strip_prefix
 from tui.core.server.model_failures import model_failure, model_path
 from tui.core.server.oom import oom_failure
@@ -111,6 +112,9 @@ def _classify(
         f = _argument_failure(raw, m, known)
         if f:
             return f
+    f = download_failure(lines, msgs, argv)  # before the model: a failed download loads an empty path
+    if f:
+        return f
     f = oom_failure(lines, msgs)
     if f:
         return f

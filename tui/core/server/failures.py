@@ -37,6 +37,7 @@ class FailureKind(str, Enum):
     ROUTER_MODEL_NOT_FOUND = "router_model_not_found"
     ROUTER_MODEL_FAILED = "router_model_failed"
     SERVER_NOT_FOUND = "server_not_found"
+    DOWNLOAD_FAILED = "download_failed"  # -hf / -mu: the Hub or the host refused, or could not be reached
     EXITED = "exited"
     UNKNOWN = "unknown"
 

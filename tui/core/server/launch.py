@@ -10,6 +10,7 @@ from pathlib import Path
 from tui.core.options.argv import settings_to_argv
 from tui.core.options.reader import occurrences, value, without
 from tui.core.options.settings import Settings
+from tui.core.server.download_watch import Downloads
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.server.keyfile import KeyFile
 
@@ -64,6 +65,7 @@ class Launch:
     router_model: str | None = None
     settings: Settings = field(default_factory=Settings)  # what was asked for: the argv is built from it
     key_file: KeyFile | None = field(default=None, repr=False)  # the API key's 0600 file while it runs
+    downloads: Downloads | None = field(default=None, repr=False)  # what -hf/-mu fetch (None: a model on disk)
     pid: int | None = None
     ready_at: float | None = None
     ended_at: float | None = None

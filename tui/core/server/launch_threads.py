@@ -5,21 +5,36 @@ copies the server's output to the log file, the tail and the memory-report parse
 process ending at once; a watcher thread per launch asks `readiness` until the server is ready (or
 the timeout); the end is classified into a `Failure`, and an automatic port taken between choosing
 and binding it is retried once. Starting a launch (`_spawn_locked`) is the `Supervisor`'s.
+
+A launch that downloads its model (`-hf`, `-mu`) has a download thread too: it polls the files
+llama.cpp writes (`download_watch.Downloads`) while the server is starting and tells the download
+listeners; the ready timeout then counts from the download's last progress, not from the start, so
+a model that takes an hour to download is not stopped while it still arrives.
 """
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tui.core.server.classify import classify, router_model_failure
+from tui.core.server.download_failures import download_stalled
+from tui.core.server.download_watch import Downloads
 from tui.core.server.events import EventHub, HandleCore, LogLine, ServerState, StateEvent
 from tui.core.server.failures import Failure, FailureKind, ready_timeout
 from tui.core.server.launch import Launch
 from tui.core.server.process import kill_group, pump_output
 from tui.core.server.readiness import watch_launch
+
+log = logging.getLogger(__name__)
+
+DOWNLOAD_POLL_S = 0.5
+DownloadListener = Callable[[Downloads], None]
+_EXTEND = Failure(FailureKind.UNKNOWN, "still downloading")  # the watcher's "not yet": a new deadline, no stop
 
 
 class LaunchThreads(HandleCore):
@@ -37,7 +52,21 @@ class LaunchThreads(HandleCore):
         self._state = ServerState.STOPPED
         self._launch: Launch | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._download_listeners: list[DownloadListener] = []
         self.events = EventHub(name)
+
+    def add_download_listener(self, fn: DownloadListener) -> Callable[[], None]:
+        """Call `fn(downloads)` when a download of a launch moves (at most every DOWNLOAD_POLL_S s, on
+        the launch's download thread: keep it fast, post or print); returns an unsubscribe function."""
+        with self._lock:
+            self._download_listeners.append(fn)
+
+        def remove() -> None:
+            with self._lock:
+                if fn in self._download_listeners:
+                    self._download_listeners.remove(fn)
+
+        return remove
 
     @property
     def api_key(self) -> str | None:  # the Supervisor's: the key its readiness polls send
@@ -80,6 +109,8 @@ class LaunchThreads(HandleCore):
             child_died = launch.note_line(text)
         if current:
             self._feed_line(text)
+        if launch.downloads is not None:
+            launch.downloads.feed(text)
         if child_died is not None:
             self._router_child_died(launch, child_died)
         if current:
@@ -134,14 +165,72 @@ class LaunchThreads(HandleCore):
     # ---- internals: readiness ------------------------------------------------------------
 
     def _watch(self, launch: Launch, proc: subprocess.Popen[bytes]) -> None:
-        watch_launch(
-            launch, self.api_key, self.ready_timeout, self.poll_interval,
-            set_state=lambda st: self._set_state(launch, st),
-            fail=lambda failure: self._fail_and_kill(launch, proc, failure),
-            timed_out=lambda: ready_timeout(self.ready_timeout, self._state.value, launch.log_path,
-                                            (self.tail(1) or [None])[-1]),
-            child_lines=lambda: self._router_child_lines(launch),
-        )
+        budget = self.ready_timeout
+        while True:
+            more: list[float] = []
+            watch_launch(
+                launch, self.api_key, budget, self.poll_interval,
+                set_state=lambda st: self._set_state(launch, st),
+                fail=lambda failure: None if failure is _EXTEND else self._fail_and_kill(launch, proc, failure),
+                timed_out=lambda: self._timed_out(launch, more),
+                child_lines=lambda: self._router_child_lines(launch),
+            )
+            if not more:
+                return
+            budget = more[0]
+
+    def _timed_out(self, launch: Launch, more: list[float]) -> Failure:
+        """The ready timeout ran out: a download that moved within it earns a new deadline (`more`)."""
+        dl = launch.downloads
+        last = dl.last_activity if dl is not None else None
+        if last is not None and time.monotonic() - last < self.ready_timeout:
+            more.append(last - launch.started_at + self.ready_timeout)
+            return _EXTEND
+        if dl is not None and dl.active:
+            return download_stalled(dl.summary(), self.ready_timeout, launch.log_path)
+        return ready_timeout(self.ready_timeout, self._state.value, launch.log_path, (self.tail(1) or [None])[-1])
+
+    # ---- internals: downloads ------------------------------------------------------------
+
+    def _follow_downloads(self, launch: Launch) -> None:
+        """The launch's download thread: polls where -hf/-mu write while the server starts (bounded by
+        the launch: it ends once the server loads, or ends)."""
+        dl = launch.downloads
+        if dl is None:
+            return
+        told: object = ()  # the signature of no download: listeners hear of the first one found
+
+        def over() -> bool:  # under self._cond
+            return (launch.exited.is_set() or launch is not self._launch
+                    or self._state not in (ServerState.STARTING, ServerState.STOPPING))
+
+        try:
+            while True:
+                dl.check()
+                with self._cond:
+                    if over():
+                        break
+                told = self._tell_downloads(dl, told)
+                with self._cond:  # a state change (loading, ready, the end) wakes it at once
+                    self._cond.wait_for(over, DOWNLOAD_POLL_S)
+            dl.check()
+            if launch.exited.is_set():
+                dl.finish()
+            self._tell_downloads(dl, told)
+        except Exception:  # pragma: no cover - a bug here must not take the launch down
+            log.exception("download watcher failed")
+
+    def _tell_downloads(self, dl: Downloads, told: object) -> object:
+        now = dl.signature()
+        if now != told:
+            with self._lock:
+                listeners = list(self._download_listeners)
+            for fn in listeners:
+                try:
+                    fn(dl)
+                except Exception:  # a listener bug must not stop the polling
+                    log.exception("download listener failed")
+        return now
 
     def _router_child_lines(self, launch: Launch) -> list[str]:
         return launch.router_child_lines(self._launch_lines(launch))

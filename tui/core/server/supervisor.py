@@ -26,6 +26,7 @@ from pathlib import Path
 from tui.core.options.redact import redact_argv
 from tui.core.options.settings import Settings
 from tui.core.server.events import DEFAULT_TAIL_LINES, LineParser, ServerState, StateEvent, default_memreport
+from tui.core.server.download_watch import Downloads, watch_spots
 from tui.core.server.failures import Failure
 from tui.core.server.handle import RunningSettings
 from tui.core.server.history import new_log_path, open_launch_log, record_history
@@ -109,6 +110,11 @@ class Supervisor(LaunchThreads):
     @property
     def failure(self) -> Failure | None:
         return self._launch.failure if self._launch else None
+
+    @property
+    def downloads(self) -> Downloads | None:
+        """What the current (or last) launch downloads (`-hf`, `-mu`); None for a model on disk."""
+        return self._launch.downloads if self._launch else None
 
     @property
     def pid(self) -> int | None:
@@ -238,6 +244,8 @@ class Supervisor(LaunchThreads):
         self.events.emit_state(StateEvent(ServerState.STARTING, previous, launch_id, launch.started_at, detail=detail))
         logf = open_launch_log(launch.log_path, launch_id, argv)
         env = child_env(self._env, self._keep_llama_env)
+        spots = watch_spots(launch.settings, env)
+        launch.downloads = Downloads(spots) if spots else None
         try:
             proc = spawn(argv, env=env, cwd=self._cwd)
         except (OSError, SpawnError) as e:
@@ -256,4 +264,7 @@ class Supervisor(LaunchThreads):
                          daemon=True).start()
         threading.Thread(target=self._watch, args=(launch, proc), name=f"llama-server-{proc.pid}-watch",
                          daemon=True).start()
+        if launch.downloads is not None:
+            threading.Thread(target=self._follow_downloads, args=(launch,), name=f"llama-server-{proc.pid}-download",
+                             daemon=True).start()
         return launch
