@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tui.core.gpu.types import GpuSnapshot, ServerView
 from tui.core.options.settings import Settings
 from tui.core.server.handle import ServerHandle
-from tui.ui.adapters import planning, probing, reconciling, runs, server_view
+from tui.ui.adapters import planning, probing, reconciling, remote, runs, server_view
 from tui.ui.options import AppOptions
 from tui.ui.view import CompareRow, PlanView, ProbeState, ReconcileRow, RunRow, ServerStatus
 from tui.ui.widgets.settings_form import FieldProblem
@@ -24,6 +24,17 @@ from tui.ui.widgets.settings_form import FieldProblem
 if TYPE_CHECKING:  # imported lazily at run time (a worker thread pays for it, not the first frame)
     from tui.core.server.attach import Attachment
     from tui.core.server.supervisor import Supervisor
+
+
+def _expect_download(downloads: Any, settings: Settings) -> None:
+    """The totals of a launch's download: the sizes the plan read from the remote header (if it did)."""
+    got = remote.fetched(settings) if downloads is not None else None
+    if got is None:
+        return
+    if len(got.urls) == 1:
+        downloads.expect({got.name.rsplit("/", 1)[-1]: got.size})
+    else:  # a split set: the plan knows the parts' sum
+        downloads.expect({}, total=got.size)
 
 
 class Backend:
@@ -90,6 +101,9 @@ class Backend:
         from tui.core.options.validate import validate
 
         problems = validate(settings, None, device_count, require_model=not self.options.attach_url)
+        if not settings.model and not settings.hf_repo and remote.source(settings) is not None:
+            # `-mu URL` in the extra arguments names the model (the core's rule asks for -m or -hf only)
+            problems = [p for p in problems if not (p.field == "model" and p.severity == "error")]
         return [FieldProblem(p.field, p.severity, p.message) for p in problems]
 
     def plan(self, settings: Settings, snapshot: GpuSnapshot | None, seq: int) -> PlanView:
@@ -158,6 +172,8 @@ class Backend:
                     log_dir=self.options.server_log_dir,
                 )
                 self._watch(self._supervisor)
+                notify = self._notify  # a download moves without a log line at -lv 4
+                self._unsubscribe.append(self._supervisor.add_download_listener(lambda _dl: notify()))
             return self._supervisor
 
     def server_action(self, action: str, settings: Settings | None, grace: float | None = None) -> str | None:
@@ -180,6 +196,7 @@ class Backend:
             # The supervisor carries the Settings (history, labels); what runs is the launch's copy.
             launch = sup.restart(settings) if action == "restart" else sup.start(settings)
             self.running_settings = launch.settings
+            _expect_download(launch.downloads, settings)
             self._reconcile, self._reconcile_exact_reason = (), ""
             self._notify()
             sup.wait_ready()
@@ -223,6 +240,13 @@ class Backend:
                                        running=self._attached_running)
         if status.reconcile and self._reconcile_exact_reason:
             status = dataclasses.replace(status, reconcile_exact_reason=self._reconcile_exact_reason)
+        sup = self._supervisor
+        summary = sup.downloads.summary() if sup is not None and handle is sup and sup.downloads else None
+        if summary is not None:
+            from tui.core.server.download import describe
+
+            status = dataclasses.replace(status, download=describe(summary), download_fraction=summary.fraction,
+                                         downloading=summary.phase in ("pending", "downloading"))
         return status
 
     def full_log(self) -> tuple[list[str], str | None]:

@@ -68,6 +68,11 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("profiles", "profiles", "f", "Profiles",
               "profiles: save TOML, write a `--models-preset` INI section, load, import a command line",
               palette=("Profiles", "save TOML, write INI section, load, import command line")),
+    KeyAction("variants", "variants", "v", "Variants",
+              "variants: every quant of the hf-repo planned side by side from the headers (no download); "
+              "Enter puts the chosen file in the form",
+              footer=False,  # the footer is full at 120 columns: one more key would cut Help and Quit
+              palette=("Variants", "every quant of the hf-repo planned side by side, before any download")),
     KeyAction("edit", "edit", "e", "Edit", "edit settings (`Escape` leaves the form, `Tab` moves between fields)"),
     KeyAction("theme", "app.next_theme", "t", "Theme", 'next theme (all themes: command palette → "theme")',
               palette=("Next theme", "cycle mtp-tune's themes")),

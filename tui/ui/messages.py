@@ -37,6 +37,15 @@ class Planned(Message):
         return isinstance(message, Planned)
 
 
+class RemoteReading(Message):
+    """A worker starts reading the header of the remote model of change `seq` (`label`: repo or URL)."""
+
+    def __init__(self, seq: int, label: str) -> None:
+        super().__init__()
+        self.seq = seq
+        self.label = label
+
+
 class ExactPlanned(Message):
     """llama.cpp's exact plan for exact request `rid` (or, `plan.exact == "unavailable"`, why not);
     the App shows it only while `rid` is the newest request."""
@@ -48,7 +57,7 @@ class ExactPlanned(Message):
 
 
 class ServerUpdated(Message):
-    """The supervisor's state or log changed; the App re-reads it. Bursts collapse to one."""
+    """The supervisor's state, log or download changed; the App re-reads it. Bursts collapse to one."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ServerUpdated)
@@ -164,3 +173,24 @@ class SweepPreviewed(Message):
         self.defn = defn
         self.plans = plans
         self.error = error
+
+
+class VariantsProgressed(Message):
+    """The variants picker's worker is at a step ("listing REPO", "reading the header of FILE"); plan `seq`."""
+
+    def __init__(self, seq: int, text: str) -> None:
+        super().__init__()
+        self.seq = seq
+        self.text = text
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, VariantsProgressed)
+
+
+class VariantsPlanned(Message):
+    """The variants picker's table for plan `seq` (a `VariantsView`; its `error` says why there is none)."""
+
+    def __init__(self, seq: int, view: Any) -> None:
+        super().__init__()
+        self.seq = seq
+        self.view = view

@@ -150,6 +150,12 @@ class ServerStatus:
     reconcile_exact_reason: str = ""
     #: What an attached server says it runs ("" when mtp-tune launched it: the form is what runs).
     running: str = ""
+    #: The launch's download (`-hf`, `-mu`) in one line: "downloading FILE 42% (1.9 of 4.6 GiB, 35 MiB/s,
+    #: ETA 1 min)" while it runs, "downloaded FILE (4.6 GiB)" after; "" for a model on disk.
+    download: str = ""
+    #: How far it got (0..1), None when the total is unknown; `downloading` while bytes still arrive.
+    download_fraction: float | None = None
+    downloading: bool = False
 
     @property
     def alive(self) -> bool:

@@ -8,16 +8,22 @@ hand them back here (`take_estimate`, `take_exact`) and show what comes out.
 
 from __future__ import annotations
 
+import threading
+
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui.backend import Backend
 from tui.ui.controllers.host import Host
 from tui.ui.controllers.server import ServerController
-from tui.ui.messages import ExactPlanned, Planned
+from tui.ui.messages import ExactPlanned, Planned, RemoteReading
 from tui.ui.options import AppOptions
 from tui.ui.plan_state import PlanState
 from tui.ui.view import PlanView
 from tui.ui.widgets.settings_form import FieldProblem
+
+
+#: how long a remote model's name must stay as typed before its header is read (on the worker)
+REMOTE_SETTLE_S = 0.3
 
 
 class PlanController:
@@ -68,20 +74,38 @@ class PlanController:
         stale dry run stopped); only the newest request's answers are shown (`PlanState`).
         `keep_exact`: the exact request already made stands."""
         from tui.ui.adapters.planning import plan_is_quick
+        from tui.ui.adapters.remote import known_local, remote_label
 
         seq = self.state.next_seq()
         shown = None
         if plan_is_quick(settings):  # a millisecond: no thread hand-offs between key and bars
             shown = self.take_estimate(self.backend.plan(settings, self.snapshot, seq))
         else:  # the header is read (a big file takes a while), or RPC servers asked, in a worker
-            snapshot = self.snapshot
-            self.host.run_worker(lambda: self.host.post_message(Planned(self.backend.plan(settings, snapshot, seq))),
-                                 thread=True, exclusive=True, exit_on_error=False, group="plan")
+            snapshot, remote = self.snapshot, known_local(settings) is None
+
+            def work() -> None:
+                if remote and not self._settled(seq):
+                    return  # still typing the repo or URL: only the settled name reads a header
+                if remote:
+                    self.host.post_message(RemoteReading(seq, remote_label(settings)))
+                self.host.post_message(Planned(self.backend.plan(settings, snapshot, seq)))
+
+            self.host.run_worker(work, thread=True, exclusive=True, exit_on_error=False, group="plan")
         asked = (settings, self.backend.exact.devices_key(settings, self.snapshot))
         if self.state.wants_exact(asked, keep_exact):
             rid, why = self.backend.exact.request(settings, self.snapshot, self.server.status.alive)  # at once
             self.state.exact_asked(asked, rid, why)
         return shown
+
+    def _settled(self, seq: int) -> bool:
+        """On a worker: wait `REMOTE_SETTLE_S`; is change `seq` still the newest? (A remote header is
+        read over the network: typing `user/model` must not ask the Hub once per keystroke.)"""
+        threading.Event().wait(REMOTE_SETTLE_S)
+        return self.state.seq == seq
+
+    def reading(self, seq: int) -> bool:
+        """Is a header read for change `seq` worth saying (the newest change, no plan for it yet)?"""
+        return seq == self.state.seq and (self.view is None or self.view.seq != seq)
 
     def take_estimate(self, plan: PlanView) -> PlanView | None:
         shown, cancel = self.state.take_estimate(plan)

@@ -27,8 +27,8 @@ from tui.ui.controllers.probes import ProbeController
 from tui.ui.controllers.server import ServerController
 from tui.ui.controllers.tuning import TuningController
 from tui.ui.messages import (
-    AbFinished, AbProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, Sampled, SearchFinished,
-    SearchProgressed, ServerActionDone, ServerUpdated, SweepFinished, SweepProgressed, TuningChanged,
+    AbFinished, AbProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, RemoteReading, Sampled,
+    SearchFinished, SearchProgressed, ServerActionDone, ServerUpdated, SweepFinished, SweepProgressed, TuningChanged,
 )
 from tui.ui.options import AppOptions
 from tui.ui.view import PlanView
@@ -140,6 +140,11 @@ class MainScreen(Screen[None]):
     @on(Planned)
     def _planned(self, message: Planned) -> None:
         self._show_plan(self.plan.take_estimate(message.plan))
+
+    @on(RemoteReading)
+    def _remote_reading(self, message: RemoteReading) -> None:
+        if self.plan.reading(message.seq):
+            self.vram.busy(f"reading the header of {message.label} (range requests, no download)…")
 
     @on(ExactPlanned)
     def _exact_planned(self, message: ExactPlanned) -> None:
@@ -311,6 +316,25 @@ class MainScreen(Screen[None]):
                 self.form.load(settings)
 
         self.app.push_screen(ProfileDialog(self.backend, self.plan.settings), loaded)
+
+    def action_variants(self) -> None:
+        """Every quant of the form's hf-repo planned side by side; Enter puts the chosen file in the form."""
+        from tui.ui.controllers.variants import VariantsController
+        from tui.ui.screens.variants import VariantsScreen
+
+        if self.fixed is not None:
+            self._notice(Notice("this is a fixed preview; nothing runs"))
+            return
+        picker = VariantsController(self.plan.settings, self.plan.snapshot, self.options)
+        if picker.why_not:
+            self._notice(Notice(picker.why_not, "Variants", timeout=10))
+            return
+
+        def chosen(settings: Settings | None) -> None:
+            if settings is not None:
+                self.form.load(settings)  # validated and planned as any change (estimate, then exact)
+
+        self.app.push_screen(VariantsScreen(picker), chosen)
 
     def action_help(self) -> None:
         """Keys (with the user's keymap) and what each panel shows."""

@@ -1,5 +1,6 @@
-"""Server control: state, launch/restart/stop buttons, the explained failure, the log tail, and
-predicted-vs-reported memory after a launch. Buttons run App actions; the App calls `show()`."""
+"""Server control: state, launch/restart/stop buttons, the model's download (`-hf`, `-mu`), the
+explained failure, the log tail, and predicted-vs-reported memory after a launch. Buttons run App
+actions; the App calls `show()`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tui.ui.format import mib_short
 from tui.ui.view import ServerStatus
 from tui.ui.widgets.settings_fields import ALL_FIELDS
 
+DOWNLOAD_BAR_CELLS = 12
 COMPONENT_NAMES = {"kv": "KV", "draft_kv": "draft KV", "draft_compute": "draft compute"}
 STATE_STYLE = {
     "stopped": "dim", "starting": "warn", "loading": "warn", "ready": "ok", "stopping": "warn",
@@ -35,6 +37,9 @@ class ServerPanel(Vertical):
     ServerPanel > #server-reconcile { height: auto; color: $foreground-muted; }
     ServerPanel > #server-running { display: none; height: auto; color: $accent; }
     ServerPanel > #server-running.-shown { display: block; }
+    ServerPanel > #server-download { display: none; height: auto; color: $foreground-muted; }
+    ServerPanel > #server-download.-shown { display: block; }
+    ServerPanel > #server-download.-active { color: $accent; }
     ServerPanel .state-ok { color: $success; }
     ServerPanel .state-warn { color: $warning; }
     ServerPanel .state-bad { color: $error; }
@@ -49,6 +54,7 @@ class ServerPanel(Vertical):
             yield Button("Stop \\[s]", id="stop", action="app.stop_server", variant="error", compact=True)
             yield Button("Log \\[o]", id="raw-log", action="app.raw_log", compact=True)
         yield Static("", id="server-running")
+        yield Static("", id="server-download")
         yield Static("", id="server-failure")
         yield Static("", id="server-log")
         yield Static("", id="server-reconcile")
@@ -81,6 +87,10 @@ class ServerPanel(Vertical):
         running = self.query_one("#server-running", Static)
         running.update(Content(status.running))
         running.set_class(bool(status.running), "-shown")
+        download = self.query_one("#server-download", Static)
+        download.update(Content(self._download_text(status)))
+        download.set_class(bool(status.download), "-shown")
+        download.set_class(status.downloading, "-active")
         failure = self.query_one("#server-failure", Static)
         failure.update(Content(status.failure or ""))
         failure.set_class(bool(status.failure), "-shown")
@@ -89,6 +99,17 @@ class ServerPanel(Vertical):
             Content("\n".join(line[:300] for line in tail) if tail else "(no server output yet)")
         )
         self.query_one("#server-reconcile", Static).update(Content(self._reconcile_text(status)))
+
+    @staticmethod
+    def _download_text(status: ServerStatus) -> str:
+        """`▕██████░░░░▏ downloading FILE 42% (...)` while it runs (the bar when the total is known)."""
+        if not status.download:
+            return ""
+        frac = status.download_fraction
+        if not status.downloading or frac is None:
+            return ("⬇ " if status.downloading else "") + status.download
+        cells = round(frac * DOWNLOAD_BAR_CELLS)
+        return f"▕{'█' * cells}{'░' * (DOWNLOAD_BAR_CELLS - cells)}▏ {status.download}"
 
     @staticmethod
     def _reconcile_text(status: ServerStatus) -> str:

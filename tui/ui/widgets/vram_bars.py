@@ -378,6 +378,10 @@ class VramBars(Vertical):
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
 
+    def busy(self, text: str) -> None:
+        """Say what the plan is waiting for (a remote header being read); the next `show` replaces it."""
+        self.border_subtitle = text
+
     def _set(self, selector: str, text: str, classes: dict[str, bool], hide_empty: bool = False) -> None:
         """Update a Static only when its text changed: a sample a second must not re-layout the screen."""
         if self._shown.get(selector) == (text, tuple(sorted(classes.items()))):

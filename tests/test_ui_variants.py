@@ -1,0 +1,222 @@
+"""The variants picker (`v`), driven through the real App against the loopback Hub: every quant of the
+form's hf-repo planned from its header (no download), the best fitting row first and highlighted,
+Enter puts the chosen file in the form (and the bars then plan that file), Escape changes nothing,
+and a Hub that cannot be reached is one sentence on the screen."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Static
+
+from tests.helpers.range_server import LoopbackHub, closed_port_url, serve
+from tui.core.gpu.profiles import HwProfile, SimDevice
+from tui.core.options.settings import Settings
+from tui.core.planning.devices import current_snapshot, device_set
+from tui.core.planning.gguf_reader import read_gguf
+from tui.core.planning.plan import plan
+from tui.core.remote.hub import HubFile, variants
+from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.controllers.variants import choice_for
+from tui.ui.options import AppOptions
+from tui.ui.screens.main import MainScreen
+from tui.ui.screens.variants import VariantsScreen
+
+DEADLINE_S = 30.0
+#: One 12 MiB device: at -c 2048 the two MTP models fit and the MoE one (the largest file) does not.
+GPU = HwProfile("test-12m", "a 12 MiB test device", (SimDevice("Test GPU", 12),))
+FILES = {"m-F16.gguf": "tiny-moe-mtp", "m-Q4_K_M.gguf": "tiny-mtp", "m-Q8_0.gguf": "tiny-mtp-q8_0"}
+
+
+def form_settings(hf_repo: str | None = "user/repo") -> Settings:
+    return Settings(hf_repo=hf_repo, ctx_size=2048, parallel=1, spec_type=["draft-mtp"], fit=False, fit_target=[8])
+
+
+def options(settings: Settings) -> AppOptions:
+    return AppOptions(settings=settings, hardware=GPU, simulate=True, cursor_blink=False, sample_interval_s=60.0,
+                      exact=False)
+
+
+@pytest.fixture
+def hub(tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
+    with serve() as h:
+        h.add_repo("user/repo", {name: tiny_models[model] for name, model in FILES.items()})
+        monkeypatch.setenv("HF_ENDPOINT", h.url)
+        yield h
+
+
+def local_plan(path: Path, settings: Settings):  # noqa: ANN201 - a core Plan
+    """The core planner on the local file with the form's flags, on the test device."""
+    ds = device_set(current_snapshot(GPU), ())
+    s = dataclasses.replace(settings, model=str(path), hf_repo=None)
+    return plan(read_gguf(path), s, list(ds.devices), ds.host_total_mib, ds.host_free_mib)
+
+
+def expected_order(tiny_models: dict[str, Path]) -> list[tuple[str, bool]]:
+    """(tag, fits) best first, as the core planner sees the local files: fitting, then the larger file."""
+    rows = []
+    for name, model in FILES.items():
+        p = local_plan(tiny_models[model], form_settings())
+        rows.append((name.split("-", 1)[1][:-5], p.worst_risk != "oom", tiny_models[model].stat().st_size))
+    return [(tag, fits) for tag, fits, _ in sorted(rows, key=lambda r: (not r[1], -r[2]))]
+
+
+async def until(pilot, cond: Callable[[], bool]) -> bool:  # noqa: ANN001 - Pilot
+    deadline = time.monotonic() + DEADLINE_S
+    while not cond() and time.monotonic() < deadline:
+        await pilot.pause(0.02)
+    await pilot.pause()
+    return cond()
+
+
+def planned(app: MtpTuneApp) -> bool:
+    view = app.main.plan.view
+    return view is not None and view.seq == app.main.plan.seq
+
+
+async def open_picker(pilot, app: MtpTuneApp) -> VariantsScreen:  # noqa: ANN001 - Pilot
+    assert await until(pilot, lambda: planned(app))  # the form's own plan first (its header read)
+    await pilot.press("v")
+    assert await until(pilot, lambda: isinstance(app.screen, VariantsScreen) and app.screen.controller.view.done)
+    screen = app.screen
+    assert isinstance(screen, VariantsScreen)
+    return screen
+
+
+async def test_the_picker_lists_every_quant_best_fit_first_and_enter_fills_the_form(
+        hub: LoopbackHub, tiny_models: dict[str, Path]) -> None:
+    want = expected_order(tiny_models)
+    assert [fits for _, fits in want] == [True, True, False], want  # the scene: the largest file does not fit
+    app = make_app(options(form_settings()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await open_picker(pilot, app)
+        view = screen.controller.view
+        assert view.error == "" and [(r.tag, r.fits) for r in view.rows] == want
+        table = screen.query_one("#variants-table", DataTable)
+        assert table.row_count == 3 and table.cursor_row == view.best == 0  # the best fitting row highlighted
+        assert list(view.columns[:4]) == ["quant", "file", "size GiB", "KV"]
+        assert "Test GPU need (left)" in view.columns and list(view.columns[-3:]) == ["fits", "max -c", "fit would"]
+        cells = [table.get_row_at(i) for i in range(3)]
+        assert [str(c[0]) for c in cells] == [t for t, _ in want]
+        assert [str(c[-3]) for c in cells] == ["yes", "yes", "no"]
+        assert all(str(c[-2]).isdigit() for c in cells[:2])  # the largest -c that fits
+        hint = str(screen.query_one("#variants-hint", Static).render())
+        assert f"best fit: {want[0][0]}" in hint and "Enter" in hint
+        # no download: the headers only, by range requests
+        blobs = hub.hits("/blobs/")
+        assert blobs and all(h.range.startswith("bytes=") and h.status == 206 for h in blobs)
+        assert hub.bytes_sent("/blobs/") < sum(tiny_models[m].stat().st_size for m in FILES.values()) / 2
+        # Enter on the second row: its file goes in the form, and the bars plan that file
+        await pilot.press("down", "enter")
+        assert await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        second = want[1][0]
+        assert app.main.plan.settings.hf_repo == f"user/repo:{second}" and app.main.plan.settings.model is None
+        assert app.main.query_one("#f-hf_repo").value == f"user/repo:{second}"  # type: ignore[attr-defined]
+        before = len(hub.log)
+        assert await until(pilot, lambda: planned(app) and app.main.plan.settings.hf_repo.endswith(second))
+        shown = app.main.plan.view
+        assert shown is not None and shown.error is None
+        chosen = next(n for n in FILES if n == f"m-{second}.gguf")
+        core = local_plan(tiny_models[FILES[chosen]], form_settings())
+        dev = shown.devices[0]
+        assert (dev.weights_mib, dev.kv_mib, dev.needed_mib) == (
+            core.devices[0].components["weights"], core.devices[0].components["kv"], core.devices[0].needed_mib)
+        assert len(hub.log) == before  # the picker's header copy planned it: the Hub was not asked again
+
+
+async def test_the_picker_says_what_it_reads_while_it_runs(hub: LoopbackHub) -> None:
+    app = make_app(options(form_settings()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        assert await until(pilot, lambda: planned(app))
+        hub.rate_bps = 1 << 20  # a slow link: each header read takes a quarter of a second
+        await pilot.press("v")
+        assert await until(pilot, lambda: isinstance(app.screen, VariantsScreen))
+        screen = app.screen
+        assert isinstance(screen, VariantsScreen)
+
+        def status() -> str:
+            return str(screen.query_one("#variants-status", Static).render())
+
+        assert await until(pilot, lambda: "reading the header of m-" in status() or screen.controller.view.done)
+        assert "reading the header of m-" in status(), status()
+        assert not screen.controller.view.done and not screen.query_one("#variants-table", DataTable).display
+        assert "headers only" in str(screen.query_one("#variants-hint", Static).render())
+        assert await until(pilot, lambda: screen.controller.view.done)
+        assert status().startswith("user/repo @ 0123456789: 3 row(s), 2 fit; headers only:")
+
+
+async def test_escape_leaves_the_form_as_it_was(hub: LoopbackHub) -> None:
+    app = make_app(options(form_settings()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await open_picker(pilot, app)
+        settings, seq = app.main.plan.settings, app.main.plan.seq
+        await pilot.press("down", "escape")
+        assert await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await pilot.pause(0.1)
+        assert app.main.plan.settings == settings and app.main.plan.seq == seq
+        assert app.main.form.read()[0] == settings
+
+
+async def test_k_compares_kv_types_and_the_chosen_rows_type_goes_to_ctk_and_ctv(hub: LoopbackHub) -> None:
+    app = make_app(options(form_settings()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await open_picker(pilot, app)
+        listed = len(hub.hits("/api/models/"))
+        await pilot.press("k")
+        assert await until(pilot, lambda: screen.controller.view.done and len(screen.controller.view.rows) == 9)
+        rows = screen.controller.view.rows
+        assert {r.kv for r in rows} == {"f16", "q8_0", "q4_0"} and not any(r.error for r in rows)
+        assert len(hub.hits("/api/models/")) == listed  # headers and listing cached: nothing asked again
+        index = next(i for i, r in enumerate(rows) if r.kv == "q8_0" and r.fits)
+        table = screen.query_one("#variants-table", DataTable)
+        table.move_cursor(row=index)
+        await pilot.press("enter")
+        assert await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        s = app.main.plan.settings
+        assert (s.cache_type_k, s.cache_type_v) == ("q8_0", "q8_0") and s.hf_repo == rows[index].hf_repo
+
+
+async def test_an_unreachable_hub_is_one_sentence_on_the_picker(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = closed_port_url()
+    monkeypatch.setenv("HF_ENDPOINT", url.split("/files/")[0])
+    app = make_app(options(form_settings()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("v")
+        assert await until(pilot, lambda: isinstance(app.screen, VariantsScreen) and app.screen.controller.view.done)
+        screen = app.screen
+        assert isinstance(screen, VariantsScreen)
+        error = screen.controller.view.error
+        assert error.startswith("cannot reach 127.0.0.1:") and "Traceback" not in error
+        assert error.count(". ") == 0 and error.endswith(".")  # one sentence
+        assert str(screen.query_one("#variants-error", Static).render()) == error
+        assert screen.query_one("#variants-error").has_class("-shown")
+        assert not screen.query_one("#variants-table", DataTable).display
+        await pilot.press("enter")  # nothing to choose: the picker stays, the form is untouched
+        await pilot.press("escape")
+        assert await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert app.main.plan.settings.hf_repo == "user/repo"
+
+
+async def test_without_a_repo_v_says_how_to_give_one() -> None:
+    app = make_app(options(form_settings(hf_repo=None)))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("v")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+        notes = [n.message for n in app._notifications]
+        assert any("hf-repo field" in n and "press v" in n for n in notes), notes
+
+
+def test_a_tag_that_would_pick_another_file_is_given_as_hff() -> None:
+    files = [HubFile("old/m-Q8_0.gguf", 10), HubFile("m-Q8_0.gguf", 20), HubFile("plain.gguf", 30),
+             HubFile("m-Q4_K_M-00001-of-00002.gguf", 5), HubFile("m-Q4_K_M-00002-of-00002.gguf", 5)]
+    found = {v.path: v for v in variants(files)}
+    assert choice_for("user/repo", files, found["old/m-Q8_0.gguf"]) == ("user/repo:Q8_0", "")  # the tag's first hit
+    assert choice_for("user/repo", files, found["m-Q8_0.gguf"]) == ("user/repo", "m-Q8_0.gguf")
+    assert choice_for("user/repo", files, found["plain.gguf"]) == ("user/repo", "plain.gguf")  # no tag at all
+    split = found["m-Q4_K_M-00001-of-00002.gguf"]
+    assert choice_for("user/repo", files, split) == ("user/repo:Q4_K_M", "")  # the tag picks the whole split set
