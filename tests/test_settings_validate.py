@@ -84,10 +84,15 @@ def test_rules(settings: Settings, field: str, severity: str, fragment: str) -> 
 
 
 def test_a_model_url_names_the_model() -> None:
-    """`-mu URL` alone is a model to llama-server (it downloads it): no "router mode" error."""
-    assert not [p for p in problems(Settings(extra_args=["-mu", "http://127.0.0.1:9/m.gguf"])) if p.field == "model"]
-    assert not [p for p in problems(Settings(extra_args=["--model-url=http://127.0.0.1:9/m.gguf"])) if p.field == "model"]
+    """`-mu URL` names a model to plan (no error), but alone it starts llama-server b11434 in router
+    mode (server.cpp checks the model path before the URL fills it in): a warning asks for -m PATH."""
+    for args in (["-mu", "http://127.0.0.1:9/m.gguf"], ["--model-url=http://127.0.0.1:9/m.gguf"]):
+        one(Settings(extra_args=args), "model", "warning", "router mode, which downloads and loads nothing")
+        assert not [p for p in problems(Settings(extra_args=args)) if p.severity == "error"]
+    assert not [p for p in problems(Settings(model="/tmp/m.gguf", extra_args=["-mu", "http://127.0.0.1:9/m.gguf"]))
+                if p.field == "model"]
     one(Settings(extra_args=["--ctx-size", "4096"]), "model", "error", "model URL (-mu)")
+    one(Settings(model="/tmp/m.gguf", hf_repo="u/r"), "hf_repo", "warning", "ignores the model path")
 
 
 def test_ini_target_makes_truncation_an_error() -> None:

@@ -20,7 +20,7 @@ import argparse
 import os
 from typing import Any
 
-from tui.cli._common import fail, names_a_model, pass_unknown_to_server, print_json
+from tui.cli._common import fail, pass_unknown_to_server, print_json
 
 COMMAND = "plan"
 HELP = "per-device memory plan and OOM risk for llama-server flags (MTP-aware)"
@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc))
     fetched = None
-    if not settings.model and names_a_model(server_args):
+    from tui.core.remote.source import source_of
+
+    if source_of(settings) is not None:  # -hf (wins over -m) or -mu (downloads to -m): the remote file
         from tui.cli._remote import fetch_for_plan
 
         fetched = fetch_for_plan(settings, server_args, refresh=args.refresh, quiet=args.json)

@@ -101,9 +101,6 @@ class Backend:
         from tui.core.options.validate import validate
 
         problems = validate(settings, None, device_count, require_model=not self.options.attach_url)
-        if not settings.model and not settings.hf_repo and remote.source(settings) is not None:
-            # `-mu URL` in the extra arguments names the model (the core's rule asks for -m or -hf only)
-            problems = [p for p in problems if not (p.field == "model" and p.severity == "error")]
         return [FieldProblem(p.field, p.severity, p.message) for p in problems]
 
     def plan(self, settings: Settings, snapshot: GpuSnapshot | None, seq: int) -> PlanView:

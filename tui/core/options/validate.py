@@ -191,10 +191,15 @@ def _check_text(s: Settings, target: str, out: list[Problem]) -> None:
 
 
 def _check_model(s: Settings, out: list[Problem]) -> None:
-    if not s.model and not s.hf_repo and not reader.value([str(a) for a in s.extra_args], "--model-url"):
-        out.append(Problem("model", "error", "model: give a GGUF path, an hf reference (user/model[:quant]) or a model URL (-mu); without one llama-server starts in router mode."))
+    """llama-server b11434 (tools/server/server.cpp) starts in router mode when the model path and
+    -hf are empty, checked before a `-mu` URL fills in its default path: `-mu` alone loads nothing."""
+    url = reader.value([str(a) for a in s.extra_args], "--model-url")
+    if not s.model and not s.hf_repo and not url:
+        out.append(Problem("model", "error", "model: give a GGUF path, an hf reference (user/model[:quant]) or a model URL (-mu) with -m PATH; without one llama-server starts in router mode."))
+    elif url and not s.model and not s.hf_repo:
+        out.append(Problem("model", "warning", "model: a model URL (-mu) alone starts llama-server in router mode, which downloads and loads nothing; give -m PATH, the file to download it to (it is planned from the URL either way)."))
     elif s.model and s.hf_repo:
-        out.append(Problem("hf_repo", "warning", "hf-repo and model are both set; llama-server downloads the hf reference to the model path. Clear one of them."))
+        out.append(Problem("hf_repo", "warning", "hf-repo and model are both set; llama-server loads the hf reference (from its Hub cache) and ignores the model path. Clear one of them."))
 
 
 def _check_host(s: Settings, out: list[Problem]) -> None:

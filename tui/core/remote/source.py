@@ -33,11 +33,12 @@ def _last(args: list[str], name: str) -> str:
 
 
 def source_of(settings: Settings) -> ModelSource | None:
-    """The remote model `settings` name, or None when they name a file (`-m`) or nothing. As
-    llama-server: `-m` wins, then `-hf`, then `-mu`; the token is `-hft`, else `HF_TOKEN`, for `-mu`
-    too (llama-server sends it as the bearer of every download, arg.cpp `opts.bearer_token`)."""
-    if settings.model:
-        return None
+    """The remote model `settings` name, or None when they name only a file (`-m`) or nothing.
+
+    As llama-server b11434 (common/arg.cpp `common_models_handler_apply`): `-hf` wins over `-m` (the
+    Hub file's cache path replaces the model path); `-mu` downloads *to* `-m` (or to llama.cpp's cache),
+    so with `-mu` the model is the URL's whatever `-m` says. The token is `-hft`, else `HF_TOKEN`, for
+    `-mu` too (llama-server sends it as the bearer of every download, `opts.bearer_token`)."""
     extra = list(settings.extra_args)
     token = _last(extra, "--hf-token") or os.environ.get("HF_TOKEN") or None
     if settings.hf_repo:

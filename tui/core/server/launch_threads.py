@@ -137,6 +137,8 @@ class LaunchThreads(HandleCore):
 
     def _on_exit(self, launch: Launch, rc: int) -> None:
         launch.remove_key_file()  # before anyone hears of the end: a stopped launch leaves no key behind
+        if launch.downloads is not None:
+            launch.downloads.finish()  # before anyone hears of the end: an unfinished download stopped
         launch.ended_at = time.monotonic()
         launch.exit_code = rc
         retry = False
