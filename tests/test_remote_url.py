@@ -205,3 +205,20 @@ def test_cli_exact_plan_of_a_url_equals_the_exact_plan_of_the_file(
     assert exact_figures(remote) == exact_figures(local)
     assert figures(remote["estimate"]) == figures(local["estimate"])
     _only_ranged_gets(hub, remote["remote"]["header_bytes"])  # the dry run read the copy, not the URL
+
+
+def test_a_url_with_a_model_path_is_planned_from_the_url(hub: LoopbackHub, tiny_models: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    """`-m DEST -mu URL`: llama-server downloads the URL to DEST (common/arg.cpp build_url_tasks) and
+    loads that, so the plan is the URL's file, though DEST does not exist yet; and `-hf` wins over -m."""
+    src = tiny_models["tiny-moe-mtp"]
+    url = hub.add_file(src.name, src)
+    dest = tmp_path / "not-yet" / "model.gguf"
+    remote = plan_json("-m", str(dest), "-mu", url, *FLAGS)
+    assert remote["remote"]["file"] == src.name and not dest.exists()
+    assert figures(remote) == figures(plan_json("-m", str(src), *FLAGS))
+    other = tiny_models["tiny-mtp"]
+    hub.add_repo("me/tiny-GGUF", {"tiny-Q4_K_M.gguf": src})
+    hf = plan_json("-m", str(other), "-hf", "me/tiny-GGUF", *FLAGS, env=child_env(HF_ENDPOINT=hub.url))
+    assert hf["remote"]["file"] == "tiny-Q4_K_M.gguf"
+    assert figures(hf) == figures(plan_json("-m", str(src), *FLAGS))
