@@ -28,6 +28,8 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.largest_ctx import CTX_STEP
 from tui.core.planning.plan import plan
 from tui.core.planning.resolve import KV_BPE
+from tui.core.planning.weights import EXPERT_TENSORS
+from tui.core.remote.variants import TIERS
 
 GPUS = ["--gpus", "2x16GiB"]
 KVS = ["f16", "q8_0", "q4_0"]
@@ -87,25 +89,26 @@ def test_one_row_per_quant_and_kv_a_split_set_is_one_row_and_no_sidecar(
 
 
 @pytest.mark.parametrize("flags", [FIT_ON, FIT_OFF], ids=["fit-on", "fit-off"])
-def test_sorted_best_fitting_quant_first_then_wider_kv(hub: LoopbackHub, flags: list[str],
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_sorted_by_tier_then_best_quant_then_wider_kv(hub: LoopbackHub, flags: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     rows = rows_json(capsys, "--kv", "q4_0,f16,q8_0", *flags)  # asked narrow first: the sort reorders
-    fits = [r["fits"] for r in rows]
-    assert fits == sorted(fits, reverse=True)  # every fitting row before every other
-    assert rows[0]["fits"]
+    ranks = [TIERS.index(r["tier"]) for r in rows]
+    assert ranks == sorted(ranks)  # yes, then with fit, then no
     for a, b in zip(rows, rows[1:]):
-        if a["fits"] == b["fits"]:
+        if a["tier"] == b["tier"]:
             assert a["size"] >= b["size"]
             if a["file"] == b["file"]:
                 assert KV_BPE[a["kv"]] > KV_BPE[b["kv"]]
-    biggest_fitting = max(r["size"] for r in rows if r["fits"])
-    assert rows[0]["size"] == biggest_fitting
-    if flags is FIT_OFF:  # 35 GiB on 2 x 16 GiB with every layer on the cards: no
-        assert [r["fits"] for r in rows if r["tag"] == "Q8_0"] == [False] * 3 and not rows[-1]["fits"]
-        assert rows[0]["tag"] == "Q6_K"
-    else:  # fit keeps the Q8_0's first experts in host memory, so it comes first
-        assert rows[0]["tag"] == "Q8_0" and all(r["fits"] for r in rows)
-        assert all(r["fit_action"] == "move-layers" and "-ncmoe" in r["fit_choice"] for r in rows if r["tag"] == "Q8_0")
+    assert rows[0]["tier"] == "yes" and rows[0]["size"] == max(r["size"] for r in rows if r["tier"] == "yes")
+    assert rows[0]["tag"] == "Q6_K"  # the best quant that fits as the flags put it, with fit on or off
+    q8 = [r for r in rows if r["tag"] == "Q8_0"]
+    if flags is FIT_OFF:  # 35 GiB on 2 x 16 GiB with every layer on the cards: no, and last
+        assert [r["tier"] for r in q8] == ["no"] * 3 and not any(r["fits"] for r in q8) and rows[-1]["tag"] == "Q8_0"
+        assert not any(r["tier"] == "with fit" for r in rows)  # fit off moves nothing
+    else:  # it loads only because fit keeps its first experts in host memory: after every "yes" row
+        assert [r["tier"] for r in q8] == ["with fit"] * 3 and all(r["fits"] for r in rows)
+        assert rows[-3:] == q8
+        assert all(r["fit_action"] == "move-layers" and "-ncmoe" in r["fit_choice"] for r in q8)
 
 
 @pytest.mark.parametrize("flags", [FIT_ON, FIT_OFF], ids=["fit-on", "fit-off"])
@@ -118,7 +121,9 @@ def test_fits_and_max_ctx_agree_with_the_planner(hub: LoopbackHub, repo_files: d
     devs, ht, hf = list(ds.devices), ds.host_total_mib, ds.host_free_mib
     fit_on = "-fit" not in flags
     for r in rows:
-        assert r["fits"] == all(d["risk"] != "oom" for d in r["devices"]), r
+        assert r["fits"] == all(d["risk"] != "oom" for d in r["devices"]) == (r["tier"] in ("yes", "with fit")), r
+        assert (r["tier"] == "with fit") == (r["fits"] and bool(r["fit_choice"])), r
+        assert r["tight"] == (r["tier"] == "yes" and any(d["risk"] == "tight" for d in r["devices"])), r
         assert r["max_ctx_limit"] == (4096 if r["file"] == SPLIT[0] else 262144)  # n_ctx_train
         meta = read_gguf(repo_files[r["file"]])
         s = check_server_args([*flags, "-ctk", r["kv"], "-ctv", r["kv"], "-m", str(repo_files[r["file"]])], warn=False)
@@ -128,6 +133,9 @@ def test_fits_and_max_ctx_agree_with_the_planner(hub: LoopbackHub, repo_files: d
             return p.fit.action == "none" if fit_on else p.worst_risk != "oom"
 
         m = r["max_ctx"]
+        if fit_on:  # "yes" is exactly "fit moves nothing at the row's -c": max -c reaches it (or the model's limit)
+            reached = m is not None and m >= min(r["ctx"], r["max_ctx_limit"])
+            assert (r["tier"] == "yes") == loads(r["ctx"]) == reached, r
         if m is None:
             assert not loads(CTX_STEP), r
             continue
@@ -162,6 +170,28 @@ def test_every_rows_devices_equal_plan_of_that_file(hub: LoopbackHub, repo_files
         assert [d["needed_mib"] for d in r["devices"]] == [d["needed_mib"] for d in p["devices"]], r["file"]
         assert [d["headroom_mib"] for d in r["devices"]] == [d["headroom_mib"] for d in p["devices"]]
         assert r["fit_action"] == p["model"]["fit"]["action"] and r["ctx"] == p["model"]["context"]["n_ctx"]
+
+
+def test_mapped_part_of_the_host_need_is_the_file_between_its_tensors(hub: LoopbackHub, repo_files: dict[str, Path],
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """With mmap the host's weights are the file range its tensors span (llama.cpp's CPU_Mapped buffer);
+    `mapped_mib` is what of that range is other devices' tensors: the span minus the host's own bytes."""
+    rows = rows_json(capsys, "--kv", "f16", *FIT_ON, repo=f"{REPO}:Q8_0")
+    (row,) = rows
+    n = int(row["fit_choice"][row["fit_choice"].index("-ncmoe") + 1])
+    meta = read_gguf(repo_files[row["file"]])
+    own = [t for t in meta.tensors if t.name.startswith("token_embd")
+           or (t.layer is not None and t.layer < n and EXPERT_TENSORS.search(t.name))]
+    span = max(t.offset + t.nbytes for t in own) - min(t.offset for t in own)
+    host = row["devices"][-1]
+    assert host["key"] == "Host" and host["mapped_mib"] == pytest.approx((span - sum(t.nbytes for t in own)) / 2**20, abs=0.1)
+    assert 0 < host["mapped_mib"] < host["needed_mib"] / 4  # the experts lie together: a little in between
+    assert all("mapped_mib" not in d for d in row["devices"][:-1])
+    no_mmap = rows_json(capsys, "--kv", "f16", *FIT_ON, "--load-mode", "none", repo=f"{REPO}:Q8_0")[0]
+    assert no_mmap["devices"][-1]["mapped_mib"] == 0  # read into RAM: only the host's own tensors
+    locked = rows_json(capsys, "--kv", "f16", *FIT_ON, "--load-mode", "mmap+mlock", repo=f"{REPO}:Q8_0")[0]
+    assert locked["devices"][-1]["mapped_mib"] == 0  # mlock holds the whole mapped range in RAM: all of it is need
+    assert locked["devices"][-1]["needed_mib"] == host["needed_mib"]
 
 
 def test_only_headers_are_read_and_a_second_run_asks_nothing(hub: LoopbackHub, repo_files: dict[str, Path],

@@ -8,6 +8,7 @@ choice, and equals `mtp-tune plan --exact -m THAT_FILE` with the same flags and 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from tests.helpers.range_server import LoopbackHub, serve
 from tui.cli import main
 from tui.cli._variants_table import short_flags
 from tui.core.demo.tiny_model import PRESETS, TinySpec, write_tiny_model
+from tui.core.remote.variants import TIERS
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -51,6 +53,7 @@ def test_exact_rows_are_llama_cpps_and_show_fits_choice(hub: LoopbackHub, capsys
     assert any(r["fit_choice"] for r in rows)  # two 1060 MiB cards: fit moves layers
     for r in rows:
         assert r["fits"] == all(d["risk"] != "oom" for d in r["devices"])
+        assert r["tier"] == ("with fit" if r["fit_choice"] else "yes"), r  # every row loads; fit moves some
         rc, out, err = cli(capsys, "plan", "--exact", "--json", "-m", str(hub.local[r["file"]]),  # type: ignore[attr-defined]
                            *FLAGS, "-ctk", r["kv"], "-ctv", r["kv"])
         assert rc == 0, err
@@ -66,8 +69,11 @@ def test_exact_rows_are_llama_cpps_and_show_fits_choice(hub: LoopbackHub, capsys
     rc, text, _ = cli(capsys, "variants", REPO, *FLAGS, "--kv", "f16,q8_0", "--exact")  # now from the exact cache
     assert rc == 0
     body = [ln for ln in text.splitlines() if ln.startswith("Tiny-MoE") or ln.startswith(("F16 ", "Q8_0 "))]
-    assert len(body) == 4 and all("yes (exact)" in ln for ln in body), text
+    assert len(body) == 4 and [ln.split("  ")[0] for ln in body] == [r["tag"] for r in rows], text  # the JSON's order
+    for ln, r in zip(body, rows):
+        assert re.search(rf"\s{r['tier']} \((tight, )?exact\)\s", ln), (r["tier"], ln)
+    assert [r["tier"] for r in rows] == sorted((r["tier"] for r in rows), key=TIERS.index)
     for r in rows:
         if r["fit_choice"]:
             assert any(ln.rstrip().endswith(short_flags(r["fit_choice"])) for ln in body), (r["fit_choice"], text)
-    assert "(exact): llama.cpp's own dry run measured the row" in text
+    assert "exact: llama.cpp's own dry run measured the row" in text

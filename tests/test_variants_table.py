@@ -21,14 +21,17 @@ from tests.helpers.quant_repo import REPO, fixed_host, write_quants
 from tests.helpers.range_server import LoopbackHub, serve
 from tests.helpers.split_model import split_gguf
 from tui.cli import main
-from tui.cli._variants_table import gib, short_flags
-from tui.cli.variants import kv_list
+from tui.cli._variants_table import fits_cell, gib, short_flags
+from tui.cli.variants import _settings_for, kv_list
 from tui.core.demo.tiny_model import PRESETS, write_tiny_model
+from tui.core.planning.devices import devices_now
+from tui.core.planning.result import FitOutcome
+from tui.core.remote.fetch import repo_listing
 from tui.core.remote.hub import HubFile, Variant
-from tui.core.remote.variants import VariantRow, matches_tag, sort_rows
+from tui.core.remote.variants import VariantRow, matches_tag, plan_variants, sort_rows
 
 FLAGS = ["--gpus", "2x16GiB", "--kv", "f16,q4_0", "-c", "32768", "--spec-type", "draft-mtp"]
-CELL = re.compile(r"^\d+(\.\d+)? \([+-]\d+(\.\d+)?\)$")  # need (left), GiB
+CELL = re.compile(r"^\d+(\.\d+)? \([+-]\d+(\.\d+)?(; \d+(\.\d+)? mapped)?\)$")  # need (left[; mapped]), GiB
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +83,7 @@ def test_markdown_table_legend_and_json_say_the_same(hub: LoopbackHub, capsys: p
             continue
         assert cells[2] == gib(r["size"] / 2**20) and cells[4] == str(r["ctx"])
         assert all(CELL.match(c) for c in cells[5:8]), cells
-        assert cells[8] == ("yes" if r["fits"] else "no")
+        assert cells[8] == r["tier"] + (" (tight)" if r["tight"] else "") and r["tier"] in ("yes", "no")  # fit off
         assert cells[9] == ("none" if r["max_ctx"] is None else
                             f"{r['max_ctx']} (max)" if r["max_ctx"] == r["max_ctx_limit"] else str(r["max_ctx"]))
     by_tag = {c[0] + c[3]: c for c in rows}
@@ -91,6 +94,8 @@ def test_markdown_table_legend_and_json_say_the_same(hub: LoopbackHub, capsys: p
     legend = [ln for ln in out.splitlines() if ln.startswith("- ")]
     assert any("max -c" in ln and "training context (262144)" in ln for ln in legend)
     assert any(ln.startswith("- need (left)") for ln in legend) and any(ln.startswith("- fit would") for ln in legend)
+    assert any(ln.startswith("- fits: yes: loads as the flags put it") and "with fit: loads only because" in ln
+               for ln in legend)
 
 
 def test_plain_table_shows_fit_would_and_progress(hub: LoopbackHub, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,8 +104,12 @@ def test_plain_table_shows_fit_would_and_progress(hub: LoopbackHub, capsys: pyte
     lines = out.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("quant"))
     q8 = [ln for ln in lines[head:] if ln.startswith("Q8_0")]
-    assert len(q8) == 2 and all(re.search(r"yes\s+none\s+-ncmoe \d+$", ln) for ln in q8), q8
-    assert lines[head + 1].startswith("Q8_0")  # fit on: the Q8_0 loads (experts on the host) and comes first
+    assert len(q8) == 2 and all(re.search(r"\(\+\d+\.\d; \d+\.\d mapped\)\s+with fit\s+none\s+-ncmoe \d+$", ln)
+                                for ln in q8), q8
+    # the Q8_0 loads only because fit keeps experts on the host: after every row that fits as given
+    assert lines[head + 1].startswith("IQ4_XS") and re.search(r"\s+yes\s+262144 \(max\)$", lines[head + 1])
+    assert [ln.split()[0] for ln in lines[head + 1:head + 9]] == ["IQ4_XS"] * 2 + ["F16"] * 2 + ["Q8_0"] * 2 + ["Q2_K"] * 2
+    assert any(ln.startswith("need (left): ") and "N mapped" in ln for ln in lines)
     assert "flags: -c 32768 --spec-type draft-mtp" in lines[0] and "host 60.0 GiB free" in lines[0]
     assert any(ln.startswith("max -c: ") for ln in lines) and any(ln.startswith("fit would: ") for ln in lines)
 
@@ -115,21 +124,60 @@ def test_the_command_as_installed(hub: LoopbackHub) -> None:
     assert [c[0] + c[3] for c in rows] == ["IQ4_XSf16", "IQ4_XSq4_0"] and head[-1] == "fit would"
 
 
-def _row(size: int, kv: str | None, fits: bool, error: str = "") -> VariantRow:
+def _row(size: int, kv: str | None, tier: str, error: str = "") -> VariantRow:
+    """A row whose plan says only what the tier needs: the worst risk and fit's outcome ("with fit":
+    an exact row whose fit choice changed something)."""
     class _P:
-        worst_risk = "ok" if fits else "oom"
+        worst_risk = {"no": "oom", "tight": "tight"}.get(tier, "ok")
+        fit = FitOutcome(True, "none", "")
+        layer_device: list[str] = []
+
+        def device(self, key: str) -> None:
+            return None
+
+    class _Fit:
+        changed, action, message = True, "move-layers", ""
+
+        def flags(self) -> list[str]:
+            return ["-ncmoe", "3"]
+
+    class _Exact:
+        available, plan, fit, reason = True, _P(), _Fit(), ""
 
     row = VariantRow(Variant("Q", (HubFile(f"m-{size}.gguf", size),)), kv, error=error)
     row.plan = _P()  # type: ignore[assignment]
+    if tier == "with fit":
+        row.exact = _Exact()
     return row
 
 
-def test_sort_rows_fitting_then_size_then_kv_width_errors_last() -> None:
-    rows = [_row(10, "q4_0", True), _row(30, "f16", False), _row(20, "q8_0", True), _row(20, "f16", True),
-            _row(40, "f16", True, error="not a GGUF"), _row(20, "q4_1", True), _row(20, "iq4_nl", True)]
-    got = [(r.variant.size, r.kv, r.fits) for r in sort_rows(rows)]
-    assert got == [(20, "f16", True), (20, "q8_0", True), (20, "q4_1", True), (20, "iq4_nl", True),
-                   (10, "q4_0", True), (30, "f16", False), (40, "f16", False)]
+def test_sort_rows_by_tier_then_size_then_kv_width_errors_last() -> None:
+    rows = [_row(10, "q4_0", "yes"), _row(30, "f16", "no"), _row(20, "q8_0", "yes"), _row(20, "f16", "tight"),
+            _row(40, "f16", "yes", error="not a GGUF"), _row(20, "q4_1", "yes"), _row(20, "iq4_nl", "yes"),
+            _row(50, "q4_0", "with fit"), _row(50, "f16", "with fit"), _row(60, "f16", "no")]
+    got = [(r.variant.size, r.kv, r.tier, r.tight, r.fits) for r in sort_rows(rows)]
+    assert got == [(20, "f16", "yes", True, True), (20, "q8_0", "yes", False, True), (20, "q4_1", "yes", False, True),
+                   (20, "iq4_nl", "yes", False, True), (10, "q4_0", "yes", False, True),
+                   (50, "f16", "with fit", False, True), (50, "q4_0", "with fit", False, True),
+                   (60, "f16", "no", False, False), (30, "f16", "no", False, False),
+                   (40, "f16", "error", False, False)]
+    assert [fits_cell(r) for r in sort_rows(rows)][:6] == ["yes (tight)", "yes", "yes", "yes", "yes", "with fit (exact)"]
+    assert rows[7].fit_choice == "-ncmoe 3" and rows[7].mapped_mib == 0.0  # no host in this plan
+
+
+def test_the_picker_shows_the_tier(hub: LoopbackHub) -> None:
+    """The TUI picker's rows (tui.ui.controllers.variants.view_of) carry the tier and show it in the fits column."""
+    from tui.ui.controllers.variants import view_of
+
+    ds = devices_now("2x16GiB")
+    settings_for = _settings_for(["-c", "32768", "--spec-type", "draft-mtp"], ds.count)
+    table = plan_variants(REPO, settings_for, ds, ["f16"])
+    _, files, _ = repo_listing(REPO, None)
+    view = view_of(table, files, "f16 (form)")
+    at = list(view.columns).index("fits")
+    assert [(line.tag, line.tier, line.cells[at]) for line in view.rows] == [
+        ("IQ4_XS", "yes", "yes"), ("F16", "yes", "yes"), ("Q8_0", "with fit", "with fit"), ("Q2_K", "error", "error")]
+    assert view.best == 0 and all(line.fits == (line.tier in ("yes", "with fit")) for line in view.rows)
 
 
 def test_tag_matching_is_llama_cpps() -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tui.core.planning.devices import HOST
+
 GIB_MIB = 1024.0
 
 
@@ -21,11 +23,17 @@ def gib(mib: float | None) -> str:
     return f"{v:.1f}" if abs(v) >= 1 or v == 0 else f"{v:.2g}"
 
 
-def device_cell(d: Any) -> str:
-    """`need (left)` in GiB: `11.6 (+4.4)`; a device that runs out shows `-0.7`; unknown free: `?`."""
+#: the mapped part of the host's need is named in its cell from this much on (0.1 GiB)
+MAPPED_SHOWN_MIB = 0.1 * GIB_MIB
+
+
+def device_cell(d: Any, mapped_mib: float = 0.0) -> str:
+    """`need (left)` in GiB: `11.6 (+4.4)`; a device that runs out shows `-0.7`; unknown free: `?`;
+    the host's need with mapped file in it (`VariantRow.mapped_mib`): `27.5 (+32.5; 26.9 mapped)`."""
     head = d.headroom_mib
     left = "?" if head is None else f"{'+' if head >= 0 else '-'}{gib(abs(head))}"
-    return f"{gib(d.needed_mib)} ({left})"
+    mapped = f"; {gib(mapped_mib)} mapped" if mapped_mib >= MAPPED_SHOWN_MIB else ""
+    return f"{gib(d.needed_mib)} ({left}{mapped})"
 
 
 def short_flags(flags: Sequence[str]) -> str:
@@ -45,11 +53,12 @@ def max_ctx_cell(r: Any) -> str:
 
 
 def fits_cell(r: Any) -> str:
-    if r.error or r.shown is None:
+    """The row's tier: `yes`, `yes (tight)`, `with fit`, `no` (`, exact` inside the brackets when measured)."""
+    tier = r.tier
+    if tier == "error":
         return "error"
-    risk = r.shown.worst_risk
-    word = "no" if risk == "oom" else "tight" if risk == "tight" else "yes"
-    return word + (" (exact)" if r.source == "exact" else "")
+    notes = (["tight"] if r.tight else []) + (["exact"] if r.source == "exact" else [])
+    return tier + (f" ({', '.join(notes)})" if notes else "")
 
 
 def rows_of(table: Any) -> tuple[list[str], list[list[str]]]:
@@ -67,7 +76,9 @@ def rows_of(table: Any) -> tuple[list[str], list[list[str]]]:
             cells += ["-"] + ["-" for _ in devs] + ["error", "-", (r.error or "not planned").split("\n")[0][:100]]
         else:
             by_key = {d.key: d for d in p.devices}
-            cells += [str(r.ctx or "-")] + [device_cell(by_key[k]) if k in by_key else "-" for k in devs]
+            mapped = r.mapped_mib
+            cells += [str(r.ctx or "-")] + [device_cell(by_key[k], mapped if k == HOST else 0.0) if k in by_key else "-"
+                                            for k in devs]
             would = short_flags(r.fit_flags) or ("cannot fit" if r.fit_gives_up else "")
             cells += [fits_cell(r), max_ctx_cell(r), would]
         out.append(cells)
@@ -78,17 +89,23 @@ def legend(table: Any) -> list[str]:
     """One line per column that needs words; the max -c limit named from the first planned row."""
     limit = next((r.max_ctx_limit for r in table.rows if r.max_ctx_limit), None)
     exact = any(r.source == "exact" for r in table.rows)
+    mapped = any(r.mapped_mib >= MAPPED_SHOWN_MIB for r in table.rows)
     return [
         "GiB: the file's size (a split set: all its parts). KV: the main KV type (-ctk/-ctv); the draft KV is as the flags say.",
         "at -c: the context the row is planned at (the flags' -c, or what --fit would reduce it to).",
-        "need (left): GiB the device needs, and what it has left (+) or lacks (-); fits: no device runs out "
-        "(tight: inside the --fit-target margin)" + ("; (exact): llama.cpp's own dry run measured the row." if exact else "."),
+        "need (left): GiB the device needs, and what it has left (+) or lacks (-)" + (
+            "; Host `N mapped`: of its need, N GiB is the model file mapped (mmap) between the host's own tensors, "
+            "holding other devices' weights: llama.cpp maps it as one CPU_Mapped buffer, but nothing reads it after the load "
+            "(page cache the system can drop)." if mapped else "."),
+        "fits: yes: loads as the flags put it, --fit changes nothing (tight: inside the --fit-target margin); "
+        "with fit: loads only because --fit on moves what fit would says (experts or layers to the host, a smaller -c); "
+        "no: a device runs out of memory even so" + ("; exact: llama.cpp's own dry run measured the row." if exact else "."),
         "max -c: the largest -c that loads with every layer where the flags put it (with --fit on: fit keeps its "
         f"margin and moves nothing), whatever -c the row is planned at; searched up to the model's training context"
         + (f" ({limit})" if limit else "") + ", shown `(max)` when reached; none: not even 256." + (
             " Always the estimate." if exact else ""),
         "fit would: what --fit on changes so the row loads (-c, -ncmoe, -ngl, -ts, -ot), as flags; "
-        "cannot fit: fit gives up and the load runs out of memory.",
+        "cannot fit: fit gives up and loads as given.",
     ]
 
 

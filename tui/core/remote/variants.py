@@ -1,12 +1,17 @@
 """Every quant of a Hub repo planned side by side, from the headers alone: "which file should I download?"
 
 One row per model file (a split set is one row) and per main KV type asked for: the file size, what
-each device needs and has left, whether it fits, what `--fit on` would change, and the largest `-c`
-that loads with every layer where the flags put it (`planning.largest_ctx`, up to the model's
-training context; independent of the `-c` the row is planned at). With `exact`, each row's fit
-verdict, figures and fit choice come from llama.cpp's own dry run of the header copy (the largest
-`-c` stays the estimate's). Rows are sorted so that the best-quality variant that fits comes first:
-fitting rows before the rest, then larger files (more bits per weight), then the wider KV type.
+each device needs and has left, how it fits (`VariantRow.tier`), what `--fit on` would change, and
+the largest `-c` that loads with every layer where the flags put it (`planning.largest_ctx`, up to
+the model's training context; independent of the `-c` the row is planned at). With `exact`, each
+row's verdict, figures and fit choice come from llama.cpp's own dry run of the header copy (the
+largest `-c` stays the estimate's).
+
+The tier: "yes" loads as the flags put it (fit changes nothing; `tight` when inside the
+--fit-target margin), "with fit" loads only because `--fit on` moves something (the fit-would
+flags: experts or layers to the host, a smaller -c), "no" runs out of memory even so. Rows are
+sorted so that the best-quality variant that fits as given comes first: by tier, then larger files
+(more bits per weight), then the wider KV type; rows that could not be planned last.
 """
 
 from __future__ import annotations
@@ -18,13 +23,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tui.core.options.settings import Settings
-from tui.core.planning.devices import DeviceSet
+from tui.core.planning.devices import HOST, DeviceSet
 from tui.core.planning.gguf_meta import GGUFError, GGUFMeta
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.largest_ctx import ctx_limit, plan_largest_ctx
 from tui.core.planning.plan import plan
 from tui.core.planning.resolve import KV_BPE, resolve
-from tui.core.planning.result import FitOutcome, Plan
+from tui.core.planning.result import DevicePlan, FitOutcome, Plan
 from tui.core.remote.errors import RemoteError
 from tui.core.remote.fetch import Fetched, fetch_files, repo_listing
 from tui.core.remote.hub import Variant, split_repo_tag, variants
@@ -36,6 +41,8 @@ PARALLEL_READS = 4
 #: what `max_ctx` means, by whether --fit is on (the JSON's `max_ctx_rule`)
 RULE_MARGIN = "every layer where the flags put it, the --fit-target margin kept (fit moves nothing)"
 RULE_NO_OOM = "every layer where the flags put it (--fit off), no device out of memory"
+#: the tiers best first (`VariantRow.tier`; "error": the row could not be planned)
+TIERS = ("yes", "with fit", "no", "error")
 
 
 def kv_width(kv: str | None) -> float:
@@ -70,8 +77,31 @@ class VariantRow:
 
     @property
     def fits(self) -> bool:
+        """It loads at all: as the flags put it, or with what --fit moves (tier "yes" or "with fit")."""
         p = self.shown
         return not self.error and p is not None and p.worst_risk != "oom"
+
+    @property
+    def tier(self) -> str:
+        """"yes": loads as the flags put it (fit changes nothing); "with fit": loads only because
+        --fit moves something (`fit_flags`); "no": a device runs out even so; "error": not planned."""
+        if self.error or self.shown is None:
+            return "error"
+        if not self.fits:
+            return "no"
+        return "with fit" if self.fit_flags else "yes"
+
+    @property
+    def tight(self) -> bool:
+        """Tier "yes", but a device is left less than its --fit-target margin."""
+        return self.tier == "yes" and self.shown is not None and self.shown.worst_risk == "tight"
+
+    @property
+    def mapped_mib(self) -> float:
+        """MiB of the shown plan's host need that is mapped file holding other devices' weights
+        (module-level `mapped_mib`); 0 for a row not planned."""
+        p = self.shown
+        return mapped_mib(p) if p is not None and not self.error else 0.0
 
     @property
     def ctx(self) -> int | None:
@@ -108,17 +138,20 @@ class VariantRow:
     def to_dict(self) -> dict[str, Any]:
         p = self.shown
         fit: Any = self.exact.fit if self.measured else (self.plan.fit if self.plan is not None else None)
+        mapped = round(self.mapped_mib, 2)
         return {
             "tag": self.variant.tag, "file": self.variant.path, "files": [f.path for f in self.variant.files],
             "size": self.variant.size, "kv": self.kv, "kv_types": self.kv_types, "ctx": self.ctx,
-            "source": self.source, "fits": self.fits, "fit_action": fit.action if fit is not None else None,
+            "source": self.source, "tier": self.tier, "tight": self.tight, "fits": self.fits,
+            "fit_action": fit.action if fit is not None else None,
             "fit_choice": self.fit_flags, "fit_message": fit.message if fit is not None else "",
             "max_ctx": self.max_ctx, "max_ctx_limit": self.max_ctx_limit, "max_ctx_rule": self.max_ctx_rule,
             "exact_reason": self.exact.reason if self.exact is not None and not self.measured else "",
             "error": self.error,
             "devices": [{"name": d.name, "key": d.key, "needed_mib": round(d.needed_mib, 2),
                          "free_mib": d.free_mib, "headroom_mib": None if d.headroom_mib is None else round(d.headroom_mib, 2),
-                         "risk": d.risk} for d in (p.devices if p is not None else [])],
+                         "risk": d.risk, **({"mapped_mib": mapped} if d.key == HOST else {})}
+                        for d in (p.devices if p is not None else [])],
             "header_bytes": self.fetched.header_bytes if self.fetched else None,
         }
 
@@ -140,6 +173,27 @@ def estimate_fit_flags(p: Plan) -> list[str]:
     return out
 
 
+def mapped_mib(p: Plan) -> float:
+    """Of the host's weights, the MiB that are the model file mapped between the host's own tensors.
+
+    With mmap, llama.cpp maps the host tensors' whole file range as one CPU_Mapped buffer
+    (llama-model.cpp `get_mapping_range`: first offset to last end, per file), and the plan counts
+    that range as the host's weights. When the host tensors lie at both ends of the file (fit's
+    overflow of the last layers plus `token_embd`), the range holds the other devices' weights too:
+    pages mapped (read once by the load's prefetch) that nothing reads after the load, page cache
+    the kernel can drop. This is that part: the mapped range minus the host tensors' own bytes; 0
+    without mmap, and with `-lm mmap+mlock`, which locks the mapping up to the last host tensor's end
+    (llama-model-loader.cpp `lmlock->grow_to`), so that RAM is held for real."""
+    from tui.core.planning.weights import add_weights
+
+    host = p.device(HOST)
+    if host is None or not p.layer_device or not p.resolved.use_mmap or p.settings.load_mode == "mmap+mlock":
+        return 0.0
+    own = {d.key: DevicePlan(d.key, d.name, d.total_mib, d.free_mib, d.margin_mib, remote=d.remote) for d in p.devices}
+    add_weights(p.model, replace(p.resolved, use_mmap=False), own, p.layer_device)  # every tensor's own bytes
+    return max(0.0, host.components["weights"] - own[HOST].components["weights"])
+
+
 @dataclass
 class VariantsTable:
     repo: str
@@ -153,11 +207,12 @@ class VariantsTable:
 
 
 def sort_rows(rows: list[VariantRow]) -> list[VariantRow]:
-    """Fitting rows first, then the larger file, then the wider KV type; failed rows last."""
+    """By tier (yes, with fit, no; rows not planned last), then the larger file, then the wider KV
+    type. A tight row stays with "yes": it loads as given, and the file's quality comes first."""
     def width(r: VariantRow) -> float:
         return kv_width(r.kv if r.kv else (r.plan.resolved.type_k if r.plan is not None else None))
 
-    return sorted(rows, key=lambda r: (bool(r.error) or r.shown is None, not r.fits, -r.variant.size, -width(r)))
+    return sorted(rows, key=lambda r: (TIERS.index(r.tier), -r.variant.size, -width(r)))
 
 
 def matches_tag(v: Variant, tag: str) -> bool:

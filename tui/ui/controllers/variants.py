@@ -135,8 +135,7 @@ def view_of(table: Any, files: list[Any], kv_label: str) -> VariantsView:
         else:
             need = [_device_cell(d) for d in p.devices][: len(devs)]
             cells += need + ["-"] * (len(devs) - len(need))
-            tier = r.tier + (" (tight)" if r.tight else "")
-            cells += [tier, "-" if r.max_ctx is None else str(r.max_ctx), r.fit_choice or ""]
+            cells += [r.tier, "-" if r.max_ctx is None else str(r.max_ctx), r.fit_choice or ""]
         hf_repo, hf_file = choice_for(table.repo, files, v)
         lines.append(VariantLine(tuple(cells), r.fits, r.error, hf_repo, hf_file, r.kv, v.tag, v.path, r.fetched,
                                  r.tier))
