@@ -10,14 +10,50 @@ def unreachable_json(devices: Any) -> list[dict[str, str]]:
     return [{"endpoint": ep, "reason": why} for ep, why in zip(devices.unreachable, devices.reasons)]
 
 
-def remote_line(fetched: Any) -> str:
-    """One line on where a remote model's figures come from (`remote.fetch.Fetched`)."""
+def remote_line(fetched: Any, settings: Any = None) -> str:
+    """Where a remote model's figures come from (`remote.fetch.Fetched`), then a line per `-hf`
+    sidecar llama-server downloads too (`settings`: the flags, for where the projector goes)."""
     reqs = fetched.traffic.requests
     how = ("from the cache, no request" if fetched.cached and not reqs else "from the cache" if not reqs else
            f"{fetched.traffic.bytes / 2**20:.2f} MiB in {reqs} range request{'s' if reqs != 1 else ''}")
     notes = "".join(f"; {n}" for n in fetched.notes)
-    return (f"remote: {fetched.source.label} -> {fetched.name} ({fetched.size / 2**30:.2f} GiB, not downloaded); "
+    head = (f"remote: {fetched.source.label} -> {fetched.name} ({fetched.size / 2**30:.2f} GiB, not downloaded); "
             f"header {fetched.header_bytes / 2**20:.2f} MiB, {how}{notes}")
+    return "\n".join([head, *(sidecar_line(s, settings) for s in getattr(fetched, "sidecars", ()))])
+
+
+def mmproj_place(settings: Any) -> str:
+    """Where llama-server b11434 loads the projector: `-mmdev`, else `--device`'s first (arg.cpp:893),
+    else the first GPU ggml lists (mtmd/clip.cpp:188-197, `ggml_backend_init_by_type(GPU)`: not -mg's),
+    host memory with `--no-mmproj-offload` or `-mmdev none`."""
+    from tui.core.options import reader
+
+    extra = list(getattr(settings, "extra_args", ()) or ())
+    if reader.present(extra, "--mmproj-offload") is False:
+        return "in host memory (--no-mmproj-offload)"
+    dev = reader.value(extra, "--mmproj-device") or ""
+    if dev:
+        return "in host memory (-mmdev none)" if dev == "none" else f"on {dev} (-mmdev)"
+    devices = [d for d in (reader.value(extra, "--device") or "").split(",") if d]
+    if devices:
+        return "in host memory (--device none)" if devices[0] == "none" else f"on {devices[0]} (--device's first)"
+    return "on the first GPU (--mmproj-offload is the default)"
+
+
+def sidecar_line(side: Any, settings: Any = None) -> str:
+    """One line on a sidecar (`remote.hub.Sidecar`): what llama-server does with it, and that the plan
+    does not count it (the planner plans neither a projector nor a separate draft model)."""
+    size = f"{side.size / 2**30:.2f} GiB" if side.size >= 2**30 // 10 else f"{side.size / 2**20:.1f} MiB"
+    what = f"llama-server also downloads {side.path} ({size})"
+    if side.role == "mmproj":
+        fit = "" if getattr(settings, "fit", None) is False else " (--fit reserves room for it before fitting)"
+        return (f"{what} and loads it {mmproj_place(settings)}, with its own compute buffer: not in this plan{fit}; "
+                "--no-mmproj skips it")
+    spec = f"--spec-type draft-{side.role}"
+    if not side.is_draft:
+        return f"{what} for {spec}, but the -md draft is used: not in this plan"
+    return (f"{what} and loads it as the draft model for {spec} (as -md would): not in this plan, which counts "
+            "no separate draft model (only the MTP layers inside the model file)")
 
 
 def render(p: Any, devices: Any = None) -> str:

@@ -24,6 +24,7 @@ def fetch_for_plan(settings: Any, server_args: list[str], *, refresh: bool = Fal
     from tui.core.options.reader import without
     from tui.core.remote.errors import RemoteError
     from tui.core.remote.fetch import fetch_model
+    from tui.core.remote.hub import sidecar_options
     from tui.core.remote.source import REMOTE_OPTIONS, local_settings, source_of
 
     source = source_of(settings)
@@ -35,9 +36,9 @@ def fetch_for_plan(settings: Any, server_args: list[str], *, refresh: bool = Fal
             print(f"mtp-tune: {msg}", file=sys.stderr)
 
     try:
-        fetched = fetch_model(source, refresh=refresh, progress=progress)
+        fetched = fetch_model(source, refresh=refresh, progress=progress, sidecar_opts=sidecar_options(settings))
     except (RemoteError, ValueError) as exc:
         return fail(str(exc))
     local = local_settings(settings, fetched.path)
-    args = [*without(server_args, "--hf-repo", *REMOTE_OPTIONS), "-m", str(fetched.path)]
+    args = [*without(server_args, "--hf-repo", "--model", *REMOTE_OPTIONS), "-m", str(fetched.path)]
     return ForPlan(fetched, local, args)

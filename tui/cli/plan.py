@@ -50,6 +50,15 @@ def _parse_settings(args: list[str], devices: Any = None) -> Any:
         raise ValueError("\n  ".join([str(exc), *devices.notes()])) from exc
 
 
+def _draft_hint(fetched: Any) -> str:
+    """For a plan refused for want of MTP layers: the repo's draft sidecar llama-server would load instead."""
+    drafts = [s for s in (fetched.fetched.sidecars if fetched is not None else ()) if s.is_draft]
+    if not drafts:
+        return ""
+    return (f" But this repo ships {drafts[0].path}, which llama-server downloads and loads as the draft model "
+            "instead; mtp-tune does not plan a separate draft model: plan without --spec-type to see the rest.")
+
+
 def run(args: argparse.Namespace) -> int:
     from tui.core.planning.devices import devices_now
     from tui.core.planning.errors import PlanError
@@ -84,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         meta = read_gguf(os.path.expanduser(settings.model))
         p = plan(meta, settings, list(ds.devices), host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
     except (GGUFError, PlanError) as exc:
-        return fail(str(exc))
+        return fail(str(exc) + (_draft_hint(fetched) if "no MTP (NextN) layers" in str(exc) else ""))
     remote = fetched.fetched if fetched is not None else None
     if args.exact:
         from tui.cli.plan_exact import run_exact
@@ -96,6 +105,6 @@ def run(args: argparse.Namespace) -> int:
                     **({"remote": remote.to_dict()} if remote is not None else {})})
         return 0
     if remote is not None:
-        print(remote_line(remote))
+        print(remote_line(remote, settings))
     print(render(p, ds))
     return 0 if p.worst_risk != "oom" and not ds.unreachable else 1

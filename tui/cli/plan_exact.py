@@ -43,7 +43,7 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
                     **({"remote": remote.to_dict()} if remote is not None else {})})
         return 0
     if remote is not None:
-        print(remote_line(remote))
+        print(remote_line(remote, settings))
     failed = 1 if ds.unreachable else 0
     if not res.available:
         print(render(estimate, ds))

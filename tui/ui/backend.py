@@ -27,14 +27,16 @@ if TYPE_CHECKING:  # imported lazily at run time (a worker thread pays for it, n
 
 
 def _expect_download(downloads: Any, settings: Settings) -> None:
-    """The totals of a launch's download: the sizes the plan read from the remote header (if it did)."""
+    """The totals of a launch's download: the sizes the plan read from the remote header (if it did),
+    and the `-hf` sidecars (projector, draft head) llama-server downloads with it, from the listing."""
     got = remote.fetched(settings) if downloads is not None else None
     if got is None:
         return
+    side = {s.name: s.size for s in got.sidecars_for(settings)}
     if len(got.urls) == 1:
-        downloads.expect({got.name.rsplit("/", 1)[-1]: got.size})
+        downloads.expect({got.name.rsplit("/", 1)[-1]: got.size, **side})
     else:  # a split set: the plan knows the parts' sum
-        downloads.expect({}, total=got.size)
+        downloads.expect(side, total=got.size + sum(side.values()))
 
 
 class Backend:

@@ -2,10 +2,11 @@
 
 `fetch_model` returns a local header-only sparse copy (every part of a split model, under the
 remote names), which the planner and exact mode read exactly as a file on disk. Nothing past the
-headers is ever requested. A second plan of the same model makes no request: the Hub listing and
-the headers are cached (`cache`); a `-mu` header older than `max_age_s` is revalidated by ETag with
-one 1-byte request per part; `refresh` asks again now. With no network, a cached entry of any age is used,
-and said so.
+headers is ever requested. For `-hf`, the sidecars llama-server downloads beside the model (its
+projector, a draft head: `hub.sidecars`) are named with their listed sizes, no request. A second plan
+of the same model makes no request: the Hub listing and the headers are cached (`cache`); a `-mu`
+header older than `max_age_s` is revalidated by ETag with one 1-byte request per part; `refresh` asks
+again now. With no network, a cached entry of any age is used, and said so.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import httpx
 from tui.core.remote import cache
 from tui.core.remote.errors import RemoteError
 from tui.core.remote.header import RemoteHeader, file_name, read_remote_header
-from tui.core.remote.hub import HubFile, Variant, endpoint, resolve_files, resolve_url, split_info, split_repo_tag, variants
+from tui.core.options.settings import Settings
+from tui.core.remote.hub import HubFile, Sidecar, SidecarOptions, Variant, endpoint, resolve_files, resolve_url, \
+    sidecar_options, sidecars, split_info, split_repo_tag, variants
 from tui.core.remote.ranged import RangedFile, Traffic, new_client
 from tui.core.remote.source import ModelSource
 
@@ -39,15 +42,25 @@ class Fetched:
     cached: bool = False
     notes: list[str] = field(default_factory=list)
     repo_file: str = ""  # for -hf: the file chosen (the first part of a split set)
+    sidecars: list[Sidecar] = field(default_factory=list)  # for -hf: also downloaded, for the flags fetched with
+    listing: list[HubFile] = field(default_factory=list)  # for -hf: the repo's files (to redo `sidecars`)
+    tag: str = ""  # for -hf: the quant asked for
 
     @property
     def name(self) -> str:
         return self.repo_file or file_name(self.urls[0])
 
+    def sidecars_for(self, settings: Settings) -> list[Sidecar]:
+        """The sidecars a launch with `settings` downloads (the flags may differ from the fetch's)."""
+        if not self.listing or not self.repo_file:
+            return []
+        return sidecars(self.listing, self.repo_file, self.tag, sidecar_options(settings))
+
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source.label, "file": self.name, "urls": self.urls, "size": self.size,
                 "header_bytes": self.header_bytes, "requests": self.traffic.requests,
-                "bytes_fetched": self.traffic.bytes, "cached": self.cached, "notes": self.notes}
+                "bytes_fetched": self.traffic.bytes, "cached": self.cached, "notes": self.notes,
+                "sidecars": [s.to_dict() for s in self.sidecars]}
 
 
 Progress = Callable[[str], None]
@@ -176,8 +189,9 @@ def fetch_files(repo: str, commit: str, files: list[HubFile], source: ModelSourc
 
 
 def fetch_hf(source: ModelSource, *, refresh: bool = False, client: httpx.Client | None = None,
-             progress: Progress | None = None) -> Fetched:
-    """`-hf REPO[:QUANT] [-hff FILE]`: the file(s) llama-server would download, their headers only."""
+             progress: Progress | None = None, sidecar_opts: SidecarOptions | None = None) -> Fetched:
+    """`-hf REPO[:QUANT] [-hff FILE]`: the file(s) llama-server would download, their headers only, and
+    the sidecars it downloads too for `sidecar_opts` (default: llama-server's, the projector only)."""
     try:
         repo, tag = split_repo_tag(source.spec)
     except ValueError as exc:
@@ -193,14 +207,17 @@ def fetch_hf(source: ModelSource, *, refresh: bool = False, client: httpx.Client
         notes.append(f"listed {repo} again: still at commit {commit[:12]}, whose header is cached")
     got.cached = got.cached and listed_from_cache
     got.notes = notes + got.notes
+    got.listing, got.tag = list(files), tag
+    got.sidecars = sidecars(files, chosen[0].path, tag, sidecar_opts or SidecarOptions())
     return got
 
 
 def fetch_model(source: ModelSource, *, refresh: bool = False, client: httpx.Client | None = None,
-                progress: Progress | None = None) -> Fetched:
-    """The plannable local copy of `source`; RemoteError (one sentence) on any failure."""
+                progress: Progress | None = None, sidecar_opts: SidecarOptions | None = None) -> Fetched:
+    """The plannable local copy of `source`; RemoteError (one sentence) on any failure. `sidecar_opts`:
+    which `-hf` sidecars the flags ask for (`hub.sidecar_options(settings)`)."""
     if source.kind == "hf":
-        return fetch_hf(source, refresh=refresh, client=client, progress=progress)
+        return fetch_hf(source, refresh=refresh, client=client, progress=progress, sidecar_opts=sidecar_opts)
     return fetch_url(source, refresh=refresh, client=client, progress=progress)
 
 

@@ -9,7 +9,10 @@ Ported from llama.cpp b11434, common/download.cpp and common/hf-cache.cpp:
 - `-hff FILE` names the file exactly; else `find_best_model`: the first model file (not mmproj,
   imatrix, mtp-, eagle3-, dflash-, dspark-) whose path matches `TAG[.-]` (case-insensitive), the tag
   given or `Q4_K_M` then `Q8_0`, a split set only by its first part; with no tag, the first model file;
-- a split model (`-0000i-of-0000N.gguf`) is every file with the same prefix and count.
+- a split model (`-0000i-of-0000N.gguf`) is every file with the same prefix and count;
+- and beside the model (`sidecars`): the best `mmproj` file unless `--no-mmproj`/`-mm`/`-mmu`, and
+  for each `--spec-type draft-mtp|draft-eagle3|draft-dflash|draft-dspark` the best `mtp-`/`eagle3-`/
+  `dflash-`/`dspark-` file (download.cpp `find_best_sibling`).
 The Hub calls go through `huggingface_hub` (listing, auth, errors); URLs are llama.cpp's
 `ENDPOINT/REPO/resolve/COMMIT/PATH`.
 """
@@ -20,6 +23,9 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from tui.core.options import reader
+from tui.core.options.settings import Settings, effective_spec_types
 
 DEFAULT_ENDPOINT = "https://huggingface.co/"
 DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
@@ -161,6 +167,130 @@ def listing_from_tree(items: list[Any]) -> list[HubFile]:
             continue  # a RepoFolder
         lfs = getattr(it, "lfs", None)
         out.append(HubFile(it.path, int(getattr(lfs, "size", None) or size)))
+    return out
+
+
+# ---- sidecars: what `-hf` downloads beside the model (download.cpp:530-770, arg.cpp:361-420, 620-680) ----
+
+#: (role, the keyword its file's path must contain, the --spec-type that asks for it), in the order
+#: `common_download_get_hf_plan` resolves them (download.cpp:746-760); mmproj needs no spec type
+SIDECAR_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("mmproj", "mmproj", ""), ("mtp", "mtp-", "draft-mtp"), ("dflash", "dflash-", "draft-dflash"),
+    ("eagle3", "eagle3-", "draft-eagle3"), ("dspark", "dspark-", "draft-dspark"),
+)
+_DIGITS = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class SidecarOptions:
+    """`common_download_opts.download_*` as `common_models_handler_init` sets them (arg.cpp:394-401) for
+    llama-server: mmproj unless `--no-mmproj`, `-mm` or `-mmu`; a draft kind per `--spec-type`.
+    `draft_elsewhere`: `--spec-draft-hf` names a draft repo, whose files then become the draft and the
+    main repo's draft sidecars are skipped (arg.cpp:620-630, `had_spec_url`); `draft_given`: `-md`, so
+    a downloaded draft sidecar is not the draft (arg.cpp:640)."""
+
+    mmproj: bool = True
+    spec_types: tuple[str, ...] = ()
+    draft_elsewhere: bool = False
+    draft_given: bool = False
+
+    def wants(self, role: str) -> bool:
+        if role == "mmproj":
+            return self.mmproj
+        spec = next(t for r, _, t in SIDECAR_KINDS if r == role)
+        return spec in self.spec_types and not self.draft_elsewhere
+
+
+def sidecar_options(settings: Settings) -> SidecarOptions:
+    """Which sidecars a llama-server launched with `settings` asks for (the reader's last-wins values)."""
+    extra = list(settings.extra_args)
+    mm_path = reader.value(extra, "--mmproj") or ""
+    mm_url = reader.value(extra, "--mmproj-url") or ""
+    return SidecarOptions(mmproj=not settings.no_mmproj and not mm_path and not mm_url,
+                          spec_types=tuple(effective_spec_types(list(settings.spec_type))),
+                          draft_elsewhere=bool(reader.value(extra, "--spec-draft-hf")),
+                          draft_given=bool(reader.value(extra, "--spec-draft-model")))
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A file llama-server's `-hf` downloads beside the model: `role` is mmproj, mtp, dflash, eagle3 or
+    dspark; `is_draft`: it becomes the draft model (`params.speculative.draft.mparams.path`)."""
+
+    role: str
+    path: str
+    size: int
+    is_draft: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def to_dict(self) -> dict[str, Any]:
+        # in_plan: mtp-tune's planner counts neither a projector nor a separate draft model (yet)
+        return {"role": self.role, "path": self.path, "size": self.size, "is_draft": self.is_draft, "in_plan": False}
+
+
+def _leading_int(s: str) -> int:
+    """`std::stoi` of a string that starts with a digit: its leading digits."""
+    m = _DIGITS.match(s)
+    return int(m.group(0)) if m else 0
+
+
+def extract_quant_bits(path: str) -> int:
+    """download.cpp:502 `extract_quant_bits`: Q4_0 -> 4, F16 -> 16, BF16 -> 16; 0 without a tag digit."""
+    info = split_info(path)
+    tag = info.tag if info else ""
+    pos = next((i for i, c in enumerate(tag) if c.isdigit()), -1)
+    return 0 if pos < 0 else _leading_int(tag[pos:])
+
+
+def find_best_sibling(files: list[HubFile], model: str, keyword: str, tag: str = "") -> HubFile | None:
+    """download.cpp:534 `find_best_sibling`: among the .gguf files whose *path* contains `keyword`, and
+    whose folder is the model's folder or one above it, the deepest; then (a tag given) one named
+    `-TAG.`; then the closest quant bits to the tag's (else the model's). Ties: the listing's first."""
+    tag_upper = tag.upper()
+    if tag_upper:
+        pos = next((i for i, c in enumerate(tag_upper) if c.isdigit()), -1)
+        model_bits = 0 if pos < 0 else _leading_int(tag_upper[pos:])
+    else:
+        model_bits = extract_quant_bits(model)
+    model_dirs = model.split("/")[:-1]
+    best: HubFile | None = None
+    best_depth, best_diff, best_exact = 0, 0, False
+    for f in files:
+        if not f.path.endswith(".gguf") or keyword not in f.path:
+            continue
+        sib_dirs = f.path.split("/")[:-1]
+        if model_dirs[: len(sib_dirs)] != sib_dirs:  # std::mismatch must run through the sibling's folders
+            continue
+        depth = len(sib_dirs)
+        diff = abs(extract_quant_bits(f.path) - model_bits)
+        exact = bool(tag_upper) and f"-{tag_upper}." in f.path.upper()
+        if (best is None or depth > best_depth or (depth == best_depth and exact and not best_exact)
+                or (depth == best_depth and exact == best_exact and diff < best_diff)):
+            best, best_depth, best_diff, best_exact = f, depth, diff, exact
+    return best
+
+
+def sidecars(files: list[HubFile], primary: str, tag: str, opts: SidecarOptions) -> list[Sidecar]:
+    """The files llama-server's `-hf REPO[:TAG]` also downloads beside the model whose first file is
+    `primary` (download.cpp:746-760: the projector by the model's quant only, the draft kinds by the
+    tag too), in the order it queues them; a file already queued is downloaded once (arg.cpp:690)."""
+    out: list[Sidecar] = []
+    taken = set(f.path for f in split_files(files, HubFile(primary, 0))) if primary else set()
+    draft_taken = opts.draft_given
+    for role, keyword, _ in SIDECAR_KINDS:
+        if not opts.wants(role) or (role == "mmproj" and not primary):
+            continue
+        hit = find_best_sibling(files, primary, keyword, "" if role == "mmproj" else tag)
+        if hit is None:
+            continue
+        is_draft = role != "mmproj" and not draft_taken
+        draft_taken = draft_taken or is_draft
+        if hit.path not in taken:
+            out.append(Sidecar(role, hit.path, hit.size, is_draft))
+            taken.add(hit.path)
     return out
 
 
