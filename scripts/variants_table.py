@@ -27,6 +27,15 @@ sys.path.insert(0, str(ROOT))  # tests.helpers: the shape-only quants and the lo
 ARGS = ["--gpus", "2xv100-16g", "--kv", "f16,q8_0,q4_0", "-c", "100000", "-np", "1",
         "--spec-type", "draft-mtp", "-ctkd", "q8_0", "-ctvd", "q8_0", "--md"]
 MARK_START, MARK_END = "<!-- variants-table -->", "<!-- /variants-table -->"
+MMPROJ, MMPROJ_BYTES = "mmproj-F16.gguf", 899 * 2**20
+
+
+def _sparse(path: Path, size: int) -> Path:
+    """A file of `size` bytes that takes no disk (a hole): only its size is ever looked at."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
 
 
 def capture(work: Path, extra: list[str]) -> str:
@@ -36,6 +45,9 @@ def capture(work: Path, extra: list[str]) -> str:
     from tui.cli import main
 
     files = write_quants(work / "models")
+    # the projector a multimodal Qwen3.6 repo ships beside its quants (never read: the listing's size is
+    # what the table names; llama-server's -hf would download it with every row)
+    files[MMPROJ] = _sparse(work / "models" / MMPROJ, MMPROJ_BYTES)
     os.environ["MTP_TUNE_REMOTE_DIR"] = str(work / "remote")  # not the user's header cache
     os.environ["MTP_TUNE_EXACT_DIR"] = str(work / "exact")  # nor the exact-mode cache
     with serve() as hub, fixed_host():

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.quant_repo import REPO, fixed_host, quant_name, write_quants
-from tests.helpers.range_server import LoopbackHub, serve
+from tests.helpers.range_server import LoopbackHub
 from tests.helpers.split_model import split_gguf
 from tui.cli import main
 from tui.cli._common import check_server_args
@@ -55,11 +55,10 @@ def repo_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def hub(repo_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
-    with serve() as h, fixed_host():
-        h.add_repo(REPO, repo_files, extra={"README.md": b"# quants\n"})
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        yield h
+def hub(hub: LoopbackHub, repo_files: dict[str, Path]) -> Iterator[LoopbackHub]:
+    with fixed_host():
+        hub.add_repo(REPO, repo_files, extra={"README.md": b"# quants\n"})
+        yield hub
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -86,6 +85,14 @@ def test_one_row_per_quant_and_kv_a_split_set_is_one_row_and_no_sidecar(
     assert not any("mmproj" in f for r in rows for f in r["files"])
     assert not hub.hits(hub.oid(repo_files["mmproj-F16.gguf"]))  # the sidecar is never read
     assert all(r["kv_types"] == r["kv"] and r["ctx"] == 32768 and not r["error"] for r in rows)
+    # ...but llama-server's -hf downloads it with every file (download.cpp find_best_sibling): named, not planned
+    size = repo_files["mmproj-F16.gguf"].stat().st_size
+    assert all(r["sidecars"] == [{"role": "mmproj", "path": "mmproj-F16.gguf", "size": size, "is_draft": False,
+                                  "in_plan": False}] for r in rows)
+    assert all(r["sidecars"] == [] for r in rows_json(capsys, "--no-mmproj", *FIT_ON))
+    rc, out, _ = cli(capsys, "variants", REPO, *GPUS, *FIT_ON, "--md")
+    assert rc in (0, 1) and "- with -hf: llama-server also downloads mmproj-F16.gguf" in out
+    assert "not in this plan" in out and "--no-mmproj skips it" in out
 
 
 @pytest.mark.parametrize("flags", [FIT_ON, FIT_OFF], ids=["fit-on", "fit-off"])

@@ -106,7 +106,19 @@ def legend(table: Any) -> list[str]:
             " Always the estimate." if exact else ""),
         "fit would: what --fit on changes so the row loads (-c, -ncmoe, -ngl, -ts, -ot), as flags; "
         "cannot fit: fit gives up and loads as given.",
+        *_sidecar_notes(table),
     ]
+
+
+def _sidecar_notes(table: Any) -> list[str]:
+    """What llama-server's -hf downloads beside the rows' files (a projector, a draft sidecar), once each."""
+    from tui.cli._plan_table import sidecar_line
+
+    seen: dict[str, Any] = {}
+    for r in table.rows:
+        for c in r.sidecars:
+            seen.setdefault(c.path, c)
+    return [f"with -hf: {sidecar_line(c)}" for c in seen.values()]
 
 
 def title(table: Any, devices: Any, flags: Sequence[str] = ()) -> str:

@@ -32,7 +32,7 @@ from tui.core.planning.resolve import KV_BPE, resolve
 from tui.core.planning.result import DevicePlan, FitOutcome, Plan
 from tui.core.remote.errors import RemoteError
 from tui.core.remote.fetch import Fetched, fetch_files, repo_listing
-from tui.core.remote.hub import Variant, split_repo_tag, variants
+from tui.core.remote.hub import Sidecar, Variant, sidecar_options, sidecars, split_repo_tag, variants
 from tui.core.remote.ranged import Traffic
 from tui.core.remote.source import ModelSource
 
@@ -61,6 +61,8 @@ class VariantRow:
     max_ctx_rule: str = ""
     error: str = ""
     fetched: Fetched | None = None
+    #: what llama-server's -hf also downloads with this file and these flags (not in the plan)
+    sidecars: tuple[Sidecar, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -148,6 +150,8 @@ class VariantRow:
             "max_ctx": self.max_ctx, "max_ctx_limit": self.max_ctx_limit, "max_ctx_rule": self.max_ctx_rule,
             "exact_reason": self.exact.reason if self.exact is not None and not self.measured else "",
             "error": self.error,
+            "sidecars": [{"role": c.role, "path": c.path, "size": c.size, "is_draft": c.is_draft, "in_plan": False}
+                         for c in self.sidecars],
             "devices": [{"name": d.name, "key": d.key, "needed_mib": round(d.needed_mib, 2),
                          "free_mib": d.free_mib, "headroom_mib": None if d.headroom_mib is None else round(d.headroom_mib, 2),
                          "risk": d.risk, **({"mapped_mib": mapped} if d.key == HOST else {})}
@@ -269,7 +273,9 @@ def plan_variants(repo_spec: str, settings_for: SettingsFor, devices: DeviceSet,
             row = VariantRow(v, kv, fetched=got, error=err)
             table.rows.append(row)
             if meta is not None and got is not None:
-                _plan_row(row, meta, settings_for(str(got.path), kv), devices, exact, progress)
+                s = settings_for(str(got.path), kv)
+                row.sidecars = tuple(sidecars(files, v.path, "", sidecar_options(s)))  # the projector ignores the tag
+                _plan_row(row, meta, s, devices, exact, progress)
     table.rows = sort_rows(table.rows)
     return table
 
