@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.range_server import LoopbackHub, serve
 from tui.core.server import provision
 from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 
@@ -81,3 +82,14 @@ def server_env(root: Path) -> dict[str, str]:
     env["XDG_CONFIG_HOME"] = str(root / "xdg-config")
     env["LLAMA_CACHE"] = str(root / "llama-cache")
     return env
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, hermetic_env: Path) -> Iterator[LoopbackHub]:
+    """The loopback file server with the Hub's routes (tests/helpers/range_server.py), which
+    `HF_ENDPOINT` points to: no test reaches the real Hugging Face Hub. `HF_HOME` is the test's own
+    (no stored token, no registry cache). A module extends it with `def hub(hub): hub.add_repo(...)`."""
+    with serve() as h:
+        monkeypatch.setenv("HF_ENDPOINT", h.url)
+        monkeypatch.setenv("HF_HOME", str(hermetic_env / "hf-home"))
+        yield h

@@ -14,13 +14,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import server_env
-from tests.helpers.range_server import LoopbackHub, closed_port_url, serve
+from tests.helpers.range_server import LoopbackHub, closed_port_url
 from tests.helpers.supervisor_util import pid_gone, read_line, settings_of
 from tui.core.remote.fetch import fetch_model
 from tui.core.remote.source import ModelSource, source_of
@@ -33,13 +32,6 @@ pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parent.parent
 ARGS = ["-c", "256", "-np", "1", "-t", "1", "-tb", "1"]
 DEADLINE_S = 60.0
-
-
-@pytest.fixture
-def hub() -> Iterator[LoopbackHub]:
-    """The loopback Hub (tests/helpers/range_server.py): the real Hub is never reached."""
-    with serve() as h:
-        yield h
 
 
 def _env(root: Path, hub: LoopbackHub | None = None, endpoint: str | None = None) -> dict[str, str]:

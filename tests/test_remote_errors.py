@@ -9,26 +9,17 @@ loopback port nobody listens on (the "no network" case).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.range_server import LoopbackHub, closed_port_url, serve
+from tests.helpers.range_server import LoopbackHub, closed_port_url
 from tests.helpers.remote_cli import child_env, figures, one_error, plan_cli, plan_json
 from tests.helpers.split_model import split_gguf
 from tests.helpers.third_party import gemma3_270m  # noqa: F401  (a fixture)
 from tui.core.planning.gguf_reader import read_gguf
 
 FLAGS = ("--gpus", "cpu", "--json")  # --json: no progress lines, so stderr is the error alone
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, hermetic_env: Path) -> Iterator[LoopbackHub]:
-    with serve() as h:
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        monkeypatch.setenv("HF_HOME", str(hermetic_env / "hf-home"))
-        yield h
 
 
 def _mu(url: str) -> str:

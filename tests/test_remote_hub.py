@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,14 +28,6 @@ from tui.core.remote.source import ModelSource
 
 FLAGS = ("--gpus", "2x16GiB", "-c", "4096")
 TOKEN = "hf_loopbackSecret123"
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, hermetic_env: Path) -> Iterator[LoopbackHub]:
-    with serve() as h:
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        monkeypatch.setenv("HF_HOME", str(hermetic_env / "hf-home"))  # no stored token, no registry cache
-        yield h
 
 
 def _hf(spec: str, hf_file: str = "", token: str | None = None) -> fetch.Fetched:

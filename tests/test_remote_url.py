@@ -11,7 +11,6 @@ second plan must ask nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,14 +34,6 @@ FLAGS = ("--gpus", "2x16GiB", "-c", "8192")
 @pytest.fixture(scope="module")
 def qwen_shape(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_shape_model(tmp_path_factory.mktemp("shape") / "Qwen3.6-35B-A3B-shape-Q4_K_M.gguf")
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, hermetic_env: Path) -> Iterator[LoopbackHub]:
-    with serve() as h:
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        monkeypatch.setenv("HF_HOME", str(hermetic_env / "hf-home"))  # no stored token, no registry cache
-        yield h
 
 
 @pytest.fixture(params=["tiny", "gemma3-270m", "qwen36-shape"])

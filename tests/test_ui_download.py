@@ -4,13 +4,12 @@ header giving the total) and the panel's drawing of a fixed status."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
 
-from tests.helpers.range_server import LoopbackHub, serve
+from tests.helpers.range_server import LoopbackHub
 from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
 from tui.ui.adapters import remote
@@ -20,13 +19,6 @@ from tui.ui.view import ServerStatus
 from tui.ui.widgets.server_panel import ServerPanel
 
 DEADLINE_S = 60.0
-
-
-@pytest.fixture
-def hub() -> Iterator[LoopbackHub]:
-    """The loopback Hub (tests/helpers/range_server.py): the real Hub is never reached."""
-    with serve() as h:
-        yield h
 
 
 def _text(app: App, selector: str) -> str:  # type: ignore[type-arg]

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from textual.widgets import Input
 
-from tests.helpers.range_server import LoopbackHub, closed_port_url, serve
+from tests.helpers.range_server import LoopbackHub, closed_port_url
 from tests.helpers.shapemodel import write_shape_model
 from tui.core.gpu.profiles import PROFILES, HwProfile
 from tui.core.options.settings import Settings
@@ -40,13 +40,6 @@ def options(settings: Settings, hardware: HwProfile = LAPTOP, **kw: object) -> A
 def shape(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real Qwen3.6-35B-A3B shape: ~20 GB apparent, a ~5 MB header."""
     return write_shape_model(tmp_path_factory.mktemp("shape") / "Qwen3.6-35B-A3B-Q4_K_M.gguf")
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
-    with serve() as h:
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        yield h
 
 
 async def until(pilot, cond: Callable[[], bool]) -> bool:  # noqa: ANN001 - Pilot

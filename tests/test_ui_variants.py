@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Static
 
-from tests.helpers.range_server import LoopbackHub, closed_port_url, serve
+from tests.helpers.range_server import LoopbackHub, closed_port_url
 from tui.core.gpu.profiles import HwProfile, SimDevice
 from tui.core.options.settings import Settings
 from tui.core.planning.devices import current_snapshot, device_set
@@ -42,11 +42,9 @@ def options(settings: Settings) -> AppOptions:
 
 
 @pytest.fixture
-def hub(tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
-    with serve() as h:
-        h.add_repo("user/repo", {name: tiny_models[model] for name, model in FILES.items()})
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        yield h
+def hub(hub: LoopbackHub, tiny_models: dict[str, Path]) -> LoopbackHub:
+    hub.add_repo("user/repo", {name: tiny_models[model] for name, model in FILES.items()})
+    return hub
 
 
 def local_plan(path: Path, settings: Settings):  # noqa: ANN201 - a core Plan

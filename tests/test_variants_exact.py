@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.range_server import LoopbackHub, serve
+from tests.helpers.range_server import LoopbackHub
 from tui.cli import main
 from tui.cli._variants_table import short_flags
 from tui.core.demo.tiny_model import PRESETS, TinySpec, write_tiny_model
@@ -28,15 +27,14 @@ FLAGS = ["--gpus", "2x1060MiB", "-np", "1", "--spec-type", "draft-mtp"]
 
 
 @pytest.fixture
-def hub(tmp_path: Path, server_bin: Path, rpc_server_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
+def hub(hub: LoopbackHub, tmp_path: Path, server_bin: Path, rpc_server_bin: Path,
+        monkeypatch: pytest.MonkeyPatch) -> LoopbackHub:
     files = {"Tiny-MoE-F16.gguf": write_tiny_model(tmp_path / "Tiny-MoE-F16.gguf", PRESETS["tiny-moe-mtp"]),
              "Tiny-MoE-Q8_0.gguf": write_tiny_model(tmp_path / "Tiny-MoE-Q8_0.gguf", TinySpec(arch="qwen35moe", dtype="q8_0"))}
     monkeypatch.setenv("MTP_TUNE_LLAMA_SERVER", str(server_bin))
-    with serve() as h:
-        h.add_repo(REPO, files)
-        h.local = files  # type: ignore[attr-defined]
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        yield h
+    hub.add_repo(REPO, files)
+    hub.local = files  # type: ignore[attr-defined]
+    return hub
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

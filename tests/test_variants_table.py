@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.quant_repo import REPO, fixed_host, write_quants
-from tests.helpers.range_server import LoopbackHub, serve
+from tests.helpers.range_server import LoopbackHub
 from tests.helpers.split_model import split_gguf
 from tui.cli import main
 from tui.cli._variants_table import fits_cell, gib, short_flags
@@ -47,11 +47,10 @@ def repo_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def hub(repo_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
-    with serve() as h, fixed_host():
-        h.add_repo(REPO, repo_files)
-        monkeypatch.setenv("HF_ENDPOINT", h.url)
-        yield h
+def hub(hub: LoopbackHub, repo_files: dict[str, Path]) -> Iterator[LoopbackHub]:
+    with fixed_host():
+        hub.add_repo(REPO, repo_files)
+        yield hub
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
