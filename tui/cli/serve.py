@@ -87,7 +87,8 @@ def _planned_sizes(settings: Settings) -> tuple[dict[str, int], int | None]:
             rec = cache.load_listing(f"{hub.endpoint()}|{repo}")
             files = [hub.HubFile(f["path"], int(f["size"])) for f in rec["files"]] if rec else []
             chosen = hub.resolve_files(files, repo, tag, reader.value(list(settings.extra_args), "--hf-file") or "")
-            return {f.path.rsplit("/", 1)[-1]: f.size for f in chosen}, None
+            side = hub.sidecars(files, chosen[0].path, tag, hub.sidecar_options(settings))  # downloaded with it
+            return {f.path.rsplit("/", 1)[-1]: f.size for f in [*chosen, *side]}, None
         url = reader.value(list(settings.extra_args), "--model-url")
         hit = cache.lookup(f"url|{url}") if url else None
         if hit is not None:
