@@ -1,0 +1,318 @@
+"""What `mtp-tune tune` may change: the search space from the user's fixed flags, the quality floors
+and the model, as candidate `Settings`.
+
+Every flag the user gave is fixed; the rest of the named space is searched: MTP on/off (only when
+the GGUF has NextN layers), draft n-max, micro-batch, batch, main and draft KV types (never below
+their floors), flash attention, MoE experts on the CPU (MoE models), threads (when asked). The
+context is not searched: a larger one is never faster, so it is the smallest that holds the
+workload's longest request (or `--min-ctx`).
+
+Each candidate has two keys:
+
+* the launch key (`sweep.definition.settings_key` of the normalised settings): candidates with
+  equal keys are one launch. Nothing searched here varies per request in b11434: the server's
+  per-request `speculative.n_max/n_min/p_min/type` fields are compiled out (`#if 0` in
+  tools/server/server-schema.cpp), so every axis needs a restart (`PER_REQUEST_FIELDS` is empty);
+* the memory key: the launch key without the fields that change no allocation (threads, draft
+  n-max/n-min/p-min: n-max only sizes the per-sequence output rows, a few MiB, well under one
+  64 MiB fit-target step). Candidates sharing it share a fit-target answer and a memory failure.
+
+Memory is also ordered: `needs_at_least(a, b)` says `a` allocates at least what `b` does (same
+memory-relevant settings off the axes, and every axis at least as large), so one out-of-memory
+failure prunes every candidate above it without a launch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from tui.core.options.problems import errors
+from tui.core.options.rules import CACHE_TYPES
+from tui.core.options.settings import Settings
+from tui.core.options.validate import validate
+from tui.core.sweep.definition import DRAFT_ONLY_FIELDS, normalize, settings_key
+from tui.core.tuning.workload import Workload
+
+#: Fields a request can set without a restart, for the searched axes (none in b11434; see above).
+PER_REQUEST_FIELDS: frozenset[str] = frozenset()
+#: Fields that change no allocation: candidates differing only here share one memory key.
+NON_MEMORY_FIELDS = ("threads", "threads_batch", "spec_draft_n_max", "spec_draft_n_min", "spec_draft_p_min",
+                     "fit_target", "host", "port", "api_key", "metrics")
+#: KV types by quality (higher keeps more precision); a floor admits types at or above its rank.
+KV_QUALITY: dict[str, int] = {"f32": 9, "f16": 8, "bf16": 8, "q8_0": 7, "q5_1": 6, "q5_0": 5, "q4_1": 4,
+                              "iq4_nl": 3, "q4_0": 2}
+#: Bytes per element of each KV type: the memory order of the KV axes.
+KV_BYTES: dict[str, float] = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 1.0625, "q5_1": 0.75, "q5_0": 0.6875,
+                              "q4_1": 0.625, "iq4_nl": 0.5625, "q4_0": 0.5625}
+#: Values searched when the caller gives none (the first is where a walk starts: the server default).
+DEFAULT_VALUES: dict[str, tuple[Any, ...]] = {
+    "draft-n-max": (3, 1, 2, 4, 5, 6),
+    "ubatch": (512, 256, 1024, 2048),
+    "batch": (2048, 4096),
+    "kv": ("f16", "q8_0", "q5_0", "q4_0"),
+    "draft-kv": ("f16", "q8_0", "q4_0"),
+    "flash-attn": ("auto", "off"),
+}
+
+
+class SpaceError(ValueError):
+    """The fixed flags and the workload cannot make a single candidate; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Floors:
+    """The lowest quality a tune may choose, and the smallest context it may leave."""
+
+    kv: str = "q8_0"
+    draft_kv: str = "q4_0"
+    min_ctx: int = 0
+
+    def __post_init__(self) -> None:
+        for name, t in (("--kv-floor", self.kv), ("--draft-kv-floor", self.draft_kv)):
+            if t not in KV_QUALITY:
+                raise SpaceError(f"{name} {t}: not a KV cache type; use one of {', '.join(CACHE_TYPES)}.")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One searched dimension: the Settings fields it sets and its values, in walk order for
+    `ordered` axes (sorted) or as a set to try (`ordered` False); `start` is where a walk begins."""
+
+    name: str
+    fields: tuple[str, ...]
+    values: tuple[Any, ...]
+    start: Any
+    ordered: bool
+    mtp_only: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """One point of the space: its axis values, the settings launched, its keys and, when the one
+    validator refuses it, why (`invalid`)."""
+
+    values: tuple[tuple[str, Any], ...]
+    settings: Settings
+    key: str  # launch key
+    memory_key: str
+    memory_base: str  # the memory key with every axis field blanked: dominance is compared within it
+    memory_ranks: tuple[tuple[str, float], ...]
+    invalid: str | None = None
+
+    @property
+    def mtp(self) -> bool:
+        return self.settings.mtp_enabled
+
+    def value(self, axis: str, default: Any = None) -> Any:
+        return dict(self.values).get(axis, default)
+
+    @property
+    def ubatch(self) -> int:
+        return int(self.settings.ubatch_size or 512)
+
+    def label(self) -> str:
+        """`mtp=on draft-n-max=3 ubatch=512 kv=f16` for reports."""
+        return " ".join(f"{k}={_text(v)}" for k, v in self.values)
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return "default" if v is None else str(v)
+
+
+def given_fields(settings: Settings) -> frozenset[str]:
+    """The fields the user set (different from an empty Settings): fixed for the whole tune."""
+    d = Settings()
+    return frozenset(f.name for f in fields(Settings) if getattr(settings, f.name) != getattr(d, f.name)) - {"model"}
+
+
+def memory_key(settings: Settings) -> str:
+    """The launch key without the fields that change no allocation (`NON_MEMORY_FIELDS`)."""
+    blank = Settings()
+    return settings_key(replace(normalize(settings), **{f: getattr(blank, f) for f in NON_MEMORY_FIELDS}))
+
+
+def _rank(axis: str, v: Any) -> float:
+    """Where a value sits in memory order (larger allocates more)."""
+    if axis in ("kv", "draft-kv"):
+        return KV_BYTES.get(str(v), 0.0) if v is not None else 0.0
+    if axis == "mtp":
+        return 1.0 if v else 0.0
+    if axis == "flash-attn":
+        return 1.0 if v == "off" else 0.0  # without flash attention the KQ matrix is materialised
+    if axis == "n-cpu-moe":
+        return -float(v or 0)  # more experts on the CPU: less on the GPU
+    if axis in ("ubatch", "batch"):
+        return float(v or 0)
+    return 0.0
+
+
+MEMORY_AXES = frozenset({"mtp", "ubatch", "batch", "kv", "draft-kv", "flash-attn", "n-cpu-moe"})
+
+
+@dataclass
+class Space:
+    """The candidates of one tune. `point(values)` makes (and caches) one; `grid()` lists them all."""
+
+    base: Settings
+    axes: tuple[Axis, ...]
+    branches: tuple[bool, ...]  # MTP off/on sides searched (False first)
+    ctx: int  # the context every candidate gets (0: the model's training context, when fixed so)
+    floors: Floors
+    notes: list[str] = field(default_factory=list)
+    fit_fixed: bool = False  # the user gave --fit-target or --fit off: no fit-target search
+    _cache: dict[tuple[tuple[str, Any], ...], Candidate] = field(default_factory=dict, repr=False)
+
+    def axes_for(self, mtp: bool) -> tuple[Axis, ...]:
+        return tuple(a for a in self.axes if mtp or not a.mtp_only)
+
+    def start(self, mtp: bool) -> dict[str, Any]:
+        """The first point of a branch: every axis at its start value."""
+        return {a.name: a.start for a in self.axes_for(mtp)}
+
+    def point(self, values: Mapping[str, Any], mtp: bool) -> Candidate:
+        """The candidate with these axis values on the given side (missing axes take their start)."""
+        full = tuple((a.name, values.get(a.name, a.start)) for a in self.axes_for(mtp))
+        key = (("mtp", mtp), *full)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._make(mtp, full)
+        return hit
+
+    def _make(self, mtp: bool, full: tuple[tuple[str, Any], ...]) -> Candidate:
+        s = replace(self.base, spec_type=list(self.base.spec_type), extra_args=list(self.base.extra_args),
+                    fit_target=list(self.base.fit_target),
+                    ctx_size=self.ctx if self.base.ctx_size is None else self.base.ctx_size)
+        if len(self.branches) > 1:
+            s.spec_type = ["draft-mtp"] if mtp else []
+        by_name = {a.name: a for a in self.axes}
+        for name, v in full:
+            for f in by_name[name].fields:
+                setattr(s, f, None if (name == "n-cpu-moe" and not v) else v)
+        eff = normalize(s)
+        probs = errors(validate(eff, require_model=False))
+        invalid = "; ".join(p.message for p in probs) or None
+        values = (("mtp", mtp), *full)
+        ranks = tuple((n, _rank(n, v)) for n, v in values if n in MEMORY_AXES)
+        blank = {f: getattr(Settings(), f) for a in self.axes for f in a.fields} | {"spec_type": []}
+        for f in DRAFT_ONLY_FIELDS:
+            blank[f] = None
+        return Candidate(values, eff, settings_key(eff), memory_key(eff), memory_key(replace(eff, **blank)), ranks, invalid)
+
+    def grid(self, *, valid_only: bool = True) -> list[Candidate]:
+        """Every candidate once per launch key, MTP off first, in axis order (first axis slowest)."""
+        out: list[Candidate] = []
+        seen: set[str] = set()
+        for mtp in self.branches:
+            axes = self.axes_for(mtp)
+            for combo in itertools.product(*(a.values for a in axes)):
+                c = self.point(dict(zip((a.name for a in axes), combo)), mtp)
+                if c.key in seen or (valid_only and c.invalid):
+                    continue
+                seen.add(c.key)
+                out.append(c)
+        return out
+
+    def near(self, values: Mapping[str, Any], mtp: bool) -> Iterator[Candidate]:
+        """The branch's valid candidates, fewest axes changed from `values` first, then least memory:
+        where to look when the start point cannot run."""
+        axes = self.axes_for(mtp)
+
+        def order(c: Candidate) -> tuple[int, float]:
+            changed = sum(1 for a in axes if c.value(a.name) != values.get(a.name, a.start))
+            return changed, sum(r for _, r in c.memory_ranks)
+
+        yield from sorted((c for c in self.grid() if c.mtp == mtp), key=order)
+
+
+def needs_at_least(a: Candidate, b: Candidate) -> bool:
+    """True when `a` allocates at least what `b` does: the same memory-relevant settings off the
+    axes, and every memory axis of `a` at or above `b`'s."""
+    if a.memory_base != b.memory_base:
+        return False
+    ra, rb = dict(a.memory_ranks), dict(b.memory_ranks)
+    return all(ra.get(n, 0.0) >= rb.get(n, 0.0) for n in {*ra, *rb})
+
+
+def _allowed(floor: str, values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(v for v in values if KV_QUALITY.get(v, 0) >= KV_QUALITY[floor])
+
+
+def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: Floors = Floors(),
+                moe_layers: int = 0, threads: Sequence[int] = (),
+                values: Mapping[str, Sequence[Any]] | None = None) -> Space:
+    """The space around the user's `fixed` flags. `has_mtp`: the model has NextN layers;
+    `moe_layers`: its layers with experts (0: dense, no n-cpu-moe axis); `threads`: thread counts
+    to try (none: the server's choice); `values`: replaces an axis' default values (floors still apply)."""
+    given = given_fields(fixed)
+    vals = {**DEFAULT_VALUES, **{k: tuple(v) for k, v in (values or {}).items()}}
+    unknown = set(vals) - set(DEFAULT_VALUES) - {"n-cpu-moe", "threads"}
+    if unknown:
+        raise SpaceError(f"unknown axis {sorted(unknown)[0]!r}; known: {', '.join(sorted(DEFAULT_VALUES))}, n-cpu-moe, threads.")
+    notes: list[str] = []
+    ctx = workload.ctx_needed(floors.min_ctx)
+    if fixed.ctx_size == 0:
+        notes.append("--ctx-size 0 (the model's training context) is fixed.")
+        ctx = 0
+    elif fixed.ctx_size is not None:
+        if fixed.ctx_size < workload.longest:
+            raise SpaceError(f"--ctx-size {fixed.ctx_size} cannot hold the workload's longest request "
+                             f"({workload.longest} tokens); drop --ctx-size or give at least {ctx}.")
+        ctx = int(fixed.ctx_size)
+    for name, fs, floor in (("main", ("cache_type_k", "cache_type_v"), floors.kv),
+                            ("draft", ("cache_type_k_draft", "cache_type_v_draft"), floors.draft_kv)):
+        for f in fs:
+            v = getattr(fixed, f)
+            if f in given and KV_QUALITY.get(v, 99) < KV_QUALITY[floor]:
+                notes.append(f"{f.replace('_', '-')} {v} is below the {name} KV floor {floor}, but it is a fixed flag: kept.")
+    if "spec_type" in given:
+        branches: tuple[bool, ...] = (fixed.mtp_enabled,)
+    else:
+        branches = (False, True) if has_mtp else (False,)
+    if not has_mtp:
+        notes.append("the model has no MTP (NextN) layers: only MTP off is searched.")
+        if fixed.mtp_enabled:
+            raise SpaceError("--spec-type draft-mtp: the model has no MTP (NextN) layers, so llama-server would refuse it.")
+    axes: list[Axis] = []
+
+    def add(name: str, fs: tuple[str, ...], ordered: bool, mtp_only: bool = False,
+            pool: Sequence[Any] | None = None) -> None:
+        free = tuple(f for f in fs if f not in given)
+        v = tuple(dict.fromkeys(vals.get(name, ()) if pool is None else pool))
+        if not free or not v or (mtp_only and True not in branches):
+            return
+        start = v[0]
+        axes.append(Axis(name, free, tuple(sorted(v, key=_sort_key)) if ordered else v, start, ordered, mtp_only))
+
+    add("draft-n-max", ("spec_draft_n_max",), True, mtp_only=True)
+    add("ubatch", ("ubatch_size",), True)
+    add("batch", ("batch_size",), True)
+    add("kv", ("cache_type_k", "cache_type_v"), False, pool=_allowed(floors.kv, vals["kv"]))
+    add("draft-kv", ("cache_type_k_draft", "cache_type_v_draft"), False, mtp_only=True,
+        pool=_allowed(floors.draft_kv, vals["draft-kv"]))
+    add("flash-attn", ("flash_attn",), False)
+    if moe_layers > 0 and not fixed.cpu_moe:
+        moe = vals.get("n-cpu-moe") or tuple(dict.fromkeys((0, moe_layers // 4, moe_layers // 2, moe_layers)))
+        add("n-cpu-moe", ("n_cpu_moe",), True, pool=moe)
+    if threads or vals.get("threads"):
+        add("threads", ("threads",), False, pool=tuple(vals.get("threads") or threads))
+    fit_fixed = "fit_target" in given or fixed.fit is False
+    return Space(fixed, tuple(axes), branches, ctx, floors, notes, fit_fixed)
+
+
+def _sort_key(v: Any) -> float:
+    return float(v or 0)
+
+
+def space_for_model(fixed: Settings, meta: Any, workload: Workload, **kw: Any) -> Space:
+    """`build_space` with MTP and MoE read from the GGUF header (`planning.gguf_reader.read_gguf`)."""
+    hp = meta.hparams
+    if fixed.ctx_size == 0 and int(getattr(hp, "n_ctx_train", 0) or 0) < workload.longest:
+        raise SpaceError(f"--ctx-size 0 is the model's training context ({hp.n_ctx_train} tokens), which cannot hold "
+                         f"the workload's longest request ({workload.longest} tokens).")
+    moe = hp.n_layer - int(getattr(hp, "n_layer_dense_lead", 0) or 0) if getattr(hp, "n_expert", 0) else 0
+    return build_space(fixed, workload, has_mtp=int(hp.n_nextn or 0) > 0, moe_layers=moe, **kw)

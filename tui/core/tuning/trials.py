@@ -1,0 +1,167 @@
+"""What a tune records: every candidate it considered, with its settings, plan, status, figures and
+why it was pruned, failed or dropped; and how a launch failure is classified.
+
+Why a record per candidate (not per launch): a report says, for each configuration, what happened
+to it; a resume needs exactly that to skip what is known (measured samples, failures, predictions).
+`to_row()` maps a record onto the sweep's resumable row (`sweep.state.RowResult`), so the existing
+state file can persist a tune; `to_json()` keeps the tuner's own fields (stage, verdict, keys).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from tui.core.probes.stats import Summary, summarize
+from tui.core.sweep.backend import ALLOC_FAIL, LaunchOutcome
+from tui.core.sweep.state import RowResult
+from tui.core.tuning.workload import Workload
+
+FailureClass = Literal["oom_load", "oom_decode", "other"]
+#: `ok`: measured and still in the running; `eliminated`: measured and clearly slower than its side's
+#: leader after the short probe; `predicted_oom` / `invalid`: pruned by the planner or the validator;
+#: `dominated`: pruned because it needs at least the memory of a launch that ran out; `failed`.
+Status = Literal["ok", "eliminated", "predicted_oom", "invalid", "dominated", "failed"]
+MEASURED = frozenset({"ok", "eliminated"})
+PRUNED = frozenset({"predicted_oom", "invalid", "dominated"})
+_ROW_STATUS = {"ok": "ok", "eliminated": "ok", "predicted_oom": "predicted_oom", "dominated": "predicted_oom",
+               "invalid": "invalid", "failed": "failed"}
+
+
+@dataclass
+class Samples:
+    """Per-pass figures of one launch (pass i of every list is one pass); `error` when the probe broke."""
+
+    pp_tps: list[float] = field(default_factory=list)
+    tg_tps: list[float] = field(default_factory=list)
+    acceptance: list[float | None] = field(default_factory=list)
+    e2e_s: list[float | None] = field(default_factory=list)  # seconds of one mean request, per pass
+    error: str | None = None
+
+    @property
+    def n(self) -> int:
+        """Passes with an end-to-end time (what the noise rule counts)."""
+        return sum(1 for v in self.e2e_s if v is not None and math.isfinite(v))
+
+    def extend(self, more: Samples) -> None:
+        self.pp_tps += more.pp_tps
+        self.tg_tps += more.tg_tps
+        self.acceptance += more.acceptance
+        self.e2e_s += more.e2e_s
+        self.error = more.error or self.error
+
+    def fill_e2e(self, workload: Workload) -> None:
+        """Per-pass end-to-end seconds from PP and TG where the measurement gave none."""
+        for i in range(len(self.e2e_s), max(len(self.pp_tps), len(self.tg_tps))):
+            pp = self.pp_tps[i] if i < len(self.pp_tps) else None
+            tg = self.tg_tps[i] if i < len(self.tg_tps) else None
+            t = workload.seconds(pp, tg)  # None when the workload needs a speed this pass lacks
+            self.e2e_s.append(t)
+
+    def summary(self, metric: str) -> Summary | None:
+        return summarize(getattr(self, metric))
+
+    def passes(self) -> list[dict[str, Any]]:
+        n = len(self.e2e_s)
+
+        def pad(xs: list[Any]) -> list[Any]:
+            return list(xs) + [None] * (n - len(xs))
+
+        return [{"pp_tps": p, "tg_tps": t, "acceptance": a, "e2e_s": e}
+                for p, t, a, e in zip(pad(self.pp_tps), pad(self.tg_tps), pad(self.acceptance), self.e2e_s)]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> Samples | None:
+        if d is None:
+            return None
+        return cls(list(d.get("pp_tps") or []), list(d.get("tg_tps") or []), list(d.get("acceptance") or []),
+                   list(d.get("e2e_s") or []), d.get("error"))
+
+
+def classify(o: LaunchOutcome) -> FailureClass:
+    """A failed launch: out of memory while loading, at the first decode, or something else."""
+    if o.memory_failure:
+        return "oom_decode" if o.at_first_decode else "oom_load"
+    return "other"
+
+
+def classify_search(trials: list[Any]) -> FailureClass:
+    """Why a fit-target search found nothing, from its last trial (`sweep.search.Trial`)."""
+    last = trials[-1] if trials else None
+    if last is None or last.outcome == "failed":
+        return "other"
+    if last.outcome == "oom" and "first decode" in (last.detail or ""):
+        return "oom_decode"
+    return "oom_load"  # oom at load, or fit could not keep that much free (overshoot)
+
+
+def classify_probe(error: str) -> FailureClass:
+    """A probe that broke mid-run: an allocation error means memory ran out while decoding."""
+    return "oom_decode" if ALLOC_FAIL.search(error or "") else "other"
+
+
+@dataclass
+class TrialRecord:
+    """One candidate as the tune left it. `number` counts from 1 in the order considered."""
+
+    number: int
+    key: str  # launch key
+    memory_key: str
+    values: dict[str, Any]
+    settings: dict[str, Any]  # what was (or would have been) launched, redacted, fit-target included
+    mtp: bool
+    stage: str  # why it was considered: "start", "walk ubatch", "grid", ...
+    status: Status = "ok"
+    reason: str | None = None
+    failure: FailureClass | None = None
+    plan: dict[str, Any] | None = None  # {"risk", "message"}
+    vram_mib: float | None = None  # the planner's device total (or the launch's report)
+    fit_target: int | None = None
+    fit: dict[str, Any] | None = None  # the fit-target search this candidate ran (SearchResult.to_json())
+    samples: Samples | None = None
+    verdict: dict[str, Any] | None = None  # against its side's leader when it was judged
+    launches: int = 0  # server launches it cost (fit search, measurement, the step after an OOM)
+    seconds: float = 0.0
+    resumed: bool = False
+
+    @property
+    def measured(self) -> bool:
+        return self.status in MEASURED and self.samples is not None and self.samples.n > 0
+
+    def e2e(self) -> Summary | None:
+        return self.samples.summary("e2e_s") if self.samples else None
+
+    def median(self, metric: str = "e2e_s") -> float | None:
+        s = self.samples.summary(metric) if self.samples else None
+        return s.median if s else None
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["samples"] = self.samples.to_json() if self.samples else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TrialRecord:
+        known = set(cls.__dataclass_fields__)
+        rec = cls(**{k: v for k, v in d.items() if k in known and k != "samples"})
+        rec.samples = Samples.from_json(d.get("samples"))
+        return rec
+
+    def to_row(self) -> RowResult:
+        """The sweep state's row for this record (medians and per-pass figures; tuner fields in `finding`)."""
+        s = self.samples
+        pp = s.summary("pp_tps") if s else None
+        tg = s.summary("tg_tps") if s else None
+        acc = s.summary("acceptance") if s else None
+        tune = {k: getattr(self, k) for k in ("number", "memory_key", "values", "stage", "status", "failure",
+                                              "vram_mib", "fit_target", "verdict", "launches")}
+        finding = dict(self.fit or {}) | {"tune": tune}
+        return RowResult(self.key, _ROW_STATUS[self.status], reason=self.reason, failure_kind=self.failure,
+                         settings=dict(self.settings), tg_tps=tg.median if tg else None,
+                         pp_tps=pp.median if pp else None, acceptance=acc.median if acc else None,
+                         tg_summary=tg.to_json() if tg else None, pp_summary=pp.to_json() if pp else None,
+                         passes=s.passes() if s else [], plan=self.plan, finding=finding)

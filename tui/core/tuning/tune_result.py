@@ -1,0 +1,96 @@
+"""What a tune answers: the best configuration, the best with MTP off beside it, the ones within the
+noise of the best, and the evidence (every record), with one paragraph that says it.
+
+Kept apart from the loop so a report (CLI, TUI, `--json`) and a resume rebuild it from records
+alone: `build_result(records, ...)` is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.core.probes.stats import fmt_rel, fmt_summary
+from tui.core.tuning import race
+from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
+from tui.core.tuning.workload import Workload
+
+
+@dataclass
+class TuneResult:
+    best: TrialRecord | None
+    best_mtp_off: TrialRecord | None
+    best_mtp_on: TrialRecord | None
+    same_as_best: list[TrialRecord]
+    records: list[TrialRecord]
+    launches: int  # server launches this run (fit-target searches included; resumed records cost none)
+    grid_size: int  # valid candidates of the space: what a grid would launch at least once each
+    stopped: str  # converged | complete (grid) | budget | cancelled
+    elapsed_s: float
+    message: str
+    mtp_vs_off: dict[str, Any] | None = None  # the best MTP-on against the best MTP-off (stats verdict)
+    pareto: list[TrialRecord] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.records:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        def num(r: TrialRecord | None) -> int | None:
+            return r.number if r else None
+
+        return {"best": num(self.best), "best_mtp_off": num(self.best_mtp_off), "best_mtp_on": num(self.best_mtp_on),
+                "same_as_best": [r.number for r in self.same_as_best], "launches": self.launches,
+                "grid_size": self.grid_size, "stopped": self.stopped, "elapsed_s": round(self.elapsed_s, 3),
+                "message": self.message, "mtp_vs_off": self.mtp_vs_off, "counts": self.counts(),
+                "pareto": [r.number for r in self.pareto], "records": [r.to_json() for r in self.records]}
+
+
+def _describe(r: TrialRecord) -> str:
+    vals = " ".join(f"{k}={_txt(v)}" for k, v in r.values.items())
+    fit = f" fit-target={r.fit_target}" if r.fit_target is not None else ""
+    return f"#{r.number} ({vals}{fit}) at {fmt_summary(r.e2e(), 2)} s per request"
+
+
+def _txt(v: Any) -> str:
+    return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
+
+
+def build_result(records: Sequence[TrialRecord], rungs: Sequence[int], launches: int, grid_size: int, stopped: str,
+                 elapsed_s: float, workload: Workload) -> TuneResult:
+    """The answer from the records (pure: a resume or a report calls it again)."""
+    best, same = race.choose(records, rungs)
+    off, _ = race.choose([r for r in records if not r.mtp], rungs)
+    on, _ = race.choose([r for r in records if r.mtp], rungs)
+    vs = None
+    if off is not None and on is not None:
+        v = race.versus(off, on)
+        vs = {"on": on.number, "off": off.number, **v.to_json()}
+    parts: list[str] = []
+    if best is None:
+        parts.append(f"No configuration could be measured for {workload.label}.")
+    else:
+        parts.append(f"Best for {workload.label}: {_describe(best)}.")
+        if same:
+            parts.append("Within the noise of the fastest: " + ", ".join(f"#{r.number}" for r in same)
+                         + "; the cheapest of them is chosen (MTP off, smaller micro-batch, less VRAM first).")
+        if off is not None and off is not best:
+            parts.append(f"Best with MTP off: {_describe(off)}.")
+        if vs is not None:
+            label = vs["label"]
+            parts.append("MTP on against off: " + ("the same within the noise." if label == race.SAME else
+                                                  f"{fmt_rel(vs['rel_change'])} time ({label})."))
+    measured = sum(1 for r in records if r.status in MEASURED)
+    pruned = sum(1 for r in records if r.status in PRUNED)
+    failed = sum(1 for r in records if r.status == "failed")
+    parts.append(f"{launches} launches; {measured} measured, {pruned} pruned without a launch, {failed} failed, "
+                 f"of {grid_size} configurations.")
+    if stopped == "budget":
+        parts.append("The budget ran out: this is the best so far; run again to continue.")
+    elif stopped == "cancelled":
+        parts.append("Cancelled: this is the best so far.")
+    return TuneResult(best, off, on, same, list(records), launches, grid_size, stopped, elapsed_s, " ".join(parts), vs,
+                      race.pareto(records))
