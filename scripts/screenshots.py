@@ -3,8 +3,11 @@
 Drives the real app with `run_test()` (Harlequin's way): the planner on a shape-only GGUF with the
 real Qwen3.6-35B-A3B dimensions for the idle plan, then the demo's real CPU llama-server for the
 probes (MTP on, then off), a real failure (draft-mtp on a model without MTP layers) and the runs
-comparison. Config and results go to a temporary directory, so the user's runs are untouched.
-`--fixed` renders the fixed samples instead (no server needed).
+comparison; then the remote ones over loopback (scripts/screenshots_remote.py: the variants picker
+on a Hub repo of Qwen3.6-35B-A3B quants, and a launch with -hf while it downloads; the real Hub is never
+reached). Config, results and caches go to a temporary directory, so the user's are untouched.
+`--only NAME,...` regenerates only those screenshots (and runs only what they need); `--fixed` renders
+the fixed samples instead (no server needed).
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.helpers: the shape-only model and the fixed screens
 OUT = REPO / "screenshots"
 SIZE = (120, 40)
+#: the screenshots each real run saves (`--only` picks runs by these names)
+REAL_SHOTS = ("idle-plan", "idle-plan-mtp-light", "idle-plan-mtp-okabe-ito", "probes-running", "failure-explained",
+              "runs-compare")
+TUNING_SHOTS = ("sweep", "verdict")
+REMOTE_SHOTS = ("variants-picker", "download-progress")
+ONLY: set[str] = set()  # empty: every screenshot
 SUITE = """\
 name = "demo-short"
 [[prompts]]
@@ -51,6 +60,9 @@ async def settle_plan(pilot, app) -> None:  # noqa: ANN001
 
 
 def save(app, name: str) -> None:  # noqa: ANN001
+    if ONLY and name not in ONLY:
+        print(f"skipped {name} (not in --only)")
+        return
     path = app.save_screenshot(filename=f"{name}.svg", path=str(OUT))
     print(f"wrote {path}")
 
@@ -169,8 +181,20 @@ async def tuning_run(work: Path) -> None:
 
 
 async def every_real_run(work: Path) -> None:
-    await real_run(work)
-    await tuning_run(work)
+    """The runs that save a wanted screenshot (all of them without `--only`)."""
+    import screenshots_remote as remote
+
+    def wanted(names: tuple[str, ...]) -> bool:
+        return not ONLY or bool(ONLY.intersection(names))
+
+    if wanted(REAL_SHOTS):
+        await real_run(work)
+    if wanted(TUNING_SHOTS):
+        await tuning_run(work)
+    if wanted(("variants-picker",)):
+        await remote.variants_run(work / "variants", until, save, remote.PICKER_SIZE)
+    if wanted(("download-progress",)):
+        await remote.download_run(work / "download", until, save, SIZE)
 
 
 async def fixed_run() -> None:
@@ -198,13 +222,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixed", action="store_true", help="render the fixed samples (no llama-server)")
     parser.add_argument("--tuning", action="store_true", help="only the sweep and verdict screenshots (real demo run)")
+    known = (*REAL_SHOTS, *TUNING_SHOTS, *REMOTE_SHOTS)
+    parser.add_argument("--only", metavar="NAME,...", default="",
+                        help=f"only these screenshots (real runs; names: {', '.join(known)})")
     args = parser.parse_args()
+    ONLY.update(n.strip().removesuffix(".svg") for n in args.only.split(",") if n.strip())
+    if args.tuning:
+        ONLY.update(TUNING_SHOTS)
+    unknown = sorted(ONLY.difference(known))
+    if unknown:
+        parser.error(f"--only: unknown screenshot(s) {', '.join(unknown)}; known: {', '.join(known)}")
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mtp-tune-shots-") as tmp:
         work = Path(tmp)
         for var in ("MTP_TUNE_CONFIG_DIR", "MTP_TUNE_DATA_DIR", "XDG_CONFIG_HOME"):
             os.environ[var] = str(work / var.lower())
-        asyncio.run(fixed_run() if args.fixed else tuning_run(work) if args.tuning else every_real_run(work))
+        asyncio.run(fixed_run() if args.fixed else every_real_run(work))
     return 0
 
 
