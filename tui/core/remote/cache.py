@@ -10,17 +10,22 @@ kept the same time. Writes are atomic (temporary folder or file, then rename).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tui.core.config.paths import cache_dir
 from tui.core.planning.sparse import write_sparse
+from tui.core.remote.errors import RemoteError
 from tui.core.remote.header import RemoteHeader
 
 #: how long a listing or a `-mu` header is trusted without asking again (`--refresh` asks now)
@@ -75,28 +80,75 @@ def lookup(key: str, root: Path | None = None) -> CachedModel | None:
         return None
 
 
+_KEY_LOCKS: dict[str, threading.Lock] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+def key_lock(key: str) -> threading.Lock:
+    """The lock of one entry in this process: hold it from `lookup` to `store`, so two threads asking
+    for the same header (the TUI's estimate and exact run) read it once."""
+    with _KEY_LOCKS_GUARD:
+        return _KEY_LOCKS.setdefault(key, threading.Lock())
+
+
 def store(key: str, parts: list[RemoteHeader], root: Path | None = None) -> CachedModel:
-    """Write the sparse copies of `parts` (first part first) and the record, replacing any old entry."""
-    entry = (root or default_root()) / "headers" / _digest(key)
-    tmp = entry.with_name(entry.name + f".{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    """Write the sparse copies of `parts` (first part first) and the record, replacing any old entry.
+
+    Written in a temporary folder of its own, then renamed into place under a lock on the entry
+    (another mtp-tune process may be writing it too); an old entry is renamed away first and
+    removed after, so a reader sees the old entry, none, or the new one, never a mix."""
+    headers = (root or default_root()) / "headers"
+    entry = headers / _digest(key)
+    tmp: Path | None = None
+    found: CachedModel | None = None
     try:
-        tmp.mkdir(parents=True)
-        for part in parts:
-            write_sparse(part.header, part.size, tmp / part.name)
-        rec = {"key": key, "names": [p.name for p in parts], "urls": [p.url for p in parts],
-               "etags": [p.etag for p in parts], "sizes": [p.size for p in parts],
-               "header_sizes": [p.header_size for p in parts], "fetched_at": time.time()}
-        (tmp / "entry.json").write_text(json.dumps(rec, indent=1))
-        shutil.rmtree(entry, ignore_errors=True)
-        os.replace(tmp, entry)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    found = lookup(key, root)
-    assert found is not None
+        headers.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=entry.name + ".", suffix=".tmp", dir=headers))
+        found = _write_entry(tmp, key, parts, entry, root)
+    except OSError as exc:
+        raise RemoteError(f"the header cache at {headers} could not be written ({exc}); check the disk and "
+                          "MTP_TUNE_REMOTE_DIR / MTP_TUNE_CACHE_DIR.") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if found is None:
+        raise RemoteError(f"the header cache entry {entry} could not be written; check the disk and "
+                          "MTP_TUNE_REMOTE_DIR / MTP_TUNE_CACHE_DIR.")
     return found
 
+
+def _write_entry(tmp: Path, key: str, parts: list[RemoteHeader], entry: Path, root: Path | None) -> CachedModel | None:
+    """Fill `tmp`, rename it to `entry` and read it back, under the entry's lock (see `store`)."""
+    headers = entry.parent
+    for part in parts:
+        write_sparse(part.header, part.size, tmp / part.name)
+    rec = {"key": key, "names": [p.name for p in parts], "urls": [p.url for p in parts],
+           "etags": [p.etag for p in parts], "sizes": [p.size for p in parts],
+           "header_sizes": [p.header_size for p in parts], "fetched_at": time.time()}
+    (tmp / "entry.json").write_text(json.dumps(rec, indent=1))
+    with _file_lock(headers / f"{entry.name}.lock"):  # one writer of an entry at a time, across processes
+        if entry.exists():
+            old = Path(tempfile.mkdtemp(prefix=entry.name + ".", suffix=".old", dir=headers))
+            os.replace(entry, old / "entry")
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, entry)
+        return lookup(key, root)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `path` (POSIX; elsewhere none): mtp-tune processes writing one entry."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 def touch(model: CachedModel) -> None:
     """Mark a revalidated entry fresh again."""

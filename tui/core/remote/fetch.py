@@ -112,8 +112,16 @@ def _unchanged(client: httpx.Client, hit: cache.CachedModel, token: str | None, 
 
 def fetch_url(source: ModelSource, *, refresh: bool = False, max_age_s: float = cache.MAX_AGE_S,
               client: httpx.Client | None = None, progress: Progress | None = None) -> Fetched:
-    """`-mu URL`: the cached header when fresh (or when its ETag still matches), else read now."""
+    """`-mu URL`: the cached header when fresh (or when its ETag still matches), else read now. One
+    reader per entry at a time (`cache.key_lock`): the TUI's estimate and its exact run ask at once,
+    and the second then finds the first one's copy."""
     key = f"url|{source.spec}"
+    with cache.key_lock(key):
+        return _fetch_url(key, source, refresh, max_age_s, client, progress)
+
+
+def _fetch_url(key: str, source: ModelSource, refresh: bool, max_age_s: float, client: httpx.Client | None,
+               progress: Progress | None) -> Fetched:
     hit = cache.lookup(key)
     traffic = Traffic()
     if hit is not None and not refresh and hit.age_s() < max_age_s:
@@ -145,10 +153,16 @@ def repo_listing(repo: str, token: str | None, *, refresh: bool = False, max_age
                  notes: list[str] | None = None) -> tuple[str, list[HubFile], bool]:
     """(commit, files, from_cache) of a Hub repo; cached `max_age_s` (a stale one serves when offline,
     said in `notes`)."""
-    from tui.core.remote.hub_client import repo_commit_and_files
-
     ep = ep or endpoint()
     key = f"{ep}|{repo}"
+    with cache.key_lock(key):  # one listing per repo at a time: the others then read it from the cache
+        return _repo_listing(key, ep, repo, token, refresh, max_age_s, progress, notes)
+
+
+def _repo_listing(key: str, ep: str, repo: str, token: str | None, refresh: bool, max_age_s: float,
+                  progress: Progress | None, notes: list[str] | None) -> tuple[str, list[HubFile], bool]:
+    from tui.core.remote.hub_client import repo_commit_and_files
+
     rec = cache.load_listing(key)
     age = time.time() - float(rec.get("fetched_at", 0)) if rec is not None else 0.0
     if rec is not None and not refresh and age < max_age_s:
@@ -173,6 +187,12 @@ def fetch_files(repo: str, commit: str, files: list[HubFile], source: ModelSourc
     change, so a cached entry is always good."""
     ep = ep or endpoint()
     key = f"hf|{ep}{repo}@{commit}/{files[0].path}"
+    with cache.key_lock(key):  # one reader per entry at a time, as for -mu
+        return _fetch_files(key, repo, commit, files, source, ep, client, progress)
+
+
+def _fetch_files(key: str, repo: str, commit: str, files: list[HubFile], source: ModelSource, ep: str,
+                 client: httpx.Client | None, progress: Progress | None) -> Fetched:
     hit = cache.lookup(key)
     if hit is not None:
         return _fetched(hit, source, Traffic(), True, [], files[0].path)
