@@ -26,9 +26,9 @@ from variants_table import MMPROJ, MMPROJ_BYTES, _sparse
 #: the 2 x V100 guide's form (scripts/variants_table.py's ARGS): 100k context, one slot, MTP, q8_0 draft KV
 V100_FORM = dict(ctx_size=100000, parallel=1, spec_type=["draft-mtp"], cache_type_k_draft="q8_0",
                  cache_type_v_draft="q8_0")
-#: the picker's table is 175 cells wide at these flags (two long device columns and the host's): at the
-#: other screenshots' 120 columns its fits / max -c / fit would columns are scrolled off to the right
-PICKER_SIZE = (190, 40)
+#: the other screenshots' size: the picker's table (device columns by key, labels on two lines, the
+#: file named only where the tag does not say it) fits in 120 columns at these flags
+PICKER_SIZE = (120, 40)
 DOWNLOAD_REPO, DOWNLOAD_TAG = "demo/small-mtp-GGUF", "Q8_0"
 DOWNLOAD_FILE = f"small-demo-{DOWNLOAD_TAG}.gguf"  # no "mtp-" in it: llama.cpp would take it for a draft sidecar
 DOWNLOAD_SECONDS = 10.0

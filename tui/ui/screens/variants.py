@@ -1,15 +1,21 @@
 """The variants picker (`v`): every quant of the form's hf-repo planned side by side, before any download.
 
 One row per model file (a split set is one row) and per main KV type: the file size, what each
-device needs and would have left, whether it fits, the largest `-c` that fits and what `--fit on`
-would change; the best fitting row first, highlighted. `Enter` puts the highlighted file in the
-form (`-hf REPO:TAG`, or `REPO` plus `-hff FILE` when the tag would pick another file; its KV type
-as -ctk/-ctv), `k` compares KV types, `Escape` closes without changing anything. The work is the
-`VariantsController`'s, on a worker; this screen only shows what it is given.
+device needs and would have left (a column per device key, its label on two lines, so that the
+table fits a 120-column terminal), whether it fits, the largest `-c` that fits and what `--fit on`
+would change; the best fitting row first, highlighted. Under the table: the highlighted row in
+words (its full file name, what Enter puts in the form), what `-hf` downloads besides, the legend.
+`Enter` puts the highlighted file in the form (`-hf REPO:TAG`, or `REPO` plus `-hff FILE` when the
+tag would pick another file; its KV type as -ctk/-ctv), `k` compares KV types, `Escape` closes
+without changing anything. The work is the `VariantsController`'s, on a worker; this screen only
+shows what it is given.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -23,7 +29,24 @@ from tui.core.options.settings import Settings
 from tui.ui.controllers.variants import VariantsController, VariantsView
 from tui.ui.messages import VariantsPlanned, VariantsProgressed
 from tui.ui.theme_colors import rich_style
-from tui.ui.widgets.sweep_table import fill
+
+#: a device column's label, on two lines (`CUDA0` over `need (left)`): the cells are narrower than it
+NEED = " need (left)"
+
+
+def _label(column: str) -> str:
+    return column[: -len(NEED)] + "\n" + NEED.strip() if column.endswith(NEED) else column
+
+
+def fill(table: DataTable[Any], labels: list[str], rows: list[list[object]]) -> None:
+    """Replace the columns and rows, each column as wide as its widest cell or label line (as
+    `widgets.sweep_table.fill`, whose labels are one line)."""
+    table.clear(columns=True)
+    for i, label in enumerate(labels):
+        width = max([*(cell_len(line) for line in label.split("\n")), *(cell_len(str(row[i])) for row in rows)])
+        table.add_column(Text(label), width=width)
+    for cells in rows:
+        table.add_row(*cells)
 
 
 class VariantsScreen(ModalScreen[Settings | None]):
@@ -37,6 +60,8 @@ class VariantsScreen(ModalScreen[Settings | None]):
     VariantsScreen #variants-error { height: auto; color: $error; text-style: bold; display: none; }
     VariantsScreen #variants-error.-shown { display: block; }
     VariantsScreen #variants-table { height: auto; max-height: 20; margin-top: 1; }
+    VariantsScreen #variants-detail { height: auto; color: $foreground; }
+    VariantsScreen #variants-notes { height: auto; margin-top: 1; color: $foreground-muted; }
     VariantsScreen #variants-hint { height: auto; margin-top: 1; color: $foreground; }
     """
     BINDINGS = [
@@ -53,7 +78,9 @@ class VariantsScreen(ModalScreen[Settings | None]):
         with Vertical(id="variants-box"):
             yield Static("", id="variants-status")
             yield Static("", id="variants-error")
-            yield DataTable(id="variants-table", cursor_type="row", zebra_stripes=True)
+            yield DataTable(id="variants-table", cursor_type="row", zebra_stripes=True, header_height=2)
+            yield Static("", id="variants-detail")
+            yield Static("", id="variants-notes")
             yield Static("", id="variants-hint")
             yield Footer(compact=True)
 
@@ -76,11 +103,27 @@ class VariantsScreen(ModalScreen[Settings | None]):
         error.set_class(bool(view.error), "-shown")
         table = self.query_one("#variants-table", DataTable)
         best = view.best
-        fill(table, list(view.columns), [self._cells(view, i) for i in range(len(view.rows))])
+        fill(table, [_label(c) for c in view.columns], [self._cells(view, i) for i in range(len(view.rows))])
         table.display = bool(view.rows)
         if view.rows:
             table.move_cursor(row=best or 0)
+        self._show_detail(table.cursor_row if view.rows else None)
+        notes = self.query_one("#variants-notes", Static)
+        notes.update(Content("\n".join(view.notes)))
+        notes.display = bool(view.rows and view.notes)
         self.query_one("#variants-hint", Static).update(Content(self._hint(view)))
+
+    @on(DataTable.RowHighlighted, "#variants-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.cursor_row)
+
+    def _show_detail(self, index: int | None) -> None:
+        """The highlighted row in words under the table (its full file name, what Enter puts in the form)."""
+        rows = self.controller.view.rows
+        detail = self.query_one("#variants-detail", Static)
+        line = rows[index].detail if index is not None and 0 <= index < len(rows) else ""
+        detail.update(Content(line))
+        detail.display = bool(line)
 
     def _cells(self, view: VariantsView, index: int) -> list[object]:
         row, variables = view.rows[index], self.app.theme_variables
@@ -101,7 +144,7 @@ class VariantsScreen(ModalScreen[Settings | None]):
         best = view.best
         lead = (f"best fit: {view.rows[best].tag or view.rows[best].path} (highlighted)" if best is not None
                 else "no file fits these devices with these flags")
-        return f"{lead} · Enter puts the highlighted file in the form · k: KV types ({kvs}) · Escape closes"
+        return f"{lead} · Enter puts it in the form · k: KV types ({kvs}) · Escape closes"
 
     def action_choose(self) -> None:
         view = self.controller.view
