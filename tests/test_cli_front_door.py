@@ -22,7 +22,7 @@ from tui.core.demo.prepare import DemoSetup
 from tui.core.gpu.profiles import PROFILES
 
 #: Commands that hand llama-server's flags through, and a model argument each accepts.
-PASSING = ("app", "plan", "serve", "probe", "sweep")
+PASSING = ("app", "plan", "serve", "probe", "sweep", "tune")
 HF_FLAGS = ["-hf", "user/repo:Q4_K_M", "-hfr", "user/repo2", "-hff", "model-Q4_K_M.gguf", "-hft", "hf_tok",
             "-mu", "http://127.0.0.1:9/m.gguf"]
 

@@ -24,14 +24,19 @@ def save_best(table: SweepTable, name: str, *, ini_path: str | Path | None = Non
     Both are checked before either is written: a name or value the INI cannot hold leaves neither
     file changed. Raises ValueError with a one-paragraph message when there is no best.
     """
-    from tui.core import presets as preset_ini
-    from tui.core.presets import profiles
-    from tui.core.config.paths import config_dir
-
     if table.best is None:
         raise ValueError("the sweep has no measured configuration yet, so there is no best to save; run it first.")
     settings = table.best_settings()
     assert settings is not None
+    return save_settings(settings, name, ini_path=ini_path)
+
+
+def save_settings(settings: Settings, name: str, *, ini_path: str | Path | None = None) -> SavedBest:
+    """`save_best` for settings chosen elsewhere (the tune's best): profile `name` and INI section `[name]`."""
+    from tui.core import presets as preset_ini
+    from tui.core.presets import profiles
+    from tui.core.config.paths import config_dir
+
     settings = Settings(**{**settings.__dict__, "port": None, "api_key": None})
     profiles.check_name(name)
     target = Path(ini_path) if ini_path is not None else config_dir() / "presets.ini"

@@ -63,8 +63,12 @@ def run_ab(
     n_predict: int | None = None,
     env: Mapping[str, str] | None = None,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    off_settings: Settings | None = None,
 ) -> MtpVerdict:
     """Measure MTP on against off with `passes` interleaved passes per side; the verdict for `workload`.
+
+    `off_settings`: the MTP-off side when it differs in more than `--spec-type` (a tune's best MTP-off
+    configuration against its best); by default `settings` with draft-mtp removed.
 
     `store`: a results store, "default" (`data_dir()/results.sqlite`) or None (nothing recorded).
     A side that cannot launch (e.g. draft-mtp on a model without MTP layers) ends the run `failed`
@@ -99,7 +103,8 @@ def run_ab(
             if cancel.is_set():
                 status = "cancelled"
                 break
-            launched = with_mtp(settings, side == "on")
+            launched = with_mtp(off_settings, False) if off_settings is not None and side == "off" else \
+                with_mtp(settings, side == "on")
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
             prog.emit("launching", f"launching MTP {side} (pass {i + 1}/{passes})", side=side, pass_index=i)
             out = backend.launch(launched, cancel)

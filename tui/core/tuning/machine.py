@@ -40,15 +40,19 @@ class Machine:
     plan: PlanCheck | None = None
     fit_search: FitSearch | None = None
     clock: Callable[[], float] = time.monotonic
+    on_launch: Callable[[Settings], None] | None = None  # told of each launch before it starts (progress)
 
 
 class CountingBackend:
-    """The machine's backend, counting and timing every launch."""
+    """The machine's backend, counting and timing every launch (and telling `on_launch` first)."""
 
-    def __init__(self, inner: Backend, clock: Callable[[], float], pace: Pace) -> None:
-        self.inner, self.clock, self.pace, self.n = inner, clock, pace, 0
+    def __init__(self, inner: Backend, clock: Callable[[], float], pace: Pace,
+                 on_launch: Callable[[Settings], None] | None = None) -> None:
+        self.inner, self.clock, self.pace, self.n, self.on_launch = inner, clock, pace, 0, on_launch
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome:
+        if self.on_launch is not None:
+            self.on_launch(settings)
         t = self.clock()
         out = self.inner.launch(settings, cancel)
         self.n += 1

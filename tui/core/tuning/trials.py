@@ -151,6 +151,22 @@ class TrialRecord:
         rec.samples = Samples.from_json(d.get("samples"))
         return rec
 
+    @classmethod
+    def from_row(cls, row: RowResult) -> TrialRecord | None:
+        """The record `to_row` stored (None for a row no tune wrote): what a resumed tune knows."""
+        finding = dict(row.finding or {})
+        t = finding.pop("tune", None)
+        if not isinstance(t, dict):
+            return None
+        ps = row.passes or []
+        samples = Samples([p.get("pp_tps") for p in ps], [p.get("tg_tps") for p in ps],  # type: ignore[misc]
+                          [p.get("acceptance") for p in ps], [p.get("e2e_s") for p in ps]) if ps else None
+        values = dict(t.get("values") or {})
+        return cls(int(t.get("number") or 0), row.key, str(t.get("memory_key") or ""), values, dict(row.settings),
+                   bool(values.get("mtp")), str(t.get("stage") or ""), t.get("status") or "ok", row.reason,
+                   t.get("failure"), row.plan, t.get("vram_mib"), t.get("fit_target"), finding or None, samples,
+                   t.get("verdict"), int(t.get("launches") or 0))
+
     def to_row(self) -> RowResult:
         """The sweep state's row for this record (medians and per-pass figures; tuner fields in `finding`)."""
         s = self.samples

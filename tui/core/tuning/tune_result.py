@@ -7,11 +7,12 @@ alone: `build_result(records, ...)` is pure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.core.probes.stats import fmt_rel, fmt_summary
+from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
 from tui.core.tuning import race
 from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
 from tui.core.tuning.workload import Workload
@@ -49,10 +50,19 @@ class TuneResult:
                 "pareto": [r.number for r in self.pareto], "records": [r.to_json() for r in self.records]}
 
 
+def fmt_seconds(s: Summary | None) -> str:
+    """Seconds per request with three significant digits (`0.0123 [0.0120-0.0131]`), `-` when missing."""
+    if s is None:
+        return "-"
+    m = abs(s.median)
+    digits = 1 if m >= 10 else 2 if m >= 1 or m == 0 else min(6, 2 - math.floor(math.log10(m)))
+    return fmt_summary(s, digits)
+
+
 def _describe(r: TrialRecord) -> str:
     vals = " ".join(f"{k}={_txt(v)}" for k, v in r.values.items())
     fit = f" fit-target={r.fit_target}" if r.fit_target is not None else ""
-    return f"#{r.number} ({vals}{fit}) at {fmt_summary(r.e2e(), 2)} s per request"
+    return f"#{r.number} ({vals}{fit}) at {fmt_seconds(r.e2e())} s per request"
 
 
 def _txt(v: Any) -> str:

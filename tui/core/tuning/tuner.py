@@ -82,7 +82,7 @@ class Tuner:
         self._known = {r.key: r for r in self.previous}
         self._mem = MemoryBook()
         self._pace = Pace()
-        self._be = CountingBackend(self.machine.backend, self.machine.clock, self._pace)
+        self._be = CountingBackend(self.machine.backend, self.machine.clock, self._pace, self.machine.on_launch)
         self._prog = Progress(0, self.on_event)
         self._t0 = 0.0
         for r in self._known.values():

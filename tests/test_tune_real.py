@@ -1,0 +1,196 @@
+"""`mtp-tune tune` against the real llama-server on the tiny MTP model (issue 21): a small space (MTP
+on/off x 2 micro-batches x 2 draft KV types) finishes in seconds with a best, a best MTP-off and the
+interleaved A/B; the report and the saved profile are written; a second run launches nothing; a
+tune stopped midway continues with only what it had not measured (its suite sized once)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tui.cli import main
+from tui.core.options.settings import Settings
+from tui.core.sweep.backend import SupervisorBackend
+from tui.core.sweep.definition import settings_key
+from tui.core.tuning.progress import TuneEvent
+from tui.core.tuning.tune_run import TuneRequest, TuneRun
+from tui.core.tuning.tune_workload import parse_workload
+
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(240)]
+
+FIXED = ["-b", "512", "-ctk", "f16", "-ctv", "f16", "-fa", "auto", "--spec-draft-n-max", "3"]
+SPACE = ["--gpus", "cpu", "--axis", "ubatch=128,256", "--axis", "draft-kv=q8_0,q4_0"]
+SUITE = """
+name = "mini"
+[[prompts]]
+name = "story"
+prompt = "Write a short story about a fox and a dog."
+n_predict = 48
+[[prompts]]
+name = "code"
+prompt = "Write a Python function that reverses a list."
+n_predict = 32
+"""
+
+
+@pytest.fixture
+def launched(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
+    """Every settings the supervisor backend launched, in order (the real launch still runs)."""
+    seen: list[Settings] = []
+    real = SupervisorBackend.launch
+
+    def spy(self: SupervisorBackend, settings: Settings, cancel: Any) -> Any:
+        seen.append(settings)
+        return real(self, settings, cancel)
+
+    monkeypatch.setattr(SupervisorBackend, "launch", spy)
+    return seen
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
+    rc = main(["tune", *argv])
+    out = capsys.readouterr()
+    return rc, json.loads(out.out), out.err
+
+
+def test_a_tune_answers_with_the_ab_saves_the_best_and_resumes(server_bin: Path, tiny_models: dict[str, Path],
+                                                              tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              launched: list[Settings]) -> None:
+    from tui.core.config.paths import config_dir
+
+    report = tmp_path / "tune.md"
+    argv = ["-m", str(tiny_models["tiny-mtp"]), *FIXED, "--workload", "64:32", *SPACE, "--ab-passes", "2",
+            "--save-best", "tiny-tuned", "--report", str(report), "--json", "--server-bin", str(server_bin)]
+    t0 = time.monotonic()
+    rc, d, err = run_cli(capsys, *argv)
+    took = time.monotonic() - t0
+    assert rc == 0, err
+    assert took < 90, took
+    res = d["result"]
+    assert d["stopped"] == "converged" and d["grid_size"] == 6 and d["ctx"] == 256
+    assert res["best"] is not None and res["best_mtp_off"] is not None and res["best_mtp_on"] is not None
+    search = res["launches"]
+    assert 2 <= search <= d["grid_size"]  # a search: at most the grid's launches (here usually fewer)
+    assert d["launches_this_run"] == search + 4 == len(launched)  # and the A/B's 2 x 2 passes
+    for r in res["records"]:
+        assert r["plan"]["message"].startswith("exact (llama.cpp)")  # every launched candidate planned exactly
+        assert r["settings"]["ctx_size"] == 256 and r["settings"]["batch_size"] == 512
+    ab = d["ab"]
+    assert ab["status"] == "complete" and ab["label"] in ("mtp_wins", "mtp_loses", "inconclusive")
+    assert ab["on"]["passes"] == ab["off"]["passes"] == 2 and ab["on"]["acceptance"]["median"] == pytest.approx(1.0)
+    assert d["break_even"]["wins"] in ("above", "below", "always", "never")
+    # The A/B ran the best MTP-on and the best MTP-off configurations, interleaved.
+    on = next(r for r in res["records"] if r["number"] == res["best_mtp_on"])
+    off = next(r for r in res["records"] if r["number"] == res["best_mtp_off"])
+    ab_launches = [settings_key(s) for s in launched[-4:]]
+    assert [s.mtp_enabled for s in launched[-4:]] == [False, True, False, True]
+    assert ab_launches[0] == off["key"] and ab_launches[1] == on["key"]
+    md = report.read_text()
+    assert "## Trials" in md and "Interleaved A/B" in md and "Break-even output length" in md
+    assert all(f"\n| {r['number']}" in md for r in res["records"])
+    ini = (config_dir() / "presets.ini").read_text()
+    assert "[tiny-tuned]" in ini and (config_dir() / "profiles" / "tiny-tuned.toml").is_file()
+    best = next(r for r in res["records"] if r["number"] == res["best"])
+    assert f"ubatch-size = {best['settings']['ubatch_size']}" in ini
+
+    # The same command again: everything is known, nothing is launched, the answer is the same.
+    before = len(launched)
+    rc2, d2, err2 = run_cli(capsys, *argv)
+    assert rc2 == 0, err2
+    assert len(launched) == before and d2["launches_this_run"] == 0 and d2["tune_id"] == d["tune_id"]
+    assert d2["result"]["best"] == res["best"] and d2["ab"]["samples"] == ab["samples"]
+    assert all(r["resumed"] for r in d2["result"]["records"])
+    assert d2["launches_total"] == d["launches_total"]
+
+
+def test_a_stopped_tune_continues_with_what_it_had_not_measured(server_bin: Path, tiny_models: dict[str, Path],
+                                                                tmp_path: Path, launched: list[Settings]) -> None:
+    from tui.core.planning.devices import devices_now
+    from tui.core.tuning.space import Floors
+
+    suite = tmp_path / "mini.toml"
+    suite.write_text(SUITE)
+    base = Settings(model=str(tiny_models["tiny-mtp"]), batch_size=512, cache_type_k="f16", cache_type_v="f16",
+                    flash_attn="auto", spec_draft_n_max=3, parallel=1, threads=1)
+
+    def request() -> TuneRequest:
+        return TuneRequest(base, parse_workload(str(suite)), server_bin, Floors(),
+                           {"ubatch": (128, 256), "draft-kv": ("q8_0", "q4_0")}, "cpu", ab_passes=0)
+
+    events: list[TuneEvent] = []
+    first = TuneRun(request(), devices=devices_now("cpu"))
+
+    def stop_after_two(ev: TuneEvent) -> None:
+        events.append(ev)
+        if ev.kind == "trial" and ev.trial.measured and len([e for e in events if e.kind == "trial"]) >= 2:
+            first.stop()
+
+    first.on_event = stop_after_two
+    out1 = first.run()
+    assert out1.result.stopped == "cancelled" and out1.workload.label == "mini"
+    assert launched[0].ctx_size == 512 and not launched[0].mtp_enabled  # the sizing launch (the suite's tokens)
+    assert 40 < out1.workload.in_tokens < 200 and out1.workload.out_tokens == 40 and out1.space.ctx == 256
+    kept = {r.key for r in out1.result.records[:2]}
+    assert any("sized" == e.kind for e in events) and "no A/B yet" in out1.ab_note
+    n1 = len(launched)
+
+    second = TuneRun(request(), devices=devices_now("cpu"))
+    assert second.tune_id == first.tune_id
+    out2 = second.run()
+    assert out2.result.stopped == "converged" and out2.result.best is not None
+    again = [settings_key(s) for s in launched[n1:]]
+    assert again and not kept & set(again)  # nothing measured before is launched again, no sizing either
+    assert all(s.ctx_size == 256 for s in launched[n1:])
+    assert {r.key for r in out2.result.records if r.resumed} == kept
+    assert out2.launches == len(again) and out2.launches_total == n1 + len(again)
+
+
+def _servers_of(model: Path) -> list[int]:
+    """Pids of llama-server processes started for `model` (a path no other test uses)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"llama-server") and str(model).encode() in argv:
+                out.append(int(d.name))
+    return out
+
+
+def test_ctrl_c_stops_the_server_and_keeps_what_was_finished(server_bin: Path, tiny_models: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    model = tmp_path / "ctrl-c-tiny.gguf"
+    shutil.copy(tiny_models["tiny-mtp"], model)
+    p = subprocess.Popen([sys.executable, "-m", "tui.cli", "tune", "-m", str(model), *FIXED, "--workload", "64:3000",
+                          *SPACE, "--server-bin", str(server_bin)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True, env=dict(os.environ), start_new_session=True)
+    try:
+        assert p.stderr is not None
+        for line in p.stderr:  # the first candidate's launch line (the process is bounded by the test timeout)
+            if "launch 1:" in line:
+                break
+        deadline = time.monotonic() + 60
+        while not _servers_of(model) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling for the child to appear, not synchronising on a duration
+        assert _servers_of(model), "the tune never started its server"
+        os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    assert p.returncode == 130, err
+    assert "stopping; finished trials are kept" in err and "Cancelled" in out
+    assert _servers_of(model) == []  # no orphan

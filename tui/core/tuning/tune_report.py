@@ -1,0 +1,197 @@
+"""The Markdown report of a tune: the answer, the best and the best MTP-off side by side with their
+spread, the interleaved A/B verdict, the break-even output length, and every trial.
+
+Pure: built from the records (`TuneResult`) and a few facts about the run, so a resumed tune, the
+CLI and a test render the same report. A trial's settings are the values it was given on the
+searched axes (plus the fit-target it found): everything else is the fixed flags, listed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.core.probes.breakeven import BreakEven, break_even
+from tui.core.probes.stats import Summary, fmt_summary
+from tui.core.tuning.trials import TrialRecord
+from tui.core.tuning.tune_result import TuneResult, fmt_seconds
+from tui.core.tuning.verdict import MtpVerdict
+from tui.core.tuning.workload import Workload
+
+SHORT = {"draft-n-max": "n-max", "ubatch": "ub", "batch": "b", "draft-kv": "dkv", "flash-attn": "fa",
+         "n-cpu-moe": "ncmoe", "threads": "t"}
+
+
+@dataclass
+class ReportFacts:
+    """What the report says about the run besides its records."""
+
+    model: str
+    workload: Workload
+    hardware: str = ""
+    fixed: str = ""  # the fixed llama-server flags, as an argv line
+    axes: Sequence[tuple[str, Sequence[Any]]] = ()  # the searched axes and their values
+    ctx: int | None = None
+    tune_id: str = ""
+    ab: MtpVerdict | None = None
+    ab_note: str = ""
+    launches: int | None = None  # this run: sizing, trials and the A/B (the result counts the search's only)
+    launches_total: int | None = None
+    notes: Sequence[str] = field(default_factory=list)
+
+
+def _v(v: Any) -> str:
+    return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
+
+
+def settings_text(r: TrialRecord) -> str:
+    """The searched values of a trial (`ub=512 dkv=q4_0`), MTP apart, and its fit-target."""
+    parts = [f"{SHORT.get(k, k)}={_v(v)}" for k, v in r.values.items() if k != "mtp"]
+    if r.fit_target is not None:
+        parts.append(f"fitt={r.fit_target}")
+    return " ".join(parts) or "-"
+
+
+def _med(s: Summary | None, digits: int = 1) -> str:
+    return "-" if s is None else f"{s.median:.{digits}f}"
+
+
+def _range(s: Summary | None, digits: int = 1) -> str:
+    return fmt_summary(s, digits)
+
+
+def _spread(s: Summary | None) -> str:
+    return "-" if s is None or s.n < 2 else f"{s.spread:.1%}"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _plan(r: TrialRecord) -> str:
+    """`ok (exact) 3 MiB`: the verdict, whose figures (llama.cpp's dry run or the estimate), device need."""
+    if not r.plan:
+        return "-"
+    src = "exact" if str(r.plan.get("message") or "").startswith("exact") else "estimate"
+    vram = f" {r.vram_mib:.0f} MiB" if r.vram_mib is not None else ""
+    return f"{r.plan.get('risk')} ({src}){vram}"
+
+
+def _acc(r: TrialRecord) -> str:
+    s = r.samples.summary("acceptance") if r.samples else None
+    return "-" if s is None else f"{s.median:.2f}"
+
+
+def trial_table(records: Sequence[TrialRecord], marks: dict[int, str] | None = None) -> list[str]:
+    """Every trial: settings, plan verdict, status, PP, TG, acceptance, time per request, why."""
+    marks = marks or {}
+    out = ["| # | MTP | settings (besides the fixed flags) | stage | plan | status | PP t/s | TG t/s | accept | "
+           "s/request | launches | why |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        s = r.samples
+        pp = s.summary("pp_tps") if s else None
+        tg = s.summary("tg_tps") if s else None
+        status = r.status + (f" ({r.failure})" if r.failure else "") + (" (saved)" if r.resumed else "")
+        mark = marks.get(r.number, "")
+        out.append("| " + " | ".join(_cell(c) for c in (
+            f"{r.number}{' ' + mark if mark else ''}", _v(r.mtp), settings_text(r), r.stage, _plan(r), status,
+            _range(pp), _range(tg), _acc(r), fmt_seconds(r.e2e()), r.launches, r.reason or "")) + " |")
+    return out
+
+
+def side_by_side(result: TuneResult) -> list[str]:
+    """The best and the best MTP-off (and the best MTP-on when it is neither) with their spread."""
+    rows: list[tuple[str, TrialRecord]] = []
+    if result.best is not None:
+        rows.append(("best", result.best))
+    if result.best_mtp_off is not None and result.best_mtp_off is not result.best:
+        rows.append(("best MTP off", result.best_mtp_off))
+    if result.best_mtp_on is not None and result.best_mtp_on is not result.best:
+        rows.append(("best MTP on", result.best_mtp_on))
+    if not rows:
+        return ["Nothing was measured."]
+    out = ["| | # | MTP | settings | s/request | spread | PP t/s | TG t/s | accept | planned VRAM |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        s = r.samples
+        vram = f"{r.vram_mib:.0f} MiB" if r.vram_mib is not None else "-"
+        out.append("| " + " | ".join(_cell(c) for c in (
+            name, r.number, _v(r.mtp), settings_text(r), fmt_seconds(r.e2e()), _spread(r.e2e()),
+            _range(s.summary("pp_tps") if s else None), _range(s.summary("tg_tps") if s else None), _acc(r), vram)) + " |")
+    return out
+
+
+def tune_break_even(result: TuneResult, workload: Workload, ab: MtpVerdict | None) -> BreakEven | None:
+    """From the A/B when it ran (interleaved: the better evidence), else from the tune's medians."""
+    if ab is not None:
+        return ab.break_even
+    on, off = result.best_mtp_on, result.best_mtp_off
+    if on is None or off is None:
+        return None
+    return break_even(round(workload.in_tokens), off.median("pp_tps"), off.median("tg_tps"), on.median("pp_tps"),
+                      on.median("tg_tps"))
+
+
+def render_report(result: TuneResult, facts: ReportFacts) -> str:
+    w = facts.workload
+    lines = [f"# mtp-tune tune: {facts.model}", ""]
+    head = [f"Workload: **{w.label}** ({w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request on "
+            f"average, the longest {w.longest})"]
+    if facts.ctx is not None:
+        head.append(f"context {facts.ctx or 'the training context'}")
+    if facts.hardware:
+        head.append(f"hardware: {facts.hardware}")
+    lines += ["; ".join(head) + ".", ""]
+    if facts.fixed:
+        lines += [f"Fixed flags: `{facts.fixed}`", ""]
+    if facts.axes:
+        lines += ["Searched: " + "; ".join(f"{n} {', '.join(_v(v) for v in vals)}" for n, vals in facts.axes) + ".", ""]
+    total = f" ({facts.launches_total} over every run of this tune)" if facts.launches_total is not None else ""
+    run = facts.launches if facts.launches is not None else result.launches
+    lines += [f"Stopped: **{result.stopped}** after {run} launches this run{total}, {result.launches} of them for "
+              f"the search, "
+              f"{len(result.records)} candidates considered of {result.grid_size} in the grid, "
+              f"{result.elapsed_s:.0f} s." + (f" Tune id `{facts.tune_id}`." if facts.tune_id else ""), ""]
+    lines += ["## Answer", "", result.message, ""]
+    lines += side_by_side(result) + [""]
+    lines += ["## MTP on against off", ""]
+    if facts.ab is not None:
+        lines += [f"Interleaved A/B, {facts.ab_note}: **{facts.ab.label}**. {facts.ab.answer}", ""]
+    elif facts.ab_note:
+        lines += [facts.ab_note[:1].upper() + facts.ab_note[1:], ""]
+    be = tune_break_even(result, w, facts.ab)
+    if be is not None:
+        src = "the A/B" if facts.ab is not None else "the tune's medians"
+        lines += [f"Break-even output length (from {src}): {be.text()}", ""]
+    if result.pareto:
+        lines += ["PP-vs-TG front (no other trial is faster at both): "
+                  + ", ".join(f"#{r.number}" for r in result.pareto) + ".", ""]
+    marks: dict[int, str] = {r.number: "~" for r in result.same_as_best}
+    for name, r in (("off", result.best_mtp_off), ("on", result.best_mtp_on)):
+        if r is not None:
+            marks[r.number] = f"best {name}"
+    if result.best is not None:
+        marks[result.best.number] = "**best**"
+    lines += ["## Trials", ""] + trial_table(result.records, marks) + [""]
+    if facts.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in facts.notes] + [""]
+    return "\n".join(lines)
+
+
+def facts_from(outcome: Any, base: Any) -> ReportFacts:
+    """The report's facts from a `tune_run.TuneOutcome` and the fixed `Settings`."""
+    from pathlib import Path
+
+    from tui.core.options.argv import command_line, settings_to_argv
+
+    sp = outcome.space
+    axes: list[tuple[str, Sequence[Any]]] = [("mtp", sp.branches)] if len(sp.branches) > 1 else []
+    axes += [(a.name, a.values) for a in sp.axes]
+    fixed = command_line([a for a in settings_to_argv(base, redact=True)])
+    notes = list(outcome.notes)
+    if not outcome.fit_searched:
+        notes.append("No --fit-target was searched: " + ("it is a fixed flag." if sp.fit_fixed else
+                                                         "the candidates do not run on a real GPU or RPC device."))
+    return ReportFacts(Path(str(base.model or "")).name, outcome.workload, outcome.hardware, fixed, axes, sp.ctx,
+                       outcome.tune_id, outcome.ab, outcome.ab_note, outcome.launches, outcome.launches_total, notes)

@@ -1,0 +1,328 @@
+"""`mtp-tune tune` on the real machine: the tuner's injected callables made of the existing pieces.
+
+* launches: the sweep's `SupervisorBackend` (ready, then a first decode of the workload's longest
+  prompt), one supervisor for the whole tune, so every child is stopped on exit, Ctrl-C or SIGTERM;
+* measure: the probe runner over the workload (`tune_workload`), one stored run per call, its
+  complete passes as the tuner's per-pass samples;
+* plan: `sweep.planning.plan_check(exact=True)`: llama.cpp's own dry run for every candidate that
+  gets this far (simulated GPUs played by loopback stand-ins), the estimate where it cannot run;
+* fit-target: `searches.smallest_fit_target`, only where `--fit` has real device memory to act on
+  (GPUs NVML sees, or `--rpc` servers). Simulated GPUs (`--gpus`) are planned against, but the
+  candidates run on this machine's CPU backend, which never runs out of device memory, so a
+  search there would only walk down to 0 MiB and prove nothing: none is run;
+* resume: `tune_state` (the sweep's state file) saved after every record;
+* the answer's last step: `ab.run_ab` between the best MTP-on and the best MTP-off configuration,
+  interleaved, kept in the state too.
+
+`TuneRun.run()` blocks; `stop()` from any thread ends it between steps (a launch within 0.2 s, a
+probe within its 50 ms poll), with every finished record kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tui.core.options.settings import Settings
+from tui.core.sweep.backend import DEFAULT_READY_TIMEOUT, SupervisorBackend
+from tui.core.sweep.definition import settings_from_json
+from tui.core.sweep.state import StateError
+from tui.core.tuning import race
+from tui.core.tuning.progress import EventFn, TuneEvent
+from tui.core.tuning.space import Floors, Space, SpaceError, space_for_model
+from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
+from tui.core.tuning.tune_result import TuneResult, fmt_seconds
+from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_definition, tune_id
+from tui.core.tuning.tune_measure import Measure, make_prober
+from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
+from tui.core.tuning.tuner import TuneOptions, Tuner
+from tui.core.tuning.machine import Machine
+from tui.core.tuning.verdict import MtpVerdict
+from tui.core.tuning.workload import Workload
+
+
+T = TypeVar("T")
+
+
+class TuneError(RuntimeError):
+    """The tune cannot start or go on (a flag, the sizing launch, the state file); one paragraph."""
+
+
+@dataclass
+class TuneRequest:
+    """Everything `mtp-tune tune` was given, validated."""
+
+    base: Settings  # the fixed flags (every flag the user gave), through the one validator
+    workload: WorkloadSpec
+    server_bin: Path
+    floors: Floors = field(default_factory=Floors)
+    values: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # axis -> values searched
+    gpus: str | None = None  # --gpus SPEC (simulated), None: the real devices
+    budget_s: float | None = None
+    ab_passes: int = 3
+    fresh: bool = False
+    ready_timeout: float = DEFAULT_READY_TIMEOUT
+    state_root: Path | None = None
+    options: TuneOptions = field(default_factory=TuneOptions)
+
+
+@dataclass
+class TuneOutcome:
+    tune_id: str
+    result: TuneResult
+    space: Space
+    workload: Workload
+    ab: MtpVerdict | None
+    ab_note: str  # why there is no A/B, or where it came from
+    launches: int  # this run: sizing, trials (fit searches included) and the A/B
+    launches_total: int  # over every run of this tune
+    elapsed_s: float
+    hardware: str
+    fit_searched: bool
+    state_path: Path | None
+    notes: list[str] = field(default_factory=list)
+
+    def settings_of(self, rec: TrialRecord | None) -> Settings | None:
+        """What a record launched, unredacted (the fit-target it found included)."""
+        return launch_settings(self.space, rec) if rec is not None else None
+
+
+def launch_settings(space: Space, rec: TrialRecord) -> Settings:
+    c = space.point({k: v for k, v in rec.values.items() if k != "mtp"}, rec.mtp)
+    s = c.settings if c.key == rec.key else settings_from_json(rec.settings)
+    return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
+
+
+def real_offload(devices: Any, gpus: str | None) -> bool:
+    """True when `--fit` has real device memory to act on: RPC servers, or GPUs NVML sees."""
+    devs = list(getattr(devices, "devices", ()))
+    return any(d.remote for d in devs) or (gpus is None and any(not d.remote for d in devs))
+
+
+def expected_trials(space: Space) -> int:
+    """About how many candidates a search considers: each side's start and one walk of every axis."""
+    return sum(1 + sum(len(a.values) - 1 for a in space.axes_for(m)) for m in space.branches)
+
+
+class TuneRun:
+    """One run of a tune (resuming the saved one with the same id unless `fresh`)."""
+
+    def __init__(self, req: TuneRequest, *, devices: Any = None, store: Any = None,
+                 on_event: EventFn | None = None) -> None:
+        from tui.core.planning.devices import devices_now
+
+        self.req, self.store, self.on_event = req, store, on_event
+        self.devices = devices if devices is not None else devices_now(req.gpus, list(req.base.rpc))
+        self.definition = tune_definition(req.base, req.workload, req.floors, req.values,
+                                          hardware_identity(self.devices, req.gpus), rungs=req.options.rungs,
+                                          strategy=req.options.strategy)
+        self.tune_id = tune_id(self.definition)
+        self.cancel = threading.Event()
+        self.launches = 0
+        self._t0 = time.monotonic()
+        self._tuner: Tuner | None = None
+        self._space: Space | None = None
+        self._error: Exception | None = None
+
+    def stop(self) -> None:
+        self.cancel.set()
+
+    def emit(self, kind: str, message: str, **kw: Any) -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(TuneEvent(kind, self._done(), 0, round(time.monotonic() - self._t0, 3), kw.pop("eta_s", None),
+                                        message, **kw))
+            except Exception:  # noqa: BLE001 - a broken progress printer must not stop the tune
+                pass
+
+    def _done(self) -> float:
+        return float(len(self._tuner.records)) if self._tuner is not None else 0.0
+
+    def run(self) -> TuneOutcome:
+        try:
+            st = TuneState.open(self.definition, root=self.req.state_root, fresh=self.req.fresh)
+            st.lock()
+        except StateError as e:
+            raise TuneError(str(e)) from None
+        backend = SupervisorBackend(self.req.server_bin, ready_timeout=self.req.ready_timeout)
+        try:
+            return self._run(st, backend)
+        finally:
+            backend.close()
+            try:
+                st.save()
+            finally:
+                st.unlock()
+
+    # ------------------------------------------------------------------ steps
+
+    def _launched(self, st: TuneState, what: str) -> None:
+        self.launches += 1
+        st.add_launches(1)
+        self.emit("launching", f"launch {self.launches}: {what}")
+
+    def _sizing(self, st: TuneState, backend: SupervisorBackend, why: str, fn: Callable[[str], T]) -> T:
+        """`fn(url)` against the lightest launch of the model (its tokenizer is all it is for)."""
+        self._launched(st, why)
+        out = backend.launch(sizing_settings(self.req.base), self.cancel)
+        try:
+            if out.cancelled:
+                raise TuneError("cancelled while sizing the workload; nothing was tuned yet.")
+            if not out.ok:
+                raise TuneError(f"the sizing launch (the model alone, no MTP, nothing offloaded) failed: {out.reason}")
+            try:
+                return fn(out.url or "")
+            except WorkloadError as e:
+                raise TuneError(f"the workload could not be sized: {e}") from None
+        finally:
+            backend.stop()
+
+    def _workload(self, st: TuneState, backend: SupervisorBackend) -> Workload:
+        spec = self.req.workload
+        if spec.shape is not None:
+            return spec.shape
+        known = st.workload()
+        if known is not None:
+            return known
+        suite = spec.suite
+        assert suite is not None
+        w = self._sizing(st, backend, "sizing the suite with the model's tokenizer",
+                         lambda url: count_suite(url, suite, api_key=self.req.base.api_key))
+        st.set_workload(w)
+        st.save()
+        self.emit("sized", f"workload {w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per "
+                           f"request on average, the longest {w.longest} tokens")
+        return w
+
+    def _run(self, st: TuneState, backend: SupervisorBackend) -> TuneOutcome:
+        from tui.core.planning.gguf_reader import read_gguf
+        from tui.core.sweep.planning import plan_check
+        from tui.core.tuning.searches import smallest_fit_target
+
+        req = self.req
+        workload = self._workload(st, backend)  # before the first-decode prompt: the sizing launch has a small context
+        first = req.workload.first_decode()
+        if first is not None:
+            backend.first_decode_messages = [dict(m) for m in first.messages] if first.messages else None
+            backend.first_decode_prompt = first.raw
+        try:
+            space = space_for_model(req.base, read_gguf(str(req.base.model)), workload, floors=req.floors,
+                                    values=req.values or None)
+        except (SpaceError, ValueError, OSError) as e:
+            raise TuneError(str(e)) from None
+        self._space = space
+        fit = real_offload(self.devices, req.gpus) and not space.fit_fixed
+        notes = list(space.notes)
+        if req.gpus not in (None, "cpu") and not fit:
+            notes.append(f"--gpus {req.gpus}: candidates are planned against the simulated GPUs but run on this machine, "
+                         "which cannot run out of their memory, so no --fit-target is searched.")
+        measure = Measure(req.workload, backend, st, self.store, tune_id=self.tune_id, cancel=self.cancel)
+        if fit and measure.text is None and req.workload.shape is not None:
+            # On a GPU the fit-target search's first decodes must see the workload's own prompt.
+            self._sizing(st, backend, "cutting the workload's prompt with the model's tokenizer",
+                         lambda url: measure.suite(url, req.base.api_key))
+        machine = Machine(backend, measure, plan_check(req.gpus, exact=True, server_bin=req.server_bin),
+                          (lambda s, be, ev: smallest_fit_target(s, backend=be, cancel=ev)) if fit else None,
+                          on_launch=lambda s: self._launched(st, _brief(s)))
+        previous = st.previous()
+        resumed = len(previous)
+        tuner = self._tuner = Tuner(space, workload, machine, replace(req.options, budget_s=req.budget_s),
+                                    previous=previous, on_event=lambda ev: self._on_trial(st, ev), cancel=self.cancel)
+        self.emit("started", f"tune {self.tune_id}: {len(space.grid())} configurations, context {space.ctx}, "
+                             f"{resumed} already known" + ("" if fit else "; no --fit-target search (no real GPU)"))
+        result = tuner.run()
+        if self._error is not None:
+            raise TuneError(str(self._error))
+        ab, ab_note = self._ab(st, backend, space, workload, result, measure)
+        st.save()
+        return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.state.launches,
+                           time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes)
+
+    def _on_trial(self, st: TuneState, ev: TuneEvent) -> None:
+        if ev.kind != "trial" or ev.trial is None:
+            return
+        rec: TrialRecord = ev.trial
+        if not (self.cancel.is_set() and rec.launches and not rec.resumed):  # a trial cut short runs again
+            try:
+                st.record(rec)
+                st.save()
+            except StateError as e:
+                self._error = e
+                self.cancel.set()
+        self.emit("trial", f"{ev.message}  |  {self.status_line()}", trial=rec, eta_s=self.eta())
+
+    def status_line(self) -> str:
+        recs = self._tuner.records if self._tuner is not None else []
+        measured = sum(1 for r in recs if r.status in MEASURED)
+        pruned = sum(1 for r in recs if r.status in PRUNED)
+        failed = sum(1 for r in recs if r.status == "failed")
+        best, _ = race.choose(recs, self.req.options.rungs)
+        b = "none yet" if best is None else f"#{best.number} {fmt_seconds(best.e2e())} s/request"
+        if best is not None and best.e2e() is not None and best.e2e().n > 1:  # type: ignore[union-attr]
+            b += f" (spread {best.e2e().spread:.1%})"  # type: ignore[union-attr]
+        eta = self.eta()
+        return (f"{len(recs)} trials: {measured} measured, {pruned} pruned, {failed} failed; best {b}; "
+                f"{self.launches} launches" + (f"; ETA ~{eta:.0f}s" if eta is not None else ""))
+
+    def eta(self) -> float | None:
+        """Seconds left, roughly: the candidates a search usually considers, at this run's pace."""
+        if self._tuner is None or self._space is None:
+            return None
+        recs = self._tuner.records
+        new = [r for r in recs if not r.resumed]
+        spent = sum(r.seconds for r in new)
+        if not new or spent <= 0:
+            return None
+        left = max(0, expected_trials(self._space) - len(recs)) * spent / len(new)
+        if self.req.budget_s is not None:
+            left = min(left, max(0.0, self.req.budget_s - (time.monotonic() - self._t0)))
+        return round(left, 1)
+
+    def _ab(self, st: TuneState, backend: SupervisorBackend, space: Space, workload: Workload, result: TuneResult,
+            measure: Measure) -> tuple[MtpVerdict | None, str]:
+        from tui.core.tuning.ab import run_ab
+
+        on, off, n = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes
+        if result.stopped in ("cancelled", "budget"):
+            return None, f"no A/B yet: the tune {'was cancelled' if result.stopped == 'cancelled' else 'ran out of budget'}; " \
+                         "run the same command again to continue."
+        if on is None or off is None:
+            return None, "no A/B: " + ("no MTP-on configuration was measured." if on is None else
+                                       "no MTP-off configuration was measured.")
+        if n <= 0:
+            return None, "no A/B (--ab-passes 0)."
+        known = st.ab(on.key, off.key, n)
+        if known is not None:
+            return known, f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
+        try:
+            suite = measure.suite(None, self.req.base.api_key)
+        except WorkloadError as e:
+            return None, f"no A/B: {e}."
+        self.emit("ab", f"final step: MTP on #{on.number} against MTP off #{off.number}, {n} interleaved passes each")
+
+        def on_ab(ev: TuneEvent) -> None:
+            if ev.kind == "launching":
+                self.launches += 1
+                st.add_launches(1)
+            if ev.kind in ("launching", "pass_done", "launch_failed"):
+                self.emit("ab", f"A/B: {ev.message}", eta_s=ev.eta_s)
+
+        v = run_ab(launch_settings(space, on), suite, (round(workload.in_tokens), round(workload.out_tokens)), n,
+                   backend=backend, prober=make_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
+                   cancel=self.cancel, store=self.store, off_settings=launch_settings(space, off))
+        if v.status == "complete":
+            st.set_ab(on.key, off.key, n, v)
+        return v, f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
+
+
+def _brief(s: Settings) -> str:
+    parts = ["MTP" + (f" n{s.spec_draft_n_max}" if s.spec_draft_n_max else "") if s.mtp_enabled else "no MTP"]
+    for flag, v in (("-ub", s.ubatch_size), ("-b", s.batch_size), ("-ctk", s.cache_type_k), ("-ctkd", s.cache_type_k_draft),
+                    ("-fa", s.flash_attn), ("-ncmoe", s.n_cpu_moe), ("-fitt", s.fit_target[0] if s.fit_target else None)):
+        if v is not None:
+            parts.append(f"{flag} {v}")
+    return " ".join(parts)
