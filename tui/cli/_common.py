@@ -119,3 +119,25 @@ def names_a_model(server_args: Sequence[str]) -> bool:
     from tui.core.options import reader
 
     return any(reader.values(list(server_args), name) for name in MODEL_OPTIONS)
+
+
+def server_or_fail(server_bin: str | None) -> Any:
+    """The llama-server a command runs (`provision.ensure_server`: built on first use, its progress on
+    stderr), or an exit code after the one-sentence reason it cannot be had."""
+    from tui.core.server.provision import ProvisionError, ensure_server
+
+    try:
+        return ensure_server(server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
+                                                                 file=sys.stderr, flush=True))
+    except ProvisionError as exc:
+        return fail(str(exc))
+
+
+def store_or_fail(db: str | None) -> Any:
+    """The results store a command writes (`results.store.open_store`), or an exit code after its reason."""
+    from tui.core.results.store import StoreError, open_store
+
+    try:
+        return open_store(db)
+    except StoreError as exc:
+        return fail(str(exc))

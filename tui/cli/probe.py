@@ -15,7 +15,10 @@ import sys
 import threading
 from typing import Any
 
-from tui.cli._common import ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json
+from tui.cli._common import (
+    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
+    store_or_fail,
+)
 from tui.core.probes.run_types import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
@@ -67,7 +70,6 @@ def _progress_printer(enabled: bool) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from tui.core.probes.session import probe_attached, probe_launched
-    from tui.core.results.store import StoreError, open_store
 
     server_args: list[str] = list(args.server_args)
     if args.url and server_args:
@@ -89,10 +91,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     except ValueError as exc:
         return fail(f"{exc}.")
-    try:
-        store = open_store(args.db)
-    except StoreError as exc:
-        return fail(str(exc))
+    store = store_or_fail(args.db)
+    if isinstance(store, int):
+        return store
     cancel = threading.Event()
     progress = _progress_printer(True)
     try:
@@ -100,13 +101,9 @@ def run(args: argparse.Namespace) -> int:
             result = probe_attached(args.url, suite, config, store=store, label=args.label, api_key=args.api_key,
                                     simulate=args.simulate, server_pid=args.server_pid, progress=progress, cancel=cancel)
         else:
-            from tui.core.server.provision import ProvisionError, ensure_server
-
-            try:
-                found = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
-                                                                                  file=sys.stderr, flush=True))
-            except ProvisionError as exc:
-                return fail(str(exc))
+            found = server_or_fail(args.server_bin)
+            if isinstance(found, int):
+                return found
             result = probe_launched(found.path, server_args, suite, config, store=store, label=args.label,
                                     simulate=args.simulate, ready_timeout=args.ready_timeout, progress=progress,
                                     cancel=cancel)

@@ -20,12 +20,11 @@ from collections.abc import Callable
 from typing import Any
 
 from tui.core.options import reader
-from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server
+from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server, server_or_fail
 from tui.core.options.settings import Settings
 from tui.core.server.download import describe, file_name
 from tui.core.server.download_watch import Downloads
 from tui.core.server.failures import Failure
-from tui.core.server.provision import ProvisionError, ensure_server
 from tui.core.server.events import LogLine, ServerState, StateEvent
 from tui.core.server.supervisor import Supervisor, SupervisorError
 
@@ -109,11 +108,9 @@ def run(args: argparse.Namespace) -> int:
         settings = check_server_args(server_args, base=Settings(metrics=False))
     except ServerArgsError as e:
         return fail(str(e))
-    try:
-        server = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
-                                                                          file=sys.stderr, flush=True))
-    except ProvisionError as e:
-        return fail(str(e))
+    server = server_or_fail(args.server_bin)
+    if isinstance(server, int):
+        return server
     sup = Supervisor(server.path, settings, ready_timeout=args.ready_timeout, stop_grace=args.stop_grace,
                      router_model=args.router_model, keep_llama_env=args.keep_llama_env)
     t0 = time.monotonic()

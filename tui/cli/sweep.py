@@ -25,7 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tui.cli._common import ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json
+from tui.cli._common import (
+    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
+    store_or_fail,
+)
 
 COMMAND = "sweep"
 HELP = "run a grid of configurations (--axis NAME=V1,V2) and report the best (-m FILE [llama-server flags])"
@@ -151,19 +154,12 @@ def run(args: argparse.Namespace) -> int:
     model = base_settings.model
     if model and not Path(model).expanduser().is_file():
         return fail(f"the model file {model} does not exist (or is not a file); check the path given to -m.")
-    from tui.core.server.provision import ProvisionError, ensure_server
-
-    try:
-        found = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
-                                                                          file=sys.stderr, flush=True))
-    except ProvisionError as e:
-        return fail(str(e))
-    from tui.core.results.store import StoreError, open_store
-
-    try:
-        store = open_store(args.db)
-    except StoreError as e:
-        return fail(str(e))
+    found = server_or_fail(args.server_bin)
+    if isinstance(found, int):
+        return found
+    store = store_or_fail(args.db)
+    if isinstance(store, int):
+        return store
     progress = ProgressLine()
     t0 = time.monotonic()
     try:

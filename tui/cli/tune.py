@@ -27,7 +27,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tui.cli._common import ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json
+from tui.cli._common import (
+    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
+    store_or_fail,
+)
 
 COMMAND = "tune"
 HELP = "search the best configuration for a workload, MTP on and off (-m FILE --workload tasks|IN:OUT [flags])"
@@ -209,21 +212,16 @@ def run(args: argparse.Namespace) -> int:
         return prepared
     base, spec, floors, values, budget, ds = prepared
     from tui.core.server.process import install_cleanup
-    from tui.core.server.provision import ProvisionError, ensure_server
 
     install_cleanup()  # on the main thread: SIGTERM/SIGHUP stop the servers the worker starts
-    try:
-        found = ensure_server(args.server_bin, progress=lambda ev: print(f"[build] {ev.phase}: {ev.message}",
-                                                                          file=sys.stderr, flush=True))
-    except ProvisionError as e:
-        return fail(str(e))
-    from tui.core.results.store import StoreError, open_store
+    found = server_or_fail(args.server_bin)
+    if isinstance(found, int):
+        return found
     from tui.core.tuning.tune_run import TuneError, TuneRequest, TuneRun
 
-    try:
-        store = open_store(args.db)
-    except StoreError as e:
-        return fail(str(e))
+    store = store_or_fail(args.db)
+    if isinstance(store, int):
+        return store
     req = TuneRequest(base, spec, Path(found.path), floors, values, args.gpus, budget, args.ab_passes, args.fresh,
                       args.ready_timeout)
     tr = TuneRun(req, devices=ds, store=store, on_event=_progress)
