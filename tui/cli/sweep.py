@@ -170,24 +170,26 @@ def run(args: argparse.Namespace) -> int:
         store.close()
         return fail(str(e))
     box: dict[str, Any] = {}
+    done = threading.Event()  # waited on, not Thread.join: a join interrupted by Ctrl-C can return early after
 
     def work() -> None:
         try:
             box["outcome"] = sweep.run()
         except BaseException as e:  # handed to the main thread
             box["error"] = e
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=work, name="sweep", daemon=True)
-    worker.start()
+    threading.Thread(target=work, name="sweep", daemon=True).start()
     interrupted = False
     try:
-        while worker.is_alive():
-            worker.join(0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         interrupted = True
         sweep.cancel()
         print("\nmtp-tune: stopping; finished rows are kept (run the same command to continue) ...", file=sys.stderr, flush=True)
-        worker.join(30.0)
+        done.wait(30.0)
     finally:
         store.close()
     if "error" in box:
