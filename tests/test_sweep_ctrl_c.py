@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.supervisor_util import servers_of
+
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 SUITE = """
@@ -24,20 +26,6 @@ name = "long"
 name = "story"
 prompt = "Write a long story about a fox and a dog."
 """
-
-
-def _servers_of(model: Path) -> list[int]:
-    """Pids of llama-server processes started for `model` (a path no other test uses)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"llama-server") and str(model).encode() in argv:
-                out.append(int(d.name))
-    return out
 
 
 def test_ctrl_c_stops_the_sweep_and_its_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -52,9 +40,9 @@ def test_ctrl_c_stops_the_sweep_and_its_server(server_bin: Path, tiny_models: di
                          start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while not _servers_of(model) and time.monotonic() < deadline and p.poll() is None:
+        while not servers_of(model) and time.monotonic() < deadline and p.poll() is None:
             time.sleep(0.05)  # polling for the child to appear, not synchronising on a duration
-        assert _servers_of(model), "the sweep never started its server"
+        assert servers_of(model), "the sweep never started its server"
         os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
         out, err = p.communicate(timeout=90)
     finally:
@@ -63,4 +51,4 @@ def test_ctrl_c_stops_the_sweep_and_its_server(server_bin: Path, tiny_models: di
             p.wait(10)
     assert p.returncode == 130, err
     assert "stopping; finished rows are kept" in err
-    assert _servers_of(model) == []  # no orphan
+    assert servers_of(model) == []  # no orphan

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tui.cli import main
-from tui.cli.tune import UsageError, axis_values, fixed_tokens, parse_budget
+from tui.core.tuning.tune_args import UsageError, axis_values, fixed_tokens, parse_budget
 from tui.core.sweep.state import RowResult
 from tui.core.tuning.space import Floors
 from tui.core.tuning.trials import Samples, TrialRecord

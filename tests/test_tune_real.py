@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.supervisor_util import servers_of
 from tui.cli import main
 from tui.core.options.settings import Settings
 from tui.core.sweep.backend import SupervisorBackend
@@ -149,20 +150,6 @@ def test_a_stopped_tune_continues_with_what_it_had_not_measured(server_bin: Path
     assert out2.launches == len(again) and out2.launches_total == n1 + len(again)
 
 
-def _servers_of(model: Path) -> list[int]:
-    """Pids of llama-server processes started for `model` (a path no other test uses)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"llama-server") and str(model).encode() in argv:
-                out.append(int(d.name))
-    return out
-
-
 def test_ctrl_c_stops_the_server_and_keeps_what_was_finished(server_bin: Path, tiny_models: dict[str, Path],
                                                              tmp_path: Path) -> None:
     import os
@@ -182,9 +169,9 @@ def test_ctrl_c_stops_the_server_and_keeps_what_was_finished(server_bin: Path, t
             if "launch 1:" in line:
                 break
         deadline = time.monotonic() + 60
-        while not _servers_of(model) and time.monotonic() < deadline:
+        while not servers_of(model) and time.monotonic() < deadline:
             time.sleep(0.05)  # polling for the child to appear, not synchronising on a duration
-        assert _servers_of(model), "the tune never started its server"
+        assert servers_of(model), "the tune never started its server"
         os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
         out, err = p.communicate(timeout=60)
     finally:
@@ -193,4 +180,4 @@ def test_ctrl_c_stops_the_server_and_keeps_what_was_finished(server_bin: Path, t
             p.wait(10)
     assert p.returncode == 130, err
     assert "stopping; finished trials are kept" in err and "Cancelled" in out
-    assert _servers_of(model) == []  # no orphan
+    assert servers_of(model) == []  # no orphan

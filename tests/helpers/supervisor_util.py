@@ -94,3 +94,18 @@ def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
             return buf.decode()
         buf += ch
     return buf.decode()
+
+
+def servers_of(model: Path) -> list[int]:
+    """Pids of the llama-server processes whose command line names `model` (give each test its own
+    copy of a model, so no other test's server is counted): what a stopped command must leave none of."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"llama-server") and str(model).encode() in argv:
+                out.append(int(d.name))
+    return out

@@ -113,12 +113,12 @@ def known_ids() -> frozenset[str]:
     """Every binding id a `[keymap]` may name: the one table's and the other screens' own keys."""
     from textual.binding import Binding
 
-    from tui.ui.screens import help, log_view, profile_dialog, reconcile, runs, search, sweep, variants, verdict
+    from tui.ui.screens import help, log_view, profile_dialog, reconcile, runs, search, sweep, tune, variants, verdict
     from tui.ui.widgets import settings_form
 
     classes = (help.HelpScreen, log_view.LogScreen, profile_dialog.ProfileDialog, reconcile.ReconcileScreen,
-               runs.RunsScreen, search.SearchScreen, sweep.SweepScreen, variants.VariantsScreen, verdict.VerdictScreen,
-               settings_form.SettingsForm)
+               runs.RunsScreen, search.SearchScreen, sweep.SweepScreen, tune.TuneScreen, variants.VariantsScreen,
+               verdict.VerdictScreen, settings_form.SettingsForm)
     found = {b.id for cls in classes for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
     return keys.ids() | frozenset(found)
 

@@ -65,6 +65,11 @@ ACTIONS: tuple[KeyAction, ...] = (
               "search the smallest `--fit-target` that survives the first decode; Enter puts it in the form",
               footer=False,
               palette=("Smallest fit-target", "the smallest --fit-target that survives the first decode")),
+    KeyAction("tune", "tune", "T", "Tune",
+              "tune for me: search the best configuration for a workload (MTP on and off, ubatch, KV types…), "
+              "planned before each launch, raced within the noise, the A/B at the end",
+              footer=False,  # the footer is full at 120 columns
+              palette=("Tune for me", "an MTP-aware search for the best configuration for a workload")),
     KeyAction("profiles", "profiles", "f", "Profiles",
               "profiles: save TOML, write a `--models-preset` INI section, load, import a command line",
               palette=("Profiles", "save TOML, write INI section, load, import command line")),

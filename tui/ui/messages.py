@@ -194,3 +194,35 @@ class VariantsPlanned(Message):
         super().__init__()
         self.seq = seq
         self.view = view
+
+
+class TuneProgressed(Message):
+    """New tune progress (a TuneView); the newest replaces a pending one."""
+
+    def __init__(self, view: Any) -> None:
+        super().__init__()
+        self.view = view
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TuneProgressed)
+
+
+class TuneFinished(Message):
+    """The tune ended (done, budget, cancelled, or refused before it began): its final TuneView, the
+    core's TuneOutcome (None when it never ran) and the fixed settings; `error` a paragraph."""
+
+    def __init__(self, view: Any, outcome: Any = None, base: Any = None, error: str | None = None) -> None:
+        super().__init__()
+        self.view = view
+        self.outcome = outcome
+        self.base = base
+        self.error = error
+
+
+class TunePrepared(Message):
+    """The tune screen's setup checked (an adapters.tune.Prepared, or why it cannot run); newest `seq` wins."""
+
+    def __init__(self, seq: int, prepared: Any) -> None:
+        super().__init__()
+        self.seq = seq
+        self.prepared = prepared

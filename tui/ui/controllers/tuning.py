@@ -1,4 +1,4 @@
-"""The tuning actions' owner: a sweep, an MTP on/off A/B or a search, one at a time.
+"""The tuning actions' owner: a sweep, an MTP on/off A/B, a search or a tune, one at a time.
 
 Each runs in a thread worker on the main screen, so the user can leave the sweep screen (or the
 verdict) and the work goes on, its progress on the main screen's bottom line. Workers post messages
@@ -17,6 +17,7 @@ from typing import Any
 from textual.message import Message
 
 from tui.core.options.settings import Settings
+from tui.ui.adapters import tune as tune_adapter
 from tui.ui.adapters import tuning
 from tui.ui.backend import Backend
 from tui.ui.controllers.host import Host, Notice
@@ -24,14 +25,15 @@ from tui.ui.controllers.plan import PlanController
 from tui.ui.controllers.server import ServerController
 from tui.ui.messages import (
     AbFinished, AbProgressed, SearchFinished, SearchProgressed, ServerActionDone, SweepFinished, SweepProgressed,
-    TuningChanged,
+    TuneFinished, TuneProgressed, TuningChanged,
 )
 from tui.ui.options import AppOptions
+from tui.ui.tune_view import TuneSetup, TuneView
 from tui.ui.tuning_view import SearchView, SweepSetup, SweepView, VerdictView, clock
 
 #: How long shutdown waits for a cancelled action to stop its server (the supervisor's grace is 5 s).
 STOP_WAIT_S = 8.0
-NAMES = {"sweep": "a sweep", "ab": "the MTP on/off run", "search": "a search"}
+NAMES = {"sweep": "a sweep", "ab": "the MTP on/off run", "search": "a search", "tune": "a tune"}
 
 
 class TuningController:
@@ -40,7 +42,7 @@ class TuningController:
     def __init__(self, backend: Backend, options: AppOptions, host: Host, server: ServerController,
                  plan: PlanController) -> None:
         self.backend, self.options, self.host, self.server, self.plan = backend, options, host, server, plan
-        self.running: str | None = None  # sweep | ab | search
+        self.running: str | None = None  # sweep | ab | search | tune
         self.sweep_setup: SweepSetup | None = None  # the sweep screen's last setup (kept while the App runs)
         self.sweep_defn: Any = None
         self.sweep_plans: dict[str, Any] = {}
@@ -52,7 +54,13 @@ class TuningController:
         self.sweeps_finished = 0
         self.abs_finished = 0
         self.searches_finished = 0
+        self.tune_setup: TuneSetup | None = None  # the tune screen's last setup (kept while the App runs)
+        self.tune_view: TuneView | None = None
+        self.tune_outcome: Any = None  # the core's TuneOutcome of the last tune that ran
+        self.tune_base: Settings | None = None  # its fixed flags (the report lists them)
+        self.tunes_finished = 0
         self._sweep: Any = None
+        self._tune: Any = None  # the running TuneRun
         self._cancel = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
@@ -65,9 +73,11 @@ class TuningController:
             return f"{NAMES[self.running]} is running; let it finish or cancel it (x) first"
         return self.server.blocked("launch", self.plan.problems)
 
-    def _start(self, kind: str, body: Callable[[threading.Event], Message]) -> None:
+    def _start(self, kind: str, body: Callable[[threading.Event], Message],
+                check: Callable[[], Message | None] | None = None) -> None:
         """Run `body(cancel)` in a worker (after stopping the main screen's server: it holds the
-        memory the action needs) and post the message it returns."""
+        memory the action needs) and post the message it returns. `check()` runs first in the worker:
+        a message from it is posted instead, and the server is left running."""
         self.running = kind
         self._cancel = cancel = threading.Event()
         self._idle.clear()
@@ -75,6 +85,10 @@ class TuningController:
 
         def work() -> None:
             try:
+                refused = check() if check is not None else None
+                if refused is not None:
+                    self.host.post_message(refused)
+                    return
                 if stop_first:
                     self.host.post_message(ServerActionDone("stop", self.backend.server_action("stop", None)))
                 self.host.post_message(body(cancel))
@@ -146,15 +160,55 @@ class TuningController:
         self._start("search", body)
         return None
 
+    def start_tune(self, settings: Settings, setup: TuneSetup) -> str | None:
+        """Run (or continue) a tune of `settings` (the fixed flags) as `setup` says; returns why it
+        cannot start. The setup is checked in the worker before the main screen's server is stopped."""
+        reason = self.blocked()
+        if reason:
+            return reason
+        self.tune_setup = setup
+        self.tune_view = TuneView(running=True, message="checking the setup…", budget_s=None)
+        options, backend = self.options, self.backend
+        box: dict[str, Any] = {}
+
+        def check() -> Message | None:
+            prepared = tune_adapter.prepare(settings, setup, options)
+            if isinstance(prepared, str):
+                return TuneFinished(TuneView(stopped="failed", message=prepared, error=prepared), error=prepared)
+            box["prepared"] = prepared
+            return None
+
+        def body(cancel: threading.Event) -> Message:
+            prepared = box["prepared"]
+            tracker = tune_adapter.TuneTracker(prepared, lambda v: self.host.post_message(TuneProgressed(v)))
+            if cancel.is_set():
+                return TuneFinished(TuneView(stopped="cancelled", message="tune cancelled before it began"))
+            outcome, view, error = tune_adapter.run_tune(prepared, store=backend.store(), tracker=tracker,
+                                                         started=self._tune_started)
+            return TuneFinished(view, outcome, prepared.request.base, error)
+
+        self._start("tune", body, check)
+        return None
+
+    def _tune_started(self, run: Any) -> None:
+        self._tune = run
+        if self._cancel.is_set():
+            run.stop()
+
     def cancel(self) -> bool:
-        """Cancel the running action (its server is stopped; a sweep keeps its finished rows)."""
+        """Cancel the running action (its server is stopped; a sweep or a tune keeps what it finished)."""
         if not self.running:
             return False
+        self._stop_running()
+        self.changed(extra="cancelling…")
+        return True
+
+    def _stop_running(self) -> None:
         self._cancel.set()
         if self._sweep is not None:
             self._sweep.cancel()
-        self.changed(extra="cancelling…")
-        return True
+        if self._tune is not None:
+            self._tune.stop()
 
     def rejudge(self, prompt_tokens: int, output_tokens: int) -> VerdictView | None:
         """The last verdict for another workload (instant: the same samples, nothing run)."""
@@ -195,7 +249,24 @@ class TuningController:
             self.searches_finished += 1
             self.search_view = tuning.search_view(message.knob, self.search_view, result=message.result,
                                                   error=message.error)
+        elif isinstance(message, TuneProgressed):
+            if self.running == "tune":
+                self.tune_view = message.view
+        elif isinstance(message, TuneFinished):
+            return self._tune_finished(message)
         return None
+
+    def _tune_finished(self, message: TuneFinished) -> Notice:
+        self.running, self._tune = None, None
+        self.tune_view = message.view
+        self.tunes_finished += 1
+        if message.outcome is not None:
+            self.tune_outcome, self.tune_base = message.outcome, message.base
+        if message.error:
+            return Notice(message.error, "Tune failed" if message.outcome is None else "Tune", "error", 12)
+        v = message.view
+        what = f"best {v.best_text}" if v.best_text else "nothing measured"
+        return Notice(f"{v.message}: {what}; T shows the trials", "Tune", "information")
 
     def _sweep_finished(self, message: SweepFinished) -> Notice:
         self.running, self._sweep = None, None
@@ -240,6 +311,8 @@ class TuningController:
             return f"◆ MTP on/off pass {v2.done:.0f}/{v2.total}{eta} · {v2.message} · a shows it"
         if self.running == "search" and self.search_view is not None:
             return f"◆ {self.search_view.title.lower()}: {self.search_view.message}"
+        if self.running == "tune" and self.tune_view is not None:
+            return f"◆ tune {self.tune_view.status_text()} · T shows it, x cancels in there"
         if self.sweep_view is not None and self.sweeps_finished:
             v = self.sweep_view
             return f"◆ last sweep: {v.message} · best #{v.best} · w shows it" if v.best else f"◆ last sweep: {v.message}"
@@ -248,7 +321,5 @@ class TuningController:
     def shutdown(self) -> None:
         """Quitting: cancel what runs and give it a bounded time to stop its server."""
         if self.running:
-            self._cancel.set()
-            if self._sweep is not None:
-                self._sweep.cancel()
+            self._stop_running()
             self._idle.wait(STOP_WAIT_S)

@@ -28,7 +28,8 @@ from tui.ui.controllers.server import ServerController
 from tui.ui.controllers.tuning import TuningController
 from tui.ui.messages import (
     AbFinished, AbProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, RemoteReading, Sampled,
-    SearchFinished, SearchProgressed, ServerActionDone, ServerUpdated, SweepFinished, SweepProgressed, TuningChanged,
+    SearchFinished, SearchProgressed, ServerActionDone, ServerUpdated, SweepFinished, SweepProgressed, TuneFinished,
+    TuneProgressed, TuningChanged,
 )
 from tui.ui.options import AppOptions
 from tui.ui.view import PlanView
@@ -234,6 +235,8 @@ class MainScreen(Screen[None]):
     @on(AbFinished)
     @on(SearchProgressed)
     @on(SearchFinished)
+    @on(TuneProgressed)
+    @on(TuneFinished)
     def _tuning_news(self, message: Message) -> None:
         self._notice(self.tuning.take(message))
         self._show_tuning()
@@ -277,6 +280,12 @@ class MainScreen(Screen[None]):
         from tui.ui.screens import main_tuning
 
         main_tuning.open_search(self, "fit")
+
+    def action_tune(self) -> None:
+        """Tune for me: an MTP-aware search for the best configuration for a workload."""
+        from tui.ui.screens import main_tuning
+
+        main_tuning.open_tune(self)
 
     # --- other screens -------------------------------------------------------------------------
 

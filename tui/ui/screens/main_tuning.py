@@ -1,4 +1,4 @@
-"""The main screen's tuning actions (`w` sweep, `a` MTP on/off, `c`/`F` searches): which screen, with what.
+"""The main screen's tuning actions (`w` sweep, `a` MTP on/off, `c`/`F` searches, `T` tune): which screen, with what.
 
 The work runs in the main screen's `TuningController`; these functions choose the settings on
 screen, the suite chosen in the probe panel and the probe options, and push the screen that shows it.
@@ -71,3 +71,18 @@ def open_search(main: MainScreen, which: str) -> None:
                             "l launches with it", title="Search")
 
     main.app.push_screen(SearchScreen(knob), accepted)
+
+
+def open_tune(main: MainScreen) -> None:
+    """The tune screen over the settings on screen: the last setup (kept while the App runs), or one
+    that fixes what the form sets and searches MTP on/off and what the form leaves unset."""
+    from tui.ui.adapters.tune import default_setup
+    from tui.ui.screens.tune import TuneScreen
+
+    tuning = main.tuning
+
+    def closed(_result: Any) -> None:
+        tuning.tune_setup = screen.setup
+
+    screen = TuneScreen(main.plan.settings, tuning.tune_setup or default_setup(main.plan.settings))
+    main.app.push_screen(screen, closed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -18,11 +18,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Checkbox, DataTable, Footer, Input, Label, ProgressBar, Select, Static
 
 from tui.core.options.settings import Settings
 from tui.ui.adapters import tuning
+from tui.ui.screens.tuning_screen import TuningScreen
 from tui.ui.messages import SweepPreviewed
 from tui.ui.tuning_view import SWEEP_KNOBS, SweepSetup, SweepView
 from tui.ui.widgets.inputs import TextInput
@@ -31,7 +31,6 @@ from tui.ui.widgets.sweep_chart import SweepChart
 from tui.ui.widgets.sweep_table import SweepTable
 
 if TYPE_CHECKING:
-    from tui.ui.app import MtpTuneApp
     from tui.ui.controllers.tuning import TuningController
 
 OBJECTIVE_HINT = "tg, pp or workload:IN,OUT"
@@ -50,7 +49,7 @@ def default_setup(suite: str, repeat: int, n_predict: int | None) -> SweepSetup:
     return SweepSetup(axes=(("mtp", "on,off"),), suite=suite, repeat=repeat, n_predict=n_predict)
 
 
-class SweepScreen(Screen[None]):
+class SweepScreen(TuningScreen):
     """Set up, plan, run, watch and save a sweep over the settings on screen."""
 
     DEFAULT_CSS = """
@@ -168,16 +167,6 @@ class SweepScreen(Screen[None]):
         if panel.running == "sweep" and panel.sweep_view is not None:
             self.show(panel.sweep_view)
         self._request_preview()
-
-    def on_resize(self) -> None:
-        self._apply_size_classes()
-
-    def _apply_size_classes(self) -> None:
-        self.set_class(self.app.size.width < 110, "-narrow")
-        self.set_class(self.app.size.height < 34, "-short")
-
-    def _panel(self) -> TuningController:
-        return cast("MtpTuneApp", self.app).tuning
 
     # --- setup -> definition -> plan -----------------------------------------------------------
 

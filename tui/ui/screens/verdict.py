@@ -15,9 +15,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, Static
 
+from tui.ui.screens.tuning_screen import TuningScreen
 from tui.ui.theme_colors import rich_style
 from tui.ui.tuning_view import VerdictView, clock
 from tui.ui.widgets.inputs import TextInput
@@ -46,7 +46,7 @@ def parse_tokens(text: str) -> int | None:
     return int(round(v * mult))
 
 
-class VerdictScreen(Screen[None]):
+class VerdictScreen(TuningScreen):
     """Progress while the passes run; the verdict table, break-even and answer when they are done."""
 
     DEFAULT_CSS = """
@@ -120,9 +120,6 @@ class VerdictScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self.set_class(self.app.size.height < 34, "-short")
-
-    def _panel(self) -> TuningController:
-        return cast("MtpTuneApp", self.app).tuning
 
     def show(self, view: VerdictView) -> None:
         self.view = view

@@ -1,0 +1,105 @@
+"""The tune's own options, read the same way by `mtp-tune tune` and the TUI's tune screen: the budget,
+`--fixed NAME=V` and `--axis NAME=V1,V2` (the axes' names, the flags each sets, their values)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: --fixed / --axis names of the tune's own axes -> the llama-server flags each sets.
+AXIS_FLAGS: dict[str, tuple[str, ...]] = {
+    "draft-n-max": ("--spec-draft-n-max",), "ubatch": ("-ub",), "batch": ("-b",), "kv": ("-ctk", "-ctv"),
+    "draft-kv": ("-ctkd", "-ctvd"), "flash-attn": ("-fa",), "n-cpu-moe": ("-ncmoe",), "threads": ("-t",),
+}
+_INT_AXES = frozenset({"draft-n-max", "ubatch", "batch", "n-cpu-moe", "threads"})
+
+
+class UsageError(ValueError):
+    """A tune option that cannot be used; the message names it."""
+
+
+def parse_budget(text: str | None) -> float | None:
+    """`30m`, `1h30m`, `90s`, `1.5h` or a bare number of minutes -> seconds (None: no budget)."""
+    if text is None:
+        return None
+    t = text.strip().lower()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)", t)
+    if m:
+        secs = float(m.group(1)) * 60.0
+    else:
+        m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?:in)?)?(?:(\d+(?:\.\d+)?)s)?", t)
+        if not t or m is None:
+            raise UsageError(f"--budget {text!r}: write a duration such as 30m, 1h30m, 90s or 45 (minutes).")
+        h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+        secs = h * 3600 + mi * 60 + s
+    if secs <= 0:
+        raise UsageError(f"--budget {text!r}: the budget must be more than zero.")
+    return secs
+
+
+def _split(text: str, opt: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip() or not value.strip():
+        raise UsageError(f"{opt} {text!r}: write NAME=VALUE{'S' if opt == '--axis' else ''}, e.g. "
+                         f"{'ubatch=256,512' if opt == '--axis' else 'ubatch=512'}.")
+    return name.strip().lstrip("-"), value.strip()
+
+
+def fixed_tokens(items: list[str]) -> list[str]:
+    """--fixed NAME=V as llama-server flags (checked later with every other flag, by the one validator)."""
+    from tui.core.options import FALSEY, TRUTHY, find_option
+
+    out: list[str] = []
+    for text in items:
+        name, value = _split(text, "--fixed")
+        if name == "mtp":
+            if value.lower() not in TRUTHY | FALSEY | {"none"}:
+                raise UsageError(f"--fixed mtp={value}: write mtp=on or mtp=off.")
+            out += ["--spec-type", "draft-mtp" if value.lower() in TRUTHY else "none"]
+        elif name in AXIS_FLAGS:
+            for flag in AXIS_FLAGS[name]:
+                out += [flag, value]
+        else:
+            opt = find_option(f"--{name}") or find_option(f"-{name}")
+            if opt is None:
+                raise UsageError(f"--fixed {text}: {name!r} is neither an axis ({', '.join(['mtp', *AXIS_FLAGS])}) "
+                                 "nor a llama-server option; or pass the flag itself after the model.")
+            if not opt.takes_value:
+                raise UsageError(f"--fixed {text}: {opt.canonical} is a switch; pass {opt.canonical} itself instead.")
+            out += [opt.canonical, value]
+    return out
+
+
+def axis_values(items: list[str], floors: Any) -> dict[str, tuple[Any, ...]]:
+    """--axis NAME=V1,V2 -> the values the space searches on that axis (floors still apply)."""
+    from tui.core.options import CACHE_TYPES, FLASH_ATTN
+    from tui.core.tuning.space import KV_QUALITY
+
+    out: dict[str, tuple[Any, ...]] = {}
+    for text in items:
+        name, rest = _split(text, "--axis")
+        if name not in AXIS_FLAGS:
+            raise UsageError(f"--axis {text}: unknown axis {name!r}; use one of {', '.join(AXIS_FLAGS)} "
+                             "(MTP on/off is searched whenever the model has MTP layers; --fixed mtp=on pins it).")
+        vals: list[Any] = []
+        for v in (x.strip() for x in rest.split(",") if x.strip()):
+            if name in _INT_AXES:
+                if not re.fullmatch(r"\d+", v):
+                    raise UsageError(f"--axis {name}: {v!r} is not a whole number.")
+                vals.append(int(v))
+            elif name in ("kv", "draft-kv"):
+                if v not in CACHE_TYPES:
+                    raise UsageError(f"--axis {name}: {v!r} is not a KV cache type; use one of {', '.join(CACHE_TYPES)}.")
+                floor = floors.kv if name == "kv" else floors.draft_kv
+                if KV_QUALITY.get(v, 0) < KV_QUALITY[floor]:
+                    raise UsageError(f"--axis {name}: {v} is below the floor {floor} "
+                                     f"(--{'kv' if name == 'kv' else 'draft-kv'}-floor lowers it).")
+                vals.append(v)
+            else:
+                if v not in FLASH_ATTN:
+                    raise UsageError(f"--axis flash-attn: {v!r}; use one of {', '.join(FLASH_ATTN)}.")
+                vals.append(v)
+        if not vals or len(set(vals)) != len(vals):
+            raise UsageError(f"--axis {text}: give each value once, at least one.")
+        out[name] = tuple(vals)
+    return out
