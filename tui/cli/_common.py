@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -141,3 +143,39 @@ def store_or_fail(db: str | None) -> Any:
         return open_store(db)
     except StoreError as exc:
         return fail(str(exc))
+
+
+@dataclass
+class Interruptible:
+    """What `run_interruptible` came back with: the work's result or error, and whether Ctrl-C stopped it."""
+
+    result: Any = None
+    error: BaseException | None = None
+    interrupted: bool = False
+
+
+def run_interruptible(work: Callable[[], Any], stop: Callable[[], None], what: str, grace_s: float) -> Interruptible:
+    """Run `work` on a thread while the main thread waits for Ctrl-C; on Ctrl-C call `stop`, say `what`
+    is kept, and wait `grace_s` for the work to end. Waited on an Event, not `Thread.join`: on CPython
+    3.11 a join interrupted by Ctrl-C can mark the worker stopped while it still runs."""
+    out = Interruptible()
+    done = threading.Event()
+
+    def body() -> None:
+        try:
+            out.result = work()
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            out.error = e
+        finally:
+            done.set()
+
+    threading.Thread(target=body, name="command", daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        out.interrupted = True
+        stop()
+        print(f"\nmtp-tune: stopping; {what} (run the same command to continue) ...", file=sys.stderr, flush=True)
+        done.wait(grace_s)
+    return out

@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from tui.cli._common import (
     ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
-    store_or_fail,
+    run_interruptible, store_or_fail,
 )
 
 COMMAND = "sweep"
@@ -169,35 +168,17 @@ def run(args: argparse.Namespace) -> int:
     except (SweepError, StateError) as e:
         store.close()
         return fail(str(e))
-    box: dict[str, Any] = {}
-    done = threading.Event()  # waited on, not Thread.join: a join interrupted by Ctrl-C can return early after
-
-    def work() -> None:
-        try:
-            box["outcome"] = sweep.run()
-        except BaseException as e:  # handed to the main thread
-            box["error"] = e
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="sweep", daemon=True).start()
-    interrupted = False
     try:
-        while not done.wait(0.2):
-            pass
-    except KeyboardInterrupt:
-        interrupted = True
-        sweep.cancel()
-        print("\nmtp-tune: stopping; finished rows are kept (run the same command to continue) ...", file=sys.stderr, flush=True)
-        done.wait(30.0)
+        ran = run_interruptible(sweep.run, sweep.cancel, "finished rows are kept", 30.0)
     finally:
         store.close()
-    if "error" in box:
-        err = box["error"]
+    interrupted = ran.interrupted
+    if ran.error is not None:
+        err = ran.error
         if isinstance(err, (SweepError, StateError)):
             return fail(str(err))
         raise err
-    outcome = box.get("outcome")
+    outcome = ran.result
     table = build_table(definition, sweep.state)
     rc = 0
     saved = None

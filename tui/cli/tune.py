@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from tui.cli._common import (
     ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
-    store_or_fail,
+    run_interruptible, store_or_fail,
 )
 from tui.core.tuning.tune_args import UsageError, axis_values, fixed_tokens, parse_budget
 
@@ -126,34 +125,16 @@ def run(args: argparse.Namespace) -> int:
     req = TuneRequest(base, spec, Path(found.path), floors, values, args.gpus, budget, args.ab_passes, args.fresh,
                       args.ready_timeout)
     tr = TuneRun(req, devices=ds, store=store, on_event=_progress)
-    box: dict[str, Any] = {}
-    done = threading.Event()  # waited on, not Thread.join: a join interrupted by Ctrl-C can return early after
-
-    def work() -> None:
-        try:
-            box["outcome"] = tr.run()
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread
-            box["error"] = e
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="tune", daemon=True).start()
-    interrupted = False
     try:
-        while not done.wait(0.2):
-            pass
-    except KeyboardInterrupt:
-        interrupted = True
-        tr.stop()
-        print("\nmtp-tune: stopping; finished trials are kept (run the same command to continue) ...", file=sys.stderr, flush=True)
-        done.wait(60.0)
+        ran = run_interruptible(tr.run, tr.stop, "finished trials are kept", 60.0)
     finally:
         store.close()
-    if "error" in box:
-        if isinstance(box["error"], TuneError):
-            return fail(str(box["error"]), 130 if interrupted else 1)
-        raise box["error"]
-    outcome = box.get("outcome")
+    interrupted = ran.interrupted
+    if ran.error is not None:
+        if isinstance(ran.error, TuneError):
+            return fail(str(ran.error), 130 if interrupted else 1)
+        raise ran.error
+    outcome = ran.result
     if outcome is None:
         return 130
     return _answer(args, outcome, base, interrupted)
