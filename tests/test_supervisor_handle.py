@@ -1,4 +1,4 @@
-"""One way to launch, one handle: every llama-server start goes through `server.process.spawn`
+"""One way to launch, one handle: every llama-server start goes through `server.spawn.spawn`
 (own process group, parent-death signal), and both handles report what the server really runs with."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     seen: list[list[str]] = []
     real = supmod.spawn
 
-    def recording(argv, **kw):  # noqa: ANN001, ANN003, ANN202 - mirrors process.spawn
+    def recording(argv, **kw):  # noqa: ANN001, ANN003, ANN202 - mirrors spawn.spawn
         seen.append([str(a) for a in argv])
         return real(argv, **kw)
 

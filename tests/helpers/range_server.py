@@ -81,7 +81,8 @@ class LoopbackHub:
         self.ignore_range: set[str] = set()
         self.status_for: dict[str, int] = {}
         self.rate_bps: float | None = None
-        self.log: list[Hit] = []
+        self._log: list[Hit] = []
+        self._in_flight = 0
         self._blobs: dict[str, Path] = {}
         self._oids: dict[Path, str] = {}
         self._lock = threading.Lock()
@@ -108,20 +109,40 @@ class LoopbackHub:
             return self._oids[path]
 
     # ---- what it cost ----
+    @property
+    def log(self) -> list[Hit]:
+        """Every request recorded so far, once none is in flight (bounded: 30 s). A handler records
+        its hit after the body is written, so a client can return (and a test clear or read the log)
+        before the server thread has recorded it: a late hit then lands in the next step's log."""
+        with self._logged:
+            self._logged.wait_for(lambda: self._in_flight == 0, 30)
+            return list(self._log)
+
     def hits(self, contains: str = "") -> list[Hit]:
-        with self._lock:
-            return [h for h in self.log if contains in h.path]
+        return [h for h in self.log if contains in h.path]
 
     def bytes_sent(self, contains: str = "") -> int:
         return sum(h.sent for h in self.hits(contains))
 
     def clear(self) -> None:
-        with self._lock:
-            self.log.clear()
+        """Forget the log, once the requests in flight are recorded (bounded: 30 s)."""
+        with self._logged:
+            self._logged.wait_for(lambda: self._in_flight == 0, 30)
+            self._log.clear()
 
     def record(self, hit: Hit) -> None:
         with self._logged:
-            self.log.append(hit)
+            self._log.append(hit)
+            self._logged.notify_all()
+
+    def begin(self) -> None:
+        """A request has arrived (before any answer is sent); `end` when its handler is done."""
+        with self._logged:
+            self._in_flight += 1
+
+    def end(self) -> None:
+        with self._logged:
+            self._in_flight -= 1
             self._logged.notify_all()
 
     def wait_for(self, contains: str, timeout: float = 30.0) -> list[Hit]:
@@ -129,8 +150,8 @@ class LoopbackHub:
         hit is recorded when its handler is done (the body written, or refused by the client), so a
         client may have returned before its request shows here."""
         with self._logged:
-            self._logged.wait_for(lambda: any(contains in h.path for h in self.log), timeout)
-            return [h for h in self.log if contains in h.path]
+            self._logged.wait_for(lambda: any(contains in h.path for h in self._log), timeout)
+            return [h for h in self._log if contains in h.path]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -156,6 +177,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- routing ----
     def _route(self, head: bool) -> None:
+        self.server.hub.begin()
+        try:
+            self._answer(head)
+        finally:
+            self.server.hub.end()
+
+    def _answer(self, head: bool) -> None:
         hub = self.server.hub
         parts = urlsplit(self.path)
         path = unquote(parts.path)

@@ -6,7 +6,7 @@ mode 0600 from the start) is readable by its owner only. llama-server b11434 (co
 start with `#`; a router does not pass it to its children (server-models.cpp unset_reserved_args),
 so the file is read once, at startup. It is kept until the launch ends anyway (a restart reads it
 again) and then removed: by the supervisor when the server ends, and by the file's reaper
-(`process.spawn_reaper`) when mtp-tune itself ends, even by SIGKILL.
+(`spawn.spawn_reaper`) when mtp-tune itself ends, even by SIGKILL.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tui.core.server.process import spawn_reaper
+from tui.core.server.spawn import spawn_reaper
 
 REAPER_EXIT_S = 5.0
 

@@ -1,27 +1,19 @@
-"""Child processes that never outlive mtp-tune: spawning, the live registry, cleanup on exit.
+"""Child processes that never outlive mtp-tune: the live registry, stopping groups, cleanup on exit.
 
-Every child (llama-server, ggml-rpc-server, the preset check's router) runs in its own session and
-process group, so one signal reaches its children too, and on Linux with PR_SET_PDEATHSIG=SIGKILL so
-it dies with mtp-tune even when mtp-tune is killed with SIGKILL. The fork happens on one long-lived
-thread, because the kernel sends the parent-death signal when the *thread* that forked exits. An
-atexit hook and SIGTERM/SIGHUP handlers stop everything registered as live on the way out. A file
-that must not outlive a launch (the API key's, `keyfile`) gets a reaper (`spawn_reaper`) that removes it
-when mtp-tune ends, however it ends.
+Children are started by `spawn.spawn` (own process group, parent-death signal). An atexit hook and
+SIGTERM/SIGHUP handlers stop everything registered as live on the way out; `kill_group` and
+`pump_output` stop a child's whole group and read its output without blocking on a grandchild.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
-import ctypes.util
 import logging
 import os
-import queue
 import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -29,13 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from tui.core.server.spawn import spawn
+
 log = logging.getLogger(__name__)
-
-PR_SET_PDEATHSIG = 1
-
-
-class SpawnError(RuntimeError):
-    """The spawner thread did not start the child in time (fork/exec stalled)."""
 
 
 class Stoppable(Protocol):
@@ -62,105 +50,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def _make_preexec() -> Callable[[], None] | None:
-    """A preexec_fn that asks the kernel to SIGKILL the child when its parent dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return None
-    parent = os.getpid()
-    sig = int(signal.SIGKILL)
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        # The parent may have died between fork and prctl: then no signal will ever come.
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
-
-
-class _Spawner:
-    """Runs every Popen on one thread that lives as long as the process.
-
-    PR_SET_PDEATHSIG fires when the forking *thread* exits, so forking from a short-lived worker
-    thread (as a UI does) would kill the server as soon as that worker finished.
-    """
-
-    def __init__(self) -> None:
-        self._q: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="llama-server-spawner", daemon=True)
-                self._thread.start()
-        box: list[Any] = []
-        done = threading.Event()
-        self._q.put((fn, box, done))
-        if not done.wait(timeout):
-            raise SpawnError(f"starting the child process took more than {timeout:g} s (fork/exec stalled)")
-        ok, value = box[0]
-        if ok:
-            return value
-        raise value
-
-    def _run(self) -> None:
-        while True:
-            fn, box, done = self._q.get()
-            try:
-                box.append((True, fn()))
-            except BaseException as e:  # noqa: BLE001 - handed back to the caller
-                box.append((False, e))
-            done.set()
-
-
-_SPAWNER = _Spawner()
-
-
-def spawn(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-          capture: bool = True) -> subprocess.Popen[bytes]:
-    """Start `argv` in its own process group with the parent-death signal, from the spawner thread.
-
-    `env` is used as given (pass it through `child_env`); `capture` pipes stdout+stderr to the
-    caller, otherwise both go to /dev/null. Raises OSError (missing binary...) or SpawnError.
-    """
-    preexec = _make_preexec()
-    out = subprocess.PIPE if capture else subprocess.DEVNULL
-    err = subprocess.STDOUT if capture else subprocess.DEVNULL
-    cmd = [str(a) for a in argv]
-
-    def popen() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                env=dict(env) if env is not None else None, cwd=cwd,
-                                start_new_session=True, preexec_fn=preexec, close_fds=True)
-
-    return _SPAWNER.call(popen)
-
-
-#: The reaper: waits for EOF on stdin (mtp-tune closed it, or died and the kernel closed it), then
-#: removes its file. POSIX sh only: no interpreter start per launch.
-_REAPER_SCRIPT = 'while read -r _; do :; done; rm -f -- "$1"'
-
-
-def spawn_reaper(path: str | Path) -> subprocess.Popen[bytes]:
-    """A child that removes `path` once mtp-tune closes its stdin or dies, even by SIGKILL.
-
-    The one child meant to outlive mtp-tune, briefly: the parent-death signal kills the server with
-    mtp-tune, but a file needs someone alive to remove it. It runs in its own session (a terminal's
-    SIGINT/SIGHUP do not reach it) and only ever sees EOF on its stdin pipe, whose write end the
-    kernel closes when mtp-tune ends, however it ends.
-    """
-    return subprocess.Popen(["/bin/sh", "-c", _REAPER_SCRIPT, "mtp-tune-reaper", str(path)],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={"PATH": "/usr/bin:/bin"}, start_new_session=True, close_fds=True)
 
 
 def exited_nowait(pid: int) -> bool:

@@ -9,7 +9,7 @@ watcher thread per launch follow it (`launch_threads`: log file under `data_dir(
 tail, memory report, readiness with a bounded timeout), and one dispatcher thread per supervisor
 (`events.EventHub`) delivers state changes and log lines to listeners in order.
 
-No orphans: processes are started by `process.spawn` (own process group, parent-death signal, the
+No orphans: processes are started by `spawn.spawn` (own process group, parent-death signal, the
 long-lived spawner thread) and registered for stop-on-exit.
 """
 
@@ -33,7 +33,8 @@ from tui.core.server.history import new_log_path, open_launch_log, record_histor
 from tui.core.server.keyfile import KeyFile, KeyFileError, split_keys
 from tui.core.server.launch import Launch, launch_argv, spawn_failure
 from tui.core.server.launch_threads import LaunchThreads
-from tui.core.server.process import SpawnError, child_env, free_port, register, spawn, unregister
+from tui.core.server.process import child_env, free_port, register, unregister
+from tui.core.server.spawn import SpawnError, spawn
 
 log = logging.getLogger(__name__)
 
