@@ -301,6 +301,26 @@ def test_the_noise_rule_picks_the_cheapest_of_the_tied() -> None:
     assert race.pareto([on, fast])  # PP/TG front exists for the plot
 
 
+def test_one_slow_pass_of_the_leader_does_not_tie_a_candidate_whose_range_is_apart() -> None:
+    """The bench's case (bench/RESULTS.md, `-t 2`): the leader's four passes hold one slow pass, so the
+    verdict's noise (both ranges end to end) covers MTP off 13 % slower in median; the ranges do not
+    overlap, so MTP off is no tie and the leader stays the answer."""
+    def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> TrialRecord:
+        return TrialRecord(n, f"k{n}", f"m{n}", {"mtp": mtp}, {"ubatch_size": ub, "spec_draft_n_max": 4}, mtp, "t",
+                           samples=Samples([1.0] * len(e2e), [1.0] * len(e2e), [], list(e2e)))
+
+    lead = rec(1, True, 256, [0.522, 0.531, 0.535, 0.596])
+    off = rec(2, False, 64, [0.603, 0.605, 0.606, 0.617])
+    assert race.versus(lead, off).label == race.SAME  # the verdict's wider rule calls them the same
+    assert not race.overlaps(lead, off)
+    best, tied = race.choose([lead, off])
+    assert best is lead and tied == []
+    step = race.next_step(lead, rec(3, False, 64, [0.603, 0.617]))
+    assert step[0] == 0 and "cannot tie" in step[1]  # no more passes for it on this launch
+    touching = rec(4, False, 64, [0.590, 0.597, 0.601, 0.606])  # its fastest pass beats the leader's slowest
+    assert race.choose([lead, off, touching])[0] is touching
+
+
 def test_samples_give_end_to_end_seconds_per_pass() -> None:
     s = Samples([1000.0, 500.0], [50.0, 25.0], [0.7, 0.7])
     s.fill_e2e(shape(1000, 100))

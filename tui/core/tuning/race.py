@@ -6,10 +6,13 @@ rule every comparison in mtp-tune uses. On top of it:
 
 * The leader of a side (MTP on or off) is its measured candidate with the lowest median, preferring
   those measured to the last rung (a 2-pass median is a weaker claim than a 4-pass one).
-* The best is the cheapest candidate the verdict calls `same` as the leader (the leader included):
-  MTP off before on, then the smaller micro-batch, then less VRAM, then the shorter draft, then the
-  lower median. Choosing among the candidates tied with the fastest, rather than chaining "same as
-  the last winner", keeps a run of small losses from adding up to a real one.
+* The best is the cheapest candidate tied with the leader (the leader included): MTP off before on,
+  then the smaller micro-batch, then less VRAM, then the shorter draft, then the lower median. A tie
+  is a range that overlaps the leader's, not the verdict's wider "change below the two ranges laid
+  end to end": with that, one slow pass of the leader tied a candidate 11 % slower in median with no
+  pass as fast as the leader's slowest (bench/RESULTS.md, tune against the grid). Choosing among
+  the candidates tied with the fastest, rather than chaining "same as the last winner", keeps a run
+  of small losses from adding up to a real one.
 * `next_step` is the racing schedule inside one launch: a candidate first gets `rungs[0]` passes; if
   the verdict already calls it slower than the leader, it stops there (`eliminated`); if it is the
   same within the noise but neither faster nor cheaper, it cannot win and stops too; otherwise (it
@@ -50,15 +53,17 @@ def leader(records: Iterable[TrialRecord], rungs: Sequence[int] = RUNGS) -> Tria
     return min(pool, key=lambda r: (r.median(), r.number)) if pool else None  # type: ignore[arg-type, return-value]
 
 
+def overlaps(a: TrialRecord, b: TrialRecord) -> bool:
+    """Whether the per-pass e2e ranges of `a` and `b` (two passes or more each) overlap."""
+    ea, eb = a.e2e(), b.e2e()
+    if ea is None or eb is None or ea.n < 2 or eb.n < 2:
+        return False
+    return eb.min <= ea.max and eb.max >= ea.min
+
+
 def ties(records: Sequence[TrialRecord], lead: TrialRecord) -> list[TrialRecord]:
-    """The measured candidates the noise rule cannot tell from `lead` (`lead` included)."""
-    out = [lead]
-    for r in records:
-        if r is lead or not r.measured or r.status != "ok":
-            continue
-        if versus(lead, r).label == SAME:
-            out.append(r)
-    return out
+    """The measured candidates whose range overlaps the leader's (`lead` included)."""
+    return [lead, *(r for r in records if r is not lead and r.measured and r.status == "ok" and overlaps(lead, r))]
 
 
 def choose(records: Sequence[TrialRecord], rungs: Sequence[int] = RUNGS) -> tuple[TrialRecord | None, list[TrialRecord]]:
@@ -88,7 +93,10 @@ def next_step(ref: TrialRecord | None, cand: TrialRecord, rungs: Sequence[int] =
         return nxt - n, f"faster than #{ref.number}: confirm"
     if v.label == INCONCLUSIVE:
         return nxt - n, "noise unknown"
-    if (cand.median() or 0) >= (ref.median() or 0) and cost_key(cand)[:4] >= cost_key(ref)[:4]:
+    slower = (cand.median() or 0) >= (ref.median() or 0)
+    if slower and not overlaps(ref, cand):
+        return 0, f"slower than #{ref.number} with no pass as fast as its slowest: it cannot tie"
+    if slower and cost_key(cand)[:4] >= cost_key(ref)[:4]:
         return 0, f"same as #{ref.number} within the noise and not cheaper: it cannot win"
     return nxt - n, f"same as #{ref.number} within the noise: it may win the tie"
 
@@ -110,5 +118,5 @@ def pareto(records: Iterable[TrialRecord]) -> list[TrialRecord]:
     return sorted(front, key=lambda r: r.median("pp_tps") or 0.0)
 
 
-__all__ = ["RUNGS", "choose", "cost_key", "leader", "next_step", "pareto", "ties", "verdict_json", "versus",
+__all__ = ["RUNGS", "choose", "cost_key", "leader", "next_step", "overlaps", "pareto", "ties", "verdict_json", "versus",
            "BETTER", "SAME", "WORSE"]

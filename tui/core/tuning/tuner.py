@@ -44,7 +44,10 @@ from tui.core.tuning.trials import FailureClass, Samples, TrialRecord, classify,
 from tui.core.tuning.tune_result import TuneResult, build_result
 from tui.core.tuning.workload import Workload
 
-__all__ = ["Machine", "TuneOptions", "TuneResult", "Tuner", "tune"]
+__all__ = ["Machine", "PLATEAU_STEPS", "TuneOptions", "TuneResult", "Tuner", "tune"]
+
+#: Tied steps in a row an ordered axis' walk steps over before it gives up on a direction.
+PLATEAU_STEPS = 1
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,9 @@ class Tuner:
 
     def _walk(self, ax: Axis, lead: TrialRecord, mtp: bool) -> None:
         """Ordered axes step from the leader's value while each step leads, in the first direction
-        that improves; the others try every value."""
+        that improves; the others try every value. A step tied with the leader (overlapping ranges)
+        is a plateau, not a wall: up to `PLATEAU_STEPS` of them in a row are stepped over (draft
+        n-max 1 and 2 often measure the same and 3 is faster); a slower step ends the direction."""
         base = {k: v for k, v in lead.values.items() if k != "mtp"}
         stage = f"walk {ax.name}"
 
@@ -181,14 +186,18 @@ class Tuner:
             return
         i0 = ax.values.index(cur)
         for d in (1, -1):
-            j, improved = i0 + d, False
+            j, improved, flat = i0 + d, False, 0
             while 0 <= j < len(ax.values):
                 rec = at(ax.values[j])
                 j += d
                 if not rec.measured:
                     continue  # pruned (free) or failed: the next value may still run
-                if self._leader(mtp) is rec:
-                    improved = True
+                now = self._leader(mtp)
+                if now is rec:
+                    improved, flat = True, 0
+                    continue
+                if now is not None and flat < PLATEAU_STEPS and race.overlaps(now, rec):
+                    flat += 1
                     continue
                 break
             if improved:
