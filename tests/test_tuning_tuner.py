@@ -8,6 +8,7 @@ import random
 import threading
 from typing import Any
 
+from tests.helpers.fake_machine import FakeBackendBase
 from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.sweep.backend import LaunchOutcome
@@ -29,7 +30,7 @@ WL = shape(6000, 500)
 BASE = Settings(model="m.gguf")
 
 
-class Fake:
+class Fake(FakeBackendBase):
     """Backend, probe, planner and clock of one machine with `vram` MiB; `fit`: --fit acts (a GPU)."""
 
     def __init__(self, seed: int = 0, *, vram: float = 12500.0, fit: bool = False, noise: float = 0.02,
@@ -92,15 +93,6 @@ class Fake:
         self.launched.append((s, "ok"))
         self.current, self.offload = s, off
         return LaunchOutcome(True, url="http://fake")
-
-    def stop(self) -> None:
-        self.current = None
-
-    def close(self) -> None:
-        pass
-
-    def failure(self) -> None:
-        return None
 
     def measure(self, out: LaunchOutcome, wl: Any, n: int) -> Samples:
         assert self.current is not None, "measured without a running server"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from tests.helpers.fake_machine import FakeBackendBase
 from tui.core.options.settings import Settings
 from tui.core.sweep.backend import LaunchOutcome
 from tui.core.tuning.space import build_space
@@ -21,7 +22,7 @@ FIXED = Settings(model="m.gguf", spec_type=["draft-mtp"], ubatch_size=512, batch
                  cache_type_v="f16", cache_type_k_draft="f16", cache_type_v_draft="f16", flash_attn="auto")
 
 
-class OneAxis:
+class OneAxis(FakeBackendBase):
     """Seconds per request by n-max; each pass is the base time times a fixed spread pattern."""
 
     SPREAD = (1.0, 1.01, 0.995, 1.005)
@@ -35,15 +36,6 @@ class OneAxis:
         self.current = s
         self.launched.append(int(s.spec_draft_n_max or 0))
         return LaunchOutcome(True, url="http://fake")
-
-    def stop(self) -> None:
-        self.current = None
-
-    def close(self) -> None:
-        pass
-
-    def failure(self) -> None:
-        return None
 
     def measure(self, out: LaunchOutcome, wl: Any, n: int) -> Samples:
         assert self.current is not None
