@@ -10,6 +10,7 @@ import pytest
 
 from tui.core.options.settings import Settings
 from tui.core.planning.exact import exact_plan
+from tui.core.planning.standin import RpcServers
 from tui.core.sweep.planning import plan_check
 from tui.core.demo.tiny_model import preset, write_tiny_model
 
@@ -41,6 +42,22 @@ def test_exact_plan_first_decides_with_llama_cpps_figures(server_bin: Path, rpc_
     # the same check by estimate agrees here, and says where its figures come from
     est = plan_check("512MiB")(_settings(model, 262144))
     assert est is not None and est.risk == "oom" and est.details is not None and est.details["source"] == "estimate"
+
+
+def test_a_configuration_on_an_rpc_device_is_planned_by_the_dry_run_too(server_bin: Path, rpc_server_bin: Path,
+                                                                        tmp_path: Path) -> None:
+    """The laptop experiment's shape: the device is a ggml-rpc-server (a tune with --rpc planned nothing
+    before; every candidate went to a launch)."""
+    model = write_tiny_model(tmp_path / "long.gguf", preset("tiny-mtp", ctx=262144))
+    check = plan_check(None, exact=True, server_bin=server_bin,
+                       exact_fn=lambda s, *a, **kw: exact_plan(s, *a, root=tmp_path / "exact", **kw))
+    with RpcServers(rpc_server_bin, count=1) as rpc:
+        settings = Settings(**{**_settings(model, 4096).__dict__, "rpc": rpc.endpoints.split(",")})
+        verdict = check(settings)
+    assert verdict is not None and verdict.message.startswith("exact (llama.cpp): ") and verdict.details is not None
+    names = [d["name"] for d in verdict.details["prediction"]["devices"]]
+    assert any(n.startswith("RPC0[") for n in names), names
+    assert verdict.risk in ("ok", "tight")
 
 
 def test_where_exact_cannot_run_the_estimate_decides_and_says_why(tmp_path: Path, tiny_models: dict[str, Path]) -> None:

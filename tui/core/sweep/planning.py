@@ -84,7 +84,9 @@ def plan_check(simulate: str | None = None, *, exact: bool = False, server_bin: 
     meta_cache: dict[str, Any] = {}
 
     def check(settings: Settings) -> PlanVerdict | None:
-        if not settings.model or settings.rpc:
+        # With --rpc the endpoints are asked for their memory (once per plan): a sweep and a tune
+        # plan only between launches, when no server holds the RPC device.
+        if not settings.model:
             return None
         try:
             from tui.core.planning.gguf_reader import read_gguf
