@@ -84,7 +84,18 @@ def test_a_fixed_flag_the_model_cannot_run_and_a_missing_model_are_refused_too(
     assert tune(no_launch, "-m", str(tmp_path / "missing.gguf"), "--workload", "64:32") == 2
     assert "does not exist" in capsys.readouterr().err
     assert tune(no_launch, "--workload", "64:32") == 2
-    assert "tune needs a model file" in capsys.readouterr().err
+    assert "tune needs a model: `mtp-tune tune -m FILE.gguf | -hf REPO[:QUANT]" in capsys.readouterr().err
+    assert no_launch["calls"] == [] and not no_launch["marker"].exists()
+
+
+def test_an_hf_repo_that_cannot_be_read_is_refused_in_one_sentence(no_launch: dict[str, Any], hub: Any,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Over the loopback Hub (HF_ENDPOINT; the real Hub is never reached): a missing repo is named,
+    nothing is launched."""
+    assert tune(no_launch, "-hf", "org/missing-GGUF", "--workload", "64:32") == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the progress line ("listing ...")
+    assert "Traceback" not in err and last.startswith("mtp-tune: org/missing-GGUF was not found") and "(404)" in last, err
     assert no_launch["calls"] == [] and not no_launch["marker"].exists()
 
 

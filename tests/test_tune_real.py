@@ -66,11 +66,8 @@ def test_a_tune_answers_with_the_ab_saves_the_best_and_resumes(server_bin: Path,
     report = tmp_path / "tune.md"
     argv = ["-m", str(tiny_models["tiny-mtp"]), *FIXED, "--workload", "64:32", *SPACE, "--ab-passes", "2",
             "--save-best", "tiny-tuned", "--report", str(report), "--json", "--server-bin", str(server_bin)]
-    t0 = time.monotonic()
     rc, d, err = run_cli(capsys, *argv)
-    took = time.monotonic() - t0
     assert rc == 0, err
-    assert took < 90, took
     res = d["result"]
     assert d["stopped"] == "converged" and d["grid_size"] == 6 and d["ctx"] == 256
     assert res["best"] is not None and res["best_mtp_off"] is not None and res["best_mtp_on"] is not None
@@ -106,6 +103,30 @@ def test_a_tune_answers_with_the_ab_saves_the_best_and_resumes(server_bin: Path,
     assert d2["result"]["best"] == res["best"] and d2["ab"]["samples"] == ab["samples"]
     assert all(r["resumed"] for r in d2["result"]["records"])
     assert d2["launches_total"] == d["launches_total"]
+
+
+def test_an_hf_model_is_tuned_from_its_header_and_downloaded_once(server_bin: Path, tiny_models: dict[str, Path],
+                                                                 capsys: pytest.CaptureFixture[str],
+                                                                 launched: list[Settings], hub: Any) -> None:
+    """`tune -hf REPO:QUANT` before the model is on the disk, over the loopback Hub (HF_ENDPOINT; the
+    real Hub is never reached): the space and every candidate's dry run come from the header read by
+    ranges; the launches keep -hf, so the real llama-server downloads the file once and reuses it."""
+    src = tiny_models["tiny-mtp"]
+    hub.add_repo("org/tiny-GGUF", {"tiny-Q8_0.gguf": src})
+    argv = ["-hf", "org/tiny-GGUF:Q8_0", *FIXED, "-ctkd", "f16", "-ctvd", "f16", "--workload", "64:32", "--gpus", "cpu",
+            "--axis", "ubatch=128,256", "--ab-passes", "0", "--json", "--server-bin", str(server_bin)]
+    rc, d, err = run_cli(capsys, *argv)
+    assert rc == 0, err
+    res = d["result"]
+    assert d["grid_size"] == 4 and res["best"] is not None and launched
+    assert all(s.hf_repo == "org/tiny-GGUF:Q8_0" and not s.model for s in launched)
+    for r in res["records"]:
+        if r["launches"]:
+            assert r["plan"]["message"].startswith("exact (llama.cpp)"), r["plan"]
+    assert any("planned from its header" in n and "downloads tiny-Q8_0.gguf" in n for n in d["notes"]), d["notes"]
+    size = src.stat().st_size
+    whole = [h for h in hub.hits("/blobs/") if h.method == "GET" and h.sent >= size]
+    assert len(whole) == 1, [(h.range, h.sent) for h in hub.hits("/blobs/")]  # one download, then its cache
 
 
 def test_a_stopped_tune_continues_with_what_it_had_not_measured(server_bin: Path, tiny_models: dict[str, Path],

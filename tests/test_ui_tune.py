@@ -93,8 +93,8 @@ def test_the_check_says_what_is_searched_and_refuses_what_the_cli_refuses(tiny_m
     assert not isinstance(ok, str), ok
     assert ok.grid == 4 and ok.request.gpus == "cpu" and ok.request.budget_s is None and ok.request.ab_passes == 2
     assert ok.summary.startswith("4 configurations: MTP off,on; ubatch 128,256 · workload 64:32"), ok.summary
-    hf = adapter.prepare(Settings(hf_repo="org/model-GGUF"), SMALL, opts)
-    assert isinstance(hf, str) and hf.startswith("tune needs a local model file (-m FILE.gguf), not -hf org/model-GGUF")
+    nothing = adapter.prepare(Settings(), SMALL, opts)
+    assert isinstance(nothing, str) and nothing.startswith("tune needs a model: a file (the form's model field FILE.gguf)")
     for setup, words in ((replace(SMALL, workload="lots"), "--workload 'lots'"), (replace(SMALL, budget="soon"), "--budget"),
                          (replace(SMALL, kv_floor="q9"), "not a KV cache type"), (replace(SMALL, min_ctx="x"), "min ctx")):
         said = adapter.prepare(opts.settings, setup, opts)
@@ -223,17 +223,32 @@ async def test_g_runs_the_worker_and_x_cancels_it(tiny_models: dict[str, Path], 
         assert await until(pilot, lambda: not app.is_running)
 
 
-async def test_an_hf_model_is_refused_before_anything_stops(tmp_path: Path) -> None:
-    opts = AppOptions(settings=Settings(hf_repo="org/model-GGUF", **FORM), server_bin=Path("/bin/false"), simulate=True,
+def test_an_hf_model_is_tuned_from_its_header_before_download(tiny_models: dict[str, Path], tmp_path: Path,
+                                                             hub: Any) -> None:
+    """-hf in the form: the space and the plans come from the header (over the loopback Hub; the real
+    Hub is never reached), the launches keep -hf so llama-server downloads the file once."""
+    hub.add_repo("org/model-GGUF", {"model-Q8_0.gguf": tiny_models["tiny-mtp"]})
+    opts = live_options(tiny_models["tiny-mtp"], None, tmp_path)
+    ok = adapter.prepare(replace(opts.settings, model=None, hf_repo="org/model-GGUF"), SMALL, opts)
+    assert not isinstance(ok, str), ok
+    assert ok.grid == 4 and ok.request.base.hf_repo == "org/model-GGUF" and ok.request.base.model is None
+    assert ok.request.model is not None and ok.request.model.header == ok.request.model.path
+    assert any("planned from its header" in n and "downloads model-Q8_0.gguf" in n for n in ok.notes), ok.notes
+    assert not any(h.method == "GET" and not h.range for h in hub.hits("/blobs/"))  # ranges only: no download
+
+
+async def test_an_hf_model_that_cannot_be_read_is_refused_before_anything_stops(tmp_path: Path, hub: Any) -> None:
+    opts = AppOptions(settings=Settings(hf_repo="org/missing-GGUF", **FORM), server_bin=Path("/bin/false"), simulate=True,
                       cursor_blink=False, exact=False, server_log_dir=tmp_path / "logs")
     app = make_app(opts)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_tune(pilot, app)
-        assert screen.problem is not None and "not -hf org/model-GGUF" in screen.problem
+        assert await until(pilot, lambda: screen.problem is not None)
+        assert screen.problem is not None and "org/missing-GGUF" in screen.problem
         await pilot.press("g")
         assert await until(pilot, lambda: app.tuning.tunes_finished == 1)
         assert app.tuning.tune_outcome is None and app.tuning.running is None
-        assert any("tune needs a local model file" in n.message for n in app._notifications)
+        assert any("org/missing-GGUF" in n.message for n in app._notifications)
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running)
 

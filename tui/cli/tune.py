@@ -1,6 +1,6 @@
 """Find the best llama-server configuration for a workload, unattended: an MTP-aware search, not a grid.
 
-`mtp-tune tune -m FILE [llama-server flags] --workload tasks|long-prompt|full|FILE|IN:OUT [--gpus SPEC]
+`mtp-tune tune -m FILE | -hf REPO[:QUANT] | -mu URL [llama-server flags] --workload tasks|long-prompt|full|FILE|IN:OUT [--gpus SPEC]
 [--budget 30m] [--min-ctx N] [--kv-floor q8_0] [--draft-kv-floor q4_0] [--fixed FLAG=V ...]
 [--axis NAME=V1,V2 ...] [--save-best NAME] [--report FILE.md] [--json]`
 
@@ -32,7 +32,7 @@ from tui.cli._common import (
 from tui.core.tuning.tune_args import UsageError, axis_values, fixed_tokens, parse_budget
 
 COMMAND = "tune"
-HELP = "search the best configuration for a workload, MTP on and off (-m FILE --workload tasks|IN:OUT [flags])"
+HELP = "search the best configuration for a workload, MTP on and off (-m FILE | -hf REPO --workload tasks|IN:OUT [flags])"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", metavar="tasks|long-prompt|full|FILE|IN:OUT",
@@ -73,7 +73,8 @@ def _prepare(args: argparse.Namespace) -> Any:
 
     server_args = [a for a in args.server_args if a != "--"]
     if not names_a_model(server_args):
-        return fail("tune needs a model file: `mtp-tune tune -m FILE.gguf [llama-server flags] --workload tasks|IN:OUT`.")
+        return fail("tune needs a model: `mtp-tune tune -m FILE.gguf | -hf REPO[:QUANT] | -mu URL [llama-server flags] "
+                    "--workload tasks|IN:OUT`.")
     if not args.workload:
         return fail("tune needs --workload: tasks, long-prompt, full, a suite file, or a request shape IN:OUT (e.g. 2000:500).")
     try:
@@ -91,26 +92,24 @@ def _prepare(args: argparse.Namespace) -> Any:
         base = check_server_args(with_defaults(server_args), base=Settings(metrics=False), device_count=ds.count or None)
     except (WorkloadError, SpaceError, UsageError, ServerArgsError, ValueError) as e:
         return fail(str(e))
-    if not base.model:
-        return fail("tune needs a local model file (-m FILE.gguf); download a -hf model first with `mtp-tune serve -hf ...`.")
-    if not Path(base.model).expanduser().is_file():
-        return fail(f"the model file {base.model} does not exist (or is not a file); check the path given to -m.")
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.gguf_reader import read_gguf
+    from tui.core.tuning.tune_model import ModelError, tune_model
 
     try:
-        space_for_model(base, read_gguf(str(Path(base.model).expanduser())), placeholder(spec), floors=floors,
-                        values=values or None)
-    except (GGUFError, SpaceError, OSError) as e:
+        model = tune_model(base, where="the path given to -m",
+                           progress=lambda msg: print(f"mtp-tune: {msg}", file=sys.stderr, flush=True))
+        space_for_model(base, read_gguf(str(model.path)), placeholder(spec), floors=floors, values=values or None)
+    except (ModelError, GGUFError, SpaceError, OSError) as e:
         return fail(str(e))
-    return base, spec, floors, values, budget, ds
+    return base, spec, floors, values, budget, ds, model
 
 
 def run(args: argparse.Namespace) -> int:
     prepared = _prepare(args)
     if isinstance(prepared, int):
         return prepared
-    base, spec, floors, values, budget, ds = prepared
+    base, spec, floors, values, budget, ds, model = prepared
     from tui.core.server.process import install_cleanup
 
     install_cleanup()  # on the main thread: SIGTERM/SIGHUP stop the servers the worker starts
@@ -123,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(store, int):
         return store
     req = TuneRequest(base, spec, Path(found.path), floors, values, args.gpus, budget, args.ab_passes, args.fresh,
-                      args.ready_timeout)
+                      args.ready_timeout, model=model)
     tr = TuneRun(req, devices=ds, store=store, on_event=_progress)
     try:
         ran = run_interruptible(tr.run, tr.stop, "finished trials are kept", 60.0)

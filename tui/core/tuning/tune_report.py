@@ -193,5 +193,6 @@ def facts_from(outcome: Any, base: Any) -> ReportFacts:
     if not outcome.fit_searched:
         notes.append("No --fit-target was searched: " + ("it is a fixed flag." if sp.fit_fixed else
                                                          "the candidates do not run on a real GPU or RPC device."))
-    return ReportFacts(Path(str(base.model or "")).name, outcome.workload, outcome.hardware, fixed, axes, sp.ctx,
+    model = f"-hf {base.hf_repo}" if base.hf_repo else Path(str(base.model or "")).name
+    return ReportFacts(model, outcome.workload, outcome.hardware, fixed, axes, sp.ctx,
                        outcome.tune_id, outcome.ab, outcome.ab_note, outcome.launches, outcome.launches_total, notes)

@@ -38,6 +38,7 @@ from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
 from tui.core.tuning.tune_result import TuneResult, fmt_seconds
 from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_definition, tune_id
 from tui.core.tuning.tune_measure import Measure, make_prober
+from tui.core.tuning.tune_model import TuneModel
 from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tuning.tuner import TuneOptions, Tuner
 from tui.core.tuning.machine import Machine
@@ -68,6 +69,10 @@ class TuneRequest:
     ready_timeout: float = DEFAULT_READY_TIMEOUT
     state_root: Path | None = None
     options: TuneOptions = field(default_factory=TuneOptions)
+    model: TuneModel | None = None  # what to read and plan (`tune_model`); None: base.model, on disk
+
+    def header_path(self) -> Path:
+        return self.model.path if self.model is not None else Path(str(self.base.model)).expanduser()
 
 
 @dataclass
@@ -95,6 +100,18 @@ def launch_settings(space: Space, rec: TrialRecord) -> Settings:
     c = space.point({k: v for k, v in rec.values.items() if k != "mtp"}, rec.mtp)
     s = c.settings if c.key == rec.key else settings_from_json(rec.settings)
     return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
+
+
+def _planner(req: TuneRequest) -> Any:
+    """Exact mode for every candidate; a remote model's candidates planned on its header copy."""
+    from tui.core.remote.source import local_settings
+    from tui.core.sweep.planning import plan_check
+
+    check = plan_check(req.gpus, exact=True, server_bin=req.server_bin)
+    header = req.model.header if req.model is not None else None
+    if header is None:
+        return check
+    return lambda settings: check(local_settings(settings, header))
 
 
 def real_offload(devices: Any, gpus: str | None) -> bool:
@@ -200,7 +217,6 @@ class TuneRun:
 
     def _run(self, st: TuneState, backend: SupervisorBackend) -> TuneOutcome:
         from tui.core.planning.gguf_reader import read_gguf
-        from tui.core.sweep.planning import plan_check
         from tui.core.tuning.searches import smallest_fit_target
 
         req = self.req
@@ -210,13 +226,13 @@ class TuneRun:
             backend.first_decode_messages = [dict(m) for m in first.messages] if first.messages else None
             backend.first_decode_prompt = first.raw
         try:
-            space = space_for_model(req.base, read_gguf(str(req.base.model)), workload, floors=req.floors,
+            space = space_for_model(req.base, read_gguf(str(req.header_path())), workload, floors=req.floors,
                                     values=req.values or None)
         except (SpaceError, ValueError, OSError) as e:
             raise TuneError(str(e)) from None
         self._space = space
         fit = real_offload(self.devices, req.gpus) and not space.fit_fixed
-        notes = list(space.notes)
+        notes = [*space.notes, *(req.model.notes if req.model else ())]
         if req.gpus not in (None, "cpu") and not fit:
             notes.append(f"--gpus {req.gpus}: candidates are planned against the simulated GPUs but run on this machine, "
                          "which cannot run out of their memory, so no --fit-target is searched.")
@@ -225,7 +241,7 @@ class TuneRun:
             # On a GPU the fit-target search's first decodes must see the workload's own prompt.
             self._sizing(st, backend, "cutting the workload's prompt with the model's tokenizer",
                          lambda url: measure.suite(url, req.base.api_key))
-        machine = Machine(backend, measure, plan_check(req.gpus, exact=True, server_bin=req.server_bin),
+        machine = Machine(backend, measure, _planner(req),
                           (lambda s, be, ev: smallest_fit_target(s, backend=be, cancel=ev)) if fit else None,
                           on_launch=lambda s: self._launched(st, _brief(s)))
         previous = st.previous()

@@ -103,17 +103,6 @@ def default_setup(settings: Settings) -> TuneSetup:
     return TuneSetup(axes=axes, fit=not settings.fit_target, min_ctx=str(settings.ctx_size or ""))
 
 
-def _model_problem(settings: Settings) -> str | None:
-    if not settings.model:
-        if settings.hf_repo:
-            return (f"tune needs a local model file (-m FILE.gguf), not -hf {settings.hf_repo}: launch it once (l) so "
-                    "llama-server downloads it, then put the downloaded file in the form's model field.")
-        return "tune needs a local model file: put one in the form's model field (-m FILE.gguf)."
-    if not Path(settings.model).expanduser().is_file():
-        return f"the model file {settings.model} does not exist (or is not a file); check the form's model field."
-    return None
-
-
 def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | str:
     """A TuneRequest for the settings on screen and the setup, checked as `mtp-tune tune` checks its
     flags before any launch (the space is built from the GGUF header); or why it cannot run."""
@@ -124,9 +113,8 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     from tui.core.tuning.tune_run import TuneRequest
     from tui.core.tuning.tune_workload import WorkloadError, parse_workload, placeholder
 
-    problem = _model_problem(settings)
-    if problem:
-        return problem
+    from tui.core.tuning.tune_model import ModelError, tune_model
+
     if options.server_bin is None:
         return "no llama-server binary: give --server-bin PATH or run `mtp-tune doctor --build`."
     try:
@@ -139,13 +127,14 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
             raise ValueError("A/B passes: give 0 (no A/B) or more.")
         floors = Floors(setup.kv_floor.strip() or "q4_0", setup.draft_kv_floor.strip() or "q4_0", min_ctx)
         base, values, notes = fixed_and_values(settings, setup, floors)
-        space = space_for_model(base, read_gguf(str(Path(str(base.model)).expanduser())), placeholder(spec),
-                                floors=floors, values=values or None)
-    except (WorkloadError, SpaceError, UsageError, GGUFError, OSError, ValueError) as e:
+        model = tune_model(base, where="the form's model field")  # a remote header: cached by the form's plan
+        space = space_for_model(base, read_gguf(str(model.path)), placeholder(spec), floors=floors,
+                                values=values or None)
+    except (ModelError, WorkloadError, SpaceError, UsageError, GGUFError, OSError, ValueError) as e:
         text = str(e)
         return text if not text.startswith("invalid literal") else "min ctx: a whole number of tokens, or empty."
     req = TuneRequest(base, spec, Path(options.server_bin), floors, values, gpus_of(options), budget, setup.ab_passes,
-                      ready_timeout=options.ready_timeout_s)
+                      ready_timeout=options.ready_timeout_s, model=model)
     grid = len(space.grid())
     searched = [f"{a.name} {','.join(_txt(v) for v in a.values)}" for a in space.axes if len(a.values) > 1]
     if len(space.branches) > 1:
@@ -154,7 +143,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     what = "; ".join(searched) or "nothing (every axis is fixed)"
     summary = (f"{grid} configurations{' (' + side + ' fixed)' if side else ''}: {what} · workload {spec.text} · "
                f"budget {setup.budget.strip() or 'none'}")
-    return Prepared(req, grid, summary, tuple(notes + list(space.notes)))
+    return Prepared(req, grid, summary, tuple(notes + list(space.notes) + list(model.notes)))
 
 
 def _txt(v: Any) -> str:
