@@ -348,3 +348,21 @@ def test_devices_are_frozen() -> None:
     with pytest.raises(AttributeError):
         dev.memory_used_mib = 1  # type: ignore[misc]
     hash(dev)
+
+
+def test_throttled_clocks_are_read_and_explained_and_an_old_driver_falls_back() -> None:
+    from tui.core.gpu.collect import clock_warnings
+
+    hot = gpu(0, temp_c=88, clock_event_reasons=0x40 | 0x4)  # hardware thermal slowdown, software power cap
+    idle = gpu(1, clock_event_reasons=0x1)
+    r = _nvml(FakeNvml([hot, idle])).read()
+    assert [d.clock_event_reasons for d in r.devices] == [0x44, 0x1]
+    (msg,) = clock_warnings(r.devices)  # the idle GPU and the power cap say nothing about the configuration
+    assert msg.startswith("GPU 0 (") and "throttled at 88 C: hardware thermal slowdown;" in msg
+    old = FakeNvml([gpu(0, clock_event_reasons=0x20)], driver_version="470.82.01", missing=OLD_DRIVER_MISSING)
+    nvml = _nvml(old)
+    (dev,) = nvml.read().devices
+    assert dev.clock_event_reasons == 0x20 and "software thermal slowdown" in clock_warnings([dev])[0]
+    nvml.read()
+    assert old.calls["nvmlDeviceGetCurrentClocksEventReasons"] == 1  # missing: not asked again
+    assert old.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 2

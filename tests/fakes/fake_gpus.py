@@ -17,6 +17,7 @@ OLD_DRIVER_MISSING = frozenset({
     "nvmlDeviceGetGraphicsRunningProcesses_v3",
     "nvmlDeviceGetMemoryInfo_v2",
     "nvmlDeviceGetTemperatureV",
+    "nvmlDeviceGetCurrentClocksEventReasons",  # 535 and later
 })
 #: ...and a driver so old that no versioned process query exists.
 ANCIENT_DRIVER_MISSING = OLD_DRIVER_MISSING | {
@@ -43,6 +44,7 @@ class FakeGpu:
     util_gpu: int = 0
     util_mem: int = 0
     temp_c: int = 40
+    clock_event_reasons: int = 0x1  # nvmlClocksEventReasonGpuIdle
     power_mw: int = 25000
     limit_mw: int = 350000
     compute: list[FakeProcess] = field(default_factory=list)

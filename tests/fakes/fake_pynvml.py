@@ -229,6 +229,14 @@ class FakeNvml:
         def nvmlDeviceGetTemperatureV(gpu: FakeGpu, sensor: int, version: int = 0x0100000C) -> int:
             return gpu.temp_c
 
+        @device_fn("nvmlDeviceGetCurrentClocksEventReasons")
+        def nvmlDeviceGetCurrentClocksEventReasons(gpu: FakeGpu) -> int:
+            return gpu.clock_event_reasons
+
+        @device_fn("nvmlDeviceGetCurrentClocksThrottleReasons")
+        def nvmlDeviceGetCurrentClocksThrottleReasons(gpu: FakeGpu) -> int:
+            return gpu.clock_event_reasons
+
         @device_fn("nvmlDeviceGetPowerUsage")
         def nvmlDeviceGetPowerUsage(gpu: FakeGpu) -> int:
             return gpu.power_mw
@@ -295,6 +303,8 @@ class FakeNvml:
             "nvmlDeviceGetPowerUsage": nvmlDeviceGetPowerUsage,
             "nvmlDeviceGetEnforcedPowerLimit": nvmlDeviceGetEnforcedPowerLimit,
             "nvmlDeviceGetPowerManagementLimit": nvmlDeviceGetPowerManagementLimit,
+            "nvmlDeviceGetCurrentClocksEventReasons": nvmlDeviceGetCurrentClocksEventReasons,
+            "nvmlDeviceGetCurrentClocksThrottleReasons": nvmlDeviceGetCurrentClocksThrottleReasons,
             "nvmlDeviceGetComputeRunningProcesses_v3": procs("GetCompute", "_v3"),
             "nvmlDeviceGetComputeRunningProcesses_v2": procs("GetCompute", "_v2"),
             "nvmlDeviceGetComputeRunningProcesses": unversioned("GetCompute"),

@@ -29,7 +29,8 @@ EXACT = "exact (llama.cpp): CUDA0 needs {} MiB of 5652 MiB free (margin 512)"
 #: number, mtp, ubatch, draft KV, stage, status, PP passes, TG passes, acceptance, fit-target, MiB, why
 TRIALS: tuple[tuple[Any, ...], ...] = (
     (1, False, 512, None, "start", "ok", (436.0, 431.2, 440.1, 433.0), (26.1, 25.8, 26.3, 26.0), None, 256, 4731.0, ""),
-    (2, True, 512, "q8_0", "start", "ok", (143.0, 141.9, 145.0, 142.5), (34.1, 33.2, 35.0, 34.4), 0.78, 512, 5342.0, ""),
+    # one fast pass: its range overlaps #3's, so the cheaper ubatch ties the leader and wins
+    (2, True, 512, "q8_0", "start", "ok", (143.0, 141.9, 165.0, 142.5), (34.1, 33.2, 35.4, 34.4), 0.78, 512, 5342.0, ""),
     (3, True, 1024, "q8_0", "walk ubatch", "ok", (171.0, 168.3, 172.4, 170.1), (34.6, 33.9, 35.2, 34.8), 0.79, 576,
      5610.0, ""),
     (4, True, 2048, "q8_0", "walk ubatch", "predicted_oom", (), (), None, None, 6150.0,

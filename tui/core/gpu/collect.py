@@ -45,6 +45,20 @@ def other_process_warnings(devices: Iterable[GpuDevice]) -> list[str]:
     return out
 
 
+def clock_warnings(devices: Iterable[GpuDevice]) -> list[str]:
+    """Devices whose clocks NVML says are held down by temperature or a power brake right now."""
+    from tui.core.gpu.nvml_codes import clock_slowdowns
+
+    out = []
+    for dev in devices:
+        why = clock_slowdowns(dev.clock_event_reasons) if isinstance(dev.clock_event_reasons, int) else []
+        if why:
+            temp = f" at {dev.temperature_c} C" if isinstance(dev.temperature_c, int) else ""
+            out.append(f"GPU {dev.index} ({dev.name}) is throttled{temp}: {', '.join(why)}; speeds measured now are "
+                       "lower than the configuration's own. Let it cool, or check its airflow and power.")
+    return out
+
+
 def collect_snapshot(
     source: TelemetrySource,
     *,

@@ -66,6 +66,10 @@ class DeviceReader:
         if limit is NA:
             limit, _ = calls.device_call(index, "nvmlDeviceGetPowerManagementLimit", handle)
 
+        reasons, _ = calls.device_call(index, "nvmlDeviceGetCurrentClocksEventReasons", handle)
+        if reasons is NA and "nvmlDeviceGetCurrentClocksEventReasons" in calls.missing:  # drivers before 535
+            reasons, _ = calls.device_call(index, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+
         processes, proc_status = self._processes(index, handle, ours, mismatch)
         return GpuDevice(
             index=index,
@@ -80,6 +84,7 @@ class DeviceReader:
             temperature_c=int(temp) if isinstance(temp, int) else NA,
             power_draw_w=round(power / 1000.0, 1) if isinstance(power, int) else NA,
             power_limit_w=round(limit / 1000.0, 1) if isinstance(limit, int) else NA,
+            clock_event_reasons=int(reasons) if isinstance(reasons, int) else NA,
             processes=processes,
             processes_status=proc_status,
         )

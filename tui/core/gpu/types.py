@@ -126,6 +126,8 @@ class GpuDevice:
     temperature_c: int | NaType = NA
     power_draw_w: float | NaType = NA
     power_limit_w: float | NaType = NA
+    #: NVML's clocks event (throttle) reasons bitmask, `nvml_codes.CLOCK_EVENT_*`.
+    clock_event_reasons: int | NaType = NA
     processes: tuple[GpuProcess, ...] = ()
     #: "ok", or why `processes` is incomplete (not supported, driver/bindings disagree...).
     processes_status: str = "ok"
@@ -158,6 +160,7 @@ class GpuDevice:
             "temperature_c": or_none(self.temperature_c),
             "power_draw_w": or_none(self.power_draw_w),
             "power_limit_w": or_none(self.power_limit_w),
+            "clock_event_reasons": or_none(self.clock_event_reasons),
             "error": self.error,
             "processes_status": self.processes_status,
             "processes": [p.to_dict() for p in self.processes],

@@ -29,6 +29,7 @@ SPREAD_EXCEEDS_DIFFERENCE = "spread_exceeds_difference"
 METRICS_UNAVAILABLE = "metrics_unavailable"
 FAILED_REQUESTS = "failed_requests"
 HOST_BUSY = "host_busy"
+GPU_THROTTLED = "gpu_throttled"
 
 
 @dataclass(frozen=True)
@@ -184,15 +185,17 @@ def check_requests(
 
 
 def check_gpu_snapshot(snapshot: Any) -> list[ProbeWarning]:
-    """Other processes on the GPUs and weights in host memory, from a `tui.core.gpu.GpuSnapshot`."""
+    """Other processes on the GPUs, throttled clocks and weights in host memory, from a
+    `tui.core.gpu.GpuSnapshot`."""
     if snapshot is None:
         return []
-    from tui.core.gpu.collect import other_process_warnings
+    from tui.core.gpu.collect import clock_warnings, other_process_warnings
 
     out = []
     if not getattr(snapshot, "simulated", False):
-        for msg in other_process_warnings(getattr(snapshot, "devices", ())):
-            out.append(ProbeWarning(GPU_OTHER_PROCESSES, msg))
+        devices = tuple(getattr(snapshot, "devices", ()))
+        out += [ProbeWarning(GPU_OTHER_PROCESSES, msg) for msg in other_process_warnings(devices)]
+        out += [ProbeWarning(GPU_THROTTLED, msg) for msg in clock_warnings(devices)]
     spill = getattr(snapshot, "spill", None)
     if spill is not None:
         out.append(ProbeWarning(HOST_SPILL, spill.message))

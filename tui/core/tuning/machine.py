@@ -41,6 +41,9 @@ class Machine:
     fit_search: FitSearch | None = None
     clock: Callable[[], float] = time.monotonic
     on_launch: Callable[[Settings], None] | None = None  # told of each launch before it starts (progress)
+    #: the machine's hygiene before a candidate's launch (no server of ours runs then): one sentence per
+    #: problem that would make its numbers lie (another process on the GPU, throttled clocks).
+    hygiene: Callable[[], list[str]] | None = None
 
 
 class CountingBackend:

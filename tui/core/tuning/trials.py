@@ -127,6 +127,7 @@ class TrialRecord:
     launches: int = 0  # server launches it cost (fit search, measurement, the step after an OOM)
     seconds: float = 0.0
     resumed: bool = False
+    warnings: list[str] = field(default_factory=list)  # the machine's hygiene just before its launch
 
     @property
     def measured(self) -> bool:
@@ -165,7 +166,7 @@ class TrialRecord:
         return cls(int(t.get("number") or 0), row.key, str(t.get("memory_key") or ""), values, dict(row.settings),
                    bool(values.get("mtp")), str(t.get("stage") or ""), t.get("status") or "ok", row.reason,
                    t.get("failure"), row.plan, t.get("vram_mib"), t.get("fit_target"), finding or None, samples,
-                   t.get("verdict"), int(t.get("launches") or 0))
+                   t.get("verdict"), int(t.get("launches") or 0), warnings=list(row.warnings or []))
 
     def to_row(self) -> RowResult:
         """The sweep state's row for this record (medians and per-pass figures; tuner fields in `finding`)."""
@@ -180,4 +181,5 @@ class TrialRecord:
                          settings=dict(self.settings), tg_tps=tg.median if tg else None,
                          pp_tps=pp.median if pp else None, acceptance=acc.median if acc else None,
                          tg_summary=tg.to_json() if tg else None, pp_summary=pp.to_json() if pp else None,
-                         passes=s.passes() if s else [], plan=self.plan, finding=finding)
+                         passes=s.passes() if s else [], plan=self.plan, finding=finding,
+                         warnings=list(self.warnings))

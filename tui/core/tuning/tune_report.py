@@ -14,6 +14,7 @@ from typing import Any
 
 from tui.core.probes.breakeven import BreakEven, break_even
 from tui.core.probes.stats import Summary, fmt_summary
+from tui.core.tuning.tune_plot import pp_tg_plot
 from tui.core.tuning.trials import TrialRecord
 from tui.core.tuning.tune_result import TuneResult, fmt_seconds
 from tui.core.tuning.verdict import MtpVerdict
@@ -39,6 +40,7 @@ class ReportFacts:
     launches: int | None = None  # this run: sizing, trials and the A/B (the result counts the search's only)
     launches_total: int | None = None
     notes: Sequence[str] = field(default_factory=list)
+    hygiene_checked: bool = False
 
 
 def _v(v: Any) -> str:
@@ -167,6 +169,9 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
     if result.pareto:
         lines += ["PP-vs-TG front (no other trial is faster at both): "
                   + ", ".join(f"#{r.number}" for r in result.pareto) + ".", ""]
+    plot = pp_tg_plot(result.records, result.pareto, result.best)
+    if plot:
+        lines += ["```text", *plot, "```", ""]
     marks: dict[int, str] = {r.number: "~" for r in result.same_as_best}
     for name, r in (("off", result.best_mtp_off), ("on", result.best_mtp_on)):
         if r is not None:
@@ -174,6 +179,15 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
     if result.best is not None:
         marks[result.best.number] = "**best**"
     lines += ["## Trials", ""] + trial_table(result.records, marks) + [""]
+    dirty = [r for r in result.records if r.warnings]
+    lines += ["## Machine hygiene", ""]
+    if dirty:
+        lines += ["Checked before every launch; these trials' numbers may be low or noisy:", ""]
+        lines += [f"- #{r.number}: {w}" for r in dirty for w in r.warnings] + [""]
+    else:
+        lines += ["Checked before every launch where NVML sees the GPUs (other processes on them, throttled "
+                  "clocks): nothing found." if facts.hygiene_checked else
+                  "Not checked: no GPU NVML can see runs the candidates (simulated GPUs, RPC devices or the CPU).", ""]
     if facts.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in facts.notes] + [""]
     return "\n".join(lines)
@@ -195,4 +209,5 @@ def facts_from(outcome: Any, base: Any) -> ReportFacts:
                                                          "the candidates do not run on a real GPU or RPC device."))
     model = f"-hf {base.hf_repo}" if base.hf_repo else Path(str(base.model or "")).name
     return ReportFacts(model, outcome.workload, outcome.hardware, fixed, axes, sp.ctx,
-                       outcome.tune_id, outcome.ab, outcome.ab_note, outcome.launches, outcome.launches_total, notes)
+                       outcome.tune_id, outcome.ab, outcome.ab_note, outcome.launches, outcome.launches_total, notes,
+                       bool(getattr(outcome, "hygiene_checked", False)))

@@ -90,6 +90,7 @@ class TuneOutcome:
     fit_searched: bool
     state_path: Path | None
     notes: list[str] = field(default_factory=list)
+    hygiene_checked: bool = False  # the GPUs' hygiene was checked before each launch (NVML sees them)
 
     def settings_of(self, rec: TrialRecord | None) -> Settings | None:
         """What a record launched, unredacted (the fit-target it found included)."""
@@ -112,6 +113,24 @@ def _planner(req: TuneRequest) -> Any:
     if header is None:
         return check
     return lambda settings: check(local_settings(settings, header))
+
+
+def gpu_hygiene(devices: Any, gpus: str | None, source: Any = None) -> Callable[[], list[str]] | None:
+    """The tuner's hygiene check on the GPUs NVML sees: other processes holding memory, and clocks held
+    down by temperature or a power brake (`gpu.collect`). None with simulated GPUs or none seen.
+    Called with no server of the tune running, so every process on a GPU is someone else's."""
+    if gpus is not None or not any(not d.remote for d in getattr(devices, "devices", ())):
+        return None
+    from tui.core.gpu import Nvml
+    from tui.core.gpu.collect import clock_warnings, collect_snapshot, other_process_warnings
+
+    nvml = source if source is not None else Nvml(register_atexit=False)
+
+    def check() -> list[str]:
+        snap = collect_snapshot(nvml, read_host=False)
+        return other_process_warnings(snap.devices) + clock_warnings(snap.devices)
+
+    return check
 
 
 def real_offload(devices: Any, gpus: str | None) -> bool:
@@ -243,7 +262,7 @@ class TuneRun:
                          lambda url: measure.suite(url, req.base.api_key))
         machine = Machine(backend, measure, _planner(req),
                           (lambda s, be, ev: smallest_fit_target(s, backend=be, cancel=ev)) if fit else None,
-                          on_launch=lambda s: self._launched(st, _brief(s)))
+                          on_launch=lambda s: self._launched(st, _brief(s)), hygiene=gpu_hygiene(self.devices, req.gpus))
         previous = st.previous()
         resumed = len(previous)
         tuner = self._tuner = Tuner(space, workload, machine, replace(req.options, budget_s=req.budget_s),
@@ -256,9 +275,12 @@ class TuneRun:
         ab, ab_note = self._ab(st, backend, space, workload, result, measure)
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.state.launches,
-                           time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes)
+                           time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
+                           hygiene_checked=machine.hygiene is not None)
 
     def _on_trial(self, st: TuneState, ev: TuneEvent) -> None:
+        if ev.kind == "hygiene":
+            self.emit("hygiene", ev.message)
         if ev.kind != "trial" or ev.trial is None:
             return
         rec: TrialRecord = ev.trial

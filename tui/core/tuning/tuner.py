@@ -247,6 +247,7 @@ class Tuner:
             rec.status, rec.reason = "invalid", v.message
 
     def _run(self, rec: TrialRecord, c: Candidate) -> None:
+        self._check_hygiene(rec)
         settings = c.settings
         if self._fit_applies():
             value = self._fit_target(rec, c)
@@ -350,6 +351,17 @@ class Tuner:
         return c if c.key == r.key else None
 
     # ------------------------------------------------------------------ helpers
+
+    def _check_hygiene(self, rec: TrialRecord) -> None:
+        """Before a launch (so before the first and between all): what would make its numbers lie."""
+        if self.machine.hygiene is None:
+            return
+        try:
+            rec.warnings = list(self.machine.hygiene())
+        except Exception as e:  # noqa: BLE001 - telemetry trouble must not stop the tune
+            rec.warnings = [f"the machine's hygiene could not be checked: {e}"]
+        for w in rec.warnings:
+            self._prog.emit("hygiene", f"before #{rec.number}: {w}", trial=rec)
 
     def _leader(self, mtp: bool) -> TrialRecord | None:
         return race.leader([r for r in self.records if r.mtp == mtp], self.options.rungs)
