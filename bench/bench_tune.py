@@ -190,20 +190,6 @@ def judge(grid: Run, pick: TrialRecord | None, side: bool | None) -> tuple[str, 
             else f"{v.label}: {v.reason}"), ok
 
 
-def overlap_answer(records: list[TrialRecord]) -> TrialRecord | None:
-    """The answer if `race.choose` tied only candidates whose range overlaps the leader's (not also
-    those whose gap is under the two ranges laid end to end): one slow pass of the leader then no
-    longer ties everything to it. A suggested fix, computed from the same records."""
-    lead = race.leader(records)
-    if lead is None:
-        return None
-    le = lead.e2e()
-    assert le is not None
-    tied = [r for r in records if r is lead or (r.measured and r.status == "ok" and (e := r.e2e()) is not None
-                                                and e.max >= le.min and e.min <= le.max)]
-    return min(tied, key=race.cost_key)
-
-
 def cross(a: TrialRecord | None, b: TrialRecord | None) -> str:
     """`b` (a search's pick, its own passes) against `a` (the grid's pick): the verdict on seconds."""
     if a is None or b is None:
@@ -327,10 +313,6 @@ def render(args: argparse.Namespace, blocks: list[tuple[int, list[Run], list[Run
             lines.append(f"| {s.name} ({s.start}) | {s.launches} / {grid.launches} = **{ratio:.2f}** | "
                          f"{s.wall_s:.0f} / {grid.wall_s:.0f} s = {s.wall_s / max(1e-9, grid.wall_s):.2f} | {j} | "
                          f"{cross(grid.best, s.best)} | {jo} |")
-        alt = [(r.name, overlap_answer(r.records)) for r in [*grids, *searches]]
-        lines += ["", "With ties by overlapping ranges only (see `overlap_answer`; the same records): " + "; ".join(
-            f"{n}: {label(a)} ({fmt_seconds(a.e2e()) if a else '-'} s), in the grid's figures {judge(grid, a, None)[0]}"
-            for n, a in alt) + "."]
         if len(grids) > 1:
             j, _ = judge(grids[0], grids[1].best, None)
             lines += ["", f"The second grid's answer ({label(grids[1].best)}) in the first grid's figures: {j}."]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,19 @@ def hub(monkeypatch: pytest.MonkeyPatch, hermetic_env: Path) -> Iterator[Loopbac
         monkeypatch.setenv("HF_ENDPOINT", h.url)
         monkeypatch.setenv("HF_HOME", str(hermetic_env / "hf-home"))
         yield h
+
+
+@pytest.fixture
+def launched(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every Settings the sweep's supervisor backend launched, in order (the real launch still runs)."""
+    from tui.core.sweep.backend import SupervisorBackend
+
+    seen: list[Any] = []
+    real = SupervisorBackend.launch
+
+    def spy(self: SupervisorBackend, settings: Any, cancel: Any) -> Any:
+        seen.append(settings)
+        return real(self, settings, cancel)
+
+    monkeypatch.setattr(SupervisorBackend, "launch", spy)
+    return seen

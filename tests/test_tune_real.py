@@ -15,7 +15,6 @@ import pytest
 from tests.helpers.supervisor_util import servers_of
 from tui.cli import main
 from tui.core.options.settings import Settings
-from tui.core.sweep.backend import SupervisorBackend
 from tui.core.sweep.definition import settings_key
 from tui.core.tuning.progress import TuneEvent
 from tui.core.tuning.tune_run import TuneRequest, TuneRun
@@ -36,20 +35,6 @@ name = "code"
 prompt = "Write a Python function that reverses a list."
 n_predict = 32
 """
-
-
-@pytest.fixture
-def launched(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
-    """Every settings the supervisor backend launched, in order (the real launch still runs)."""
-    seen: list[Settings] = []
-    real = SupervisorBackend.launch
-
-    def spy(self: SupervisorBackend, settings: Settings, cancel: Any) -> Any:
-        seen.append(settings)
-        return real(self, settings, cancel)
-
-    monkeypatch.setattr(SupervisorBackend, "launch", spy)
-    return seen
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:

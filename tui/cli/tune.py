@@ -12,7 +12,8 @@ threads). The context is the smallest that holds the workload's longest request 
 
 Every candidate that reaches a launch is planned first with llama.cpp's own dry run (exact mode);
 nothing predicted not to fit is launched. On a real GPU or RPC device the smallest --fit-target that
-survives a first decode is searched once per memory footprint. Each launch gets a short probe; only
+survives a first decode is searched once per memory footprint; with simulated GPUs (--gpus SPEC
+--stand-ins) on loopback stand-ins capped at their memory. Each launch gets a short probe; only
 contenders get more passes. The answer is the best configuration and the best with MTP off, checked
 against each other by an interleaved A/B (the final step), with the break-even output length.
 Progress goes to stderr. Interrupt it at any time: the same command continues where it stopped.
@@ -38,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", metavar="tasks|long-prompt|full|FILE|IN:OUT",
                    help="what to optimise for: a probe suite, or one request shape (e.g. 2000:500, 12k:800)")
     p.add_argument("--gpus", metavar="SPEC", help="plan against simulated GPUs (a profile, 2x16GiB, or cpu) instead of the real ones")
+    p.add_argument("--stand-ins", action="store_true",
+                   help="with --gpus SPEC: launch every candidate on loopback ggml-rpc-servers capped at the simulated "
+                        "GPUs' free memory, so OOMs and the smallest --fit-target are found for real (CPU speed)")
     p.add_argument("--budget", metavar="DURATION", help="wall-clock budget: 30m, 1h30m, 90s (a bare number is minutes)")
     p.add_argument("--min-ctx", type=int, default=0, metavar="N", help="give every candidate at least this context")
     p.add_argument("--kv-floor", default="q8_0", metavar="TYPE", help="lowest main KV cache type to consider (default q8_0)")
@@ -92,6 +96,8 @@ def _prepare(args: argparse.Namespace) -> Any:
         base = check_server_args(with_defaults(server_args), base=Settings(metrics=False), device_count=ds.count or None)
     except (WorkloadError, SpaceError, UsageError, ServerArgsError, ValueError) as e:
         return fail(str(e))
+    if args.stand_ins and (args.gpus in (None, "cpu") or not any(not d.remote for d in ds.devices)):
+        return fail("--stand-ins plays simulated GPUs: give them with --gpus SPEC (e.g. --gpus rtx3060-laptop-6g).")
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.gguf_reader import read_gguf
     from tui.core.tuning.tune_model import ModelError, tune_model
@@ -122,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(store, int):
         return store
     req = TuneRequest(base, spec, Path(found.path), floors, values, args.gpus, budget, args.ab_passes, args.fresh,
-                      args.ready_timeout, model=model)
+                      args.ready_timeout, model=model, stand_ins=args.stand_ins)
     tr = TuneRun(req, devices=ds, store=store, on_event=_progress)
     try:
         ran = run_interruptible(tr.run, tr.stop, "finished trials are kept", 60.0)

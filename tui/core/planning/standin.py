@@ -13,11 +13,17 @@ no pool scratch, no pinned host staging); and llama.cpp allocates the recurrent 
 in its no_alloc pass, so a hybrid model's RS buffer is really allocated on the stand-in for a moment.
 The servers are spawned by the product's process module (own group, parent-death signal) and die
 with mtp-tune.
+
+A stand-in can also be *capped* (`caps_mib`): its address space limited (RLIMIT_AS, set with prlimit
+once it listens) to what it had plus the simulated device's free memory, so an allocation past that
+fails for real and llama-server reports the device out of memory, as the small GPU would. That is
+what lets a tune search the smallest --fit-target of a simulated GPU by real launches.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,11 +74,13 @@ class RpcServers:
     here; the multi-device tests and benchmarks too).
     """
 
-    def __init__(self, rpc_bin: str | Path, count: int = 2, threads: int = 1, timeout_s: float = LISTEN_TIMEOUT_S) -> None:
+    def __init__(self, rpc_bin: str | Path, count: int = 2, threads: int = 1, timeout_s: float = LISTEN_TIMEOUT_S,
+                 caps_mib: Sequence[int] | None = None) -> None:
         self.rpc_bin = str(rpc_bin)
         self.count = count
         self.threads = threads
         self.timeout_s = timeout_s
+        self.caps_mib = list(caps_mib) if caps_mib is not None else None
         self.children: list[Child] = []
         self.ports: list[int] = []
 
@@ -85,13 +93,18 @@ class RpcServers:
         return [f"RPC0[127.0.0.1:{p}]" for p in self.ports]
 
     def __enter__(self) -> "RpcServers":
+        # One malloc arena when capped: the cap then bounds the buffers, not the arenas' reservations.
+        env = {**os.environ, "MALLOC_ARENA_MAX": "1"} if self.caps_mib is not None else None
         try:
             for _ in range(self.count):
                 port = free_port()
-                self.children.append(Child([self.rpc_bin, "-H", "127.0.0.1", "-p", str(port), "-t", str(self.threads)]))
+                self.children.append(Child([self.rpc_bin, "-H", "127.0.0.1", "-p", str(port), "-t", str(self.threads)],
+                                           env=env))
                 self.ports.append(port)
-            for port, child in zip(self.ports, self.children):
+            for i, (port, child) in enumerate(zip(self.ports, self.children)):
                 child.wait_listening("127.0.0.1", port, self.timeout_s)
+                if self.caps_mib is not None:
+                    cap_address_space(child.pid, self.caps_mib[i])
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -103,12 +116,28 @@ class RpcServers:
         self.children.clear()
 
 
+def cap_address_space(pid: int, extra_mib: int) -> int:
+    """Limit `pid`'s address space to what it maps now plus `extra_mib`; the limit in bytes.
+
+    Raises StandInError when the kernel refuses (no /proc, or another user's process)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        vm_kib = next(int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmSize:"))
+        limit = vm_kib * 1024 + int(extra_mib) * 1024 * 1024
+        resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
+    except (OSError, StopIteration, ValueError) as e:
+        raise StandInError(f"could not cap the stand-in (pid {pid}) at {extra_mib} MiB: {e}") from None
+    return limit
+
+
 class StandIns(RpcServers):
     """One loopback ggml-rpc-server per simulated device, with `targets`, the `--fit-target` list
-    that makes fit see each simulated device's free memory (StandInError when one cannot be played)."""
+    that makes fit see each simulated device's free memory (StandInError when one cannot be played).
+    `capped`: each stand-in can allocate the simulated device's free memory and no more."""
 
     def __init__(self, rpc_bin: str | Path, simulated: Sequence[DeviceSpec], margins_mib: Sequence[int] = (1024,),
-                 threads: int = 1) -> None:
-        super().__init__(rpc_bin, len(simulated), threads)
+                 threads: int = 1, capped: bool = False) -> None:
+        caps = [int(d.free_mib) for d in simulated] if capped else None
+        super().__init__(rpc_bin, len(simulated), threads, caps_mib=caps)
         self.simulated = list(simulated)
         self.targets = fit_targets(self.simulated, list(margins_mib))

@@ -39,6 +39,7 @@ from tui.core.tuning.tune_result import TuneResult, fmt_seconds
 from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_definition, tune_id
 from tui.core.tuning.tune_measure import Measure, make_prober
 from tui.core.tuning.tune_model import TuneModel
+from tui.core.tuning.tune_standins import StandInBackend, stand_in_note
 from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tuning.tuner import TuneOptions, Tuner
 from tui.core.tuning.machine import Machine
@@ -70,6 +71,7 @@ class TuneRequest:
     state_root: Path | None = None
     options: TuneOptions = field(default_factory=TuneOptions)
     model: TuneModel | None = None  # what to read and plan (`tune_model`); None: base.model, on disk
+    stand_ins: bool = False  # simulated GPUs: launch on memory-capped stand-ins (`tune_standins`)
 
     def header_path(self) -> Path:
         return self.model.path if self.model is not None else Path(str(self.base.model)).expanduser()
@@ -153,9 +155,9 @@ class TuneRun:
 
         self.req, self.store, self.on_event = req, store, on_event
         self.devices = devices if devices is not None else devices_now(req.gpus, list(req.base.rpc))
-        self.definition = tune_definition(req.base, req.workload, req.floors, req.values,
-                                          hardware_identity(self.devices, req.gpus), rungs=req.options.rungs,
-                                          strategy=req.options.strategy)
+        hardware = {**hardware_identity(self.devices, req.gpus), **({"stand_ins": True} if req.stand_ins else {})}
+        self.definition = tune_definition(req.base, req.workload, req.floors, req.values, hardware,
+                                          rungs=req.options.rungs, strategy=req.options.strategy)
         self.tune_id = tune_id(self.definition)
         self.cancel = threading.Event()
         self.launches = 0
@@ -184,15 +186,42 @@ class TuneRun:
             st.lock()
         except StateError as e:
             raise TuneError(str(e)) from None
-        backend = SupervisorBackend(self.req.server_bin, ready_timeout=self.req.ready_timeout)
+        stand_ins = None
         try:
-            return self._run(st, backend)
+            stand_ins = self._stand_ins()
+            backend = SupervisorBackend(self.req.server_bin, ready_timeout=self.req.ready_timeout) \
+                if stand_ins is None else StandInBackend(self.req.server_bin, stand_ins, ready_timeout=self.req.ready_timeout)
+            try:
+                return self._run(st, backend)
+            finally:
+                backend.close()
         finally:
-            backend.close()
+            if stand_ins is not None:
+                stand_ins.__exit__(None, None, None)
             try:
                 st.save()
             finally:
                 st.unlock()
+
+    def _stand_ins(self) -> Any:
+        """The capped stand-ins a `--stand-ins` tune launches on, started (None without it)."""
+        if not self.req.stand_ins:
+            return None
+        from tui.core.planning.standin import StandInError, StandIns
+        from tui.core.server.provision import rpc_server_for
+
+        simulated = [d for d in self.devices.devices if not d.remote]
+        rpc_bin = rpc_server_for(Path(self.req.server_bin))
+        if not simulated or self.req.gpus in (None, "cpu"):
+            raise TuneError("--stand-ins plays simulated GPUs: give them with --gpus SPEC (e.g. rtx3060-laptop-6g).")
+        if rpc_bin is None:
+            raise TuneError(f"--stand-ins needs ggml-rpc-server beside {self.req.server_bin} (mtp-tune doctor --build).")
+        try:
+            s = StandIns(rpc_bin, simulated, capped=True)
+            self.emit("stand-ins", f"starting {len(simulated)} capped stand-in(s) for {self.req.gpus}")
+            return s.__enter__()
+        except (StandInError, RuntimeError, OSError) as e:
+            raise TuneError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
 
     # ------------------------------------------------------------------ steps
 
@@ -250,11 +279,14 @@ class TuneRun:
         except (SpaceError, ValueError, OSError) as e:
             raise TuneError(str(e)) from None
         self._space = space
-        fit = real_offload(self.devices, req.gpus) and not space.fit_fixed
+        fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
         notes = [*space.notes, *(req.model.notes if req.model else ())]
-        if req.gpus not in (None, "cpu") and not fit:
+        if isinstance(backend, StandInBackend):
+            notes.append(stand_in_note(backend.stand_ins.simulated))
+        elif req.gpus not in (None, "cpu") and not fit:
             notes.append(f"--gpus {req.gpus}: candidates are planned against the simulated GPUs but run on this machine, "
-                         "which cannot run out of their memory, so no --fit-target is searched.")
+                         "which cannot run out of their memory, so no --fit-target is searched (--stand-ins launches "
+                         "them on stand-ins capped at the GPUs' memory).")
         measure = Measure(req.workload, backend, st, self.store, tune_id=self.tune_id, cancel=self.cancel)
         if fit and measure.text is None and req.workload.shape is not None:
             # On a GPU the fit-target search's first decodes must see the workload's own prompt.
