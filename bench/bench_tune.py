@@ -209,8 +209,9 @@ def main() -> int:
     parser.add_argument("--search-runs", type=int, default=3, help="search runs: defaults, far corner, defaults again ...")
     parser.add_argument("--grid-runs", type=int, default=1, help="full grids (a second shows the grid's own noise)")
     parser.add_argument("--dump", metavar="FILE.json", help="also write every run's records here")
-    parser.add_argument("--no-laptop", action="store_true", help="skip the laptop experiment (the RPC stand-in)")
-    parser.add_argument("--rpc-limit-mib", type=int, default=700, help="the stand-in's address-space limit (default 700)")
+    parser.add_argument("--no-laptop", action="store_true", help="skip the laptop experiment (tune --stand-ins)")
+    parser.add_argument("--laptop-gpus", default="rtx3060-laptop-6g",
+                        help="the simulated GPU of the laptop experiment (default rtx3060-laptop-6g)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
@@ -247,7 +248,7 @@ def main() -> int:
                                          base, CORNER if corner else VALUES, args.workload, "search",
                                          root / f"t{threads}s{i}"))
             blocks.append((threads, grids, searches))
-        lap = None if args.no_laptop else laptop(setup, root, args.rpc_limit_mib)
+        lap = None if args.no_laptop else laptop(setup, root, args.laptop_gpus)
     total = time.monotonic() - t_all
     if args.dump:
         Path(args.dump).write_text(json.dumps([{"threads": t, "name": r.name, "start": r.start, "launches": r.launches,

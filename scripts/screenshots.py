@@ -29,7 +29,7 @@ SIZE = (120, 40)
 #: the screenshots each real run saves (`--only` picks runs by these names)
 REAL_SHOTS = ("idle-plan", "idle-plan-mtp-light", "idle-plan-mtp-okabe-ito", "probes-running", "failure-explained",
               "runs-compare")
-TUNING_SHOTS = ("sweep", "verdict")
+TUNING_SHOTS = ("sweep", "verdict", "tune")
 REMOTE_SHOTS = ("variants-picker", "download-progress")
 ONLY: set[str] = set()  # empty: every screenshot
 SUITE = """\
@@ -141,14 +141,17 @@ async def real_run(work: Path) -> None:
 
 
 async def tuning_run(work: Path) -> None:
-    """The sweep screen after a real 2x2 demo sweep, and the MTP on/off verdict (screenshots/sweep.svg,
-    screenshots/verdict.svg)."""
+    """The sweep screen after a real 2x2 demo sweep, the MTP on/off verdict and a real tune of the demo
+    model with its report (screenshots/sweep.svg, verdict.svg, tune.svg, tune-report.md)."""
     from tui.core.demo.prepare import prepare_demo
     from tui.ui.app import make_app
     from tui.cli._app_options import demo_settings
     from tui.ui.options import AppOptions
     from tui.ui.screens.sweep import SweepScreen
     from tui.ui.screens.verdict import VerdictScreen
+    from tui.ui.adapters import tune as adapter
+    from tui.ui.screens.tune import TuneScreen
+    from tui.ui.tune_view import TuneSetup
 
     setup = prepare_demo(progress=lambda ev: print(f"[{ev.phase}] {ev.message}", file=sys.stderr))
     suite = work / "demo-short.toml"
@@ -176,6 +179,24 @@ async def tuning_run(work: Path) -> None:
         await until(pilot, lambda: app.tuning.abs_finished == 1, "MTP on vs off", 900)
         await pilot.pause(0.5)
         save(app, "verdict")
+        await pilot.press("escape")
+        # A real tune of the demo model: MTP on/off x draft n-max x micro-batch, the A/B at the end.
+        app.tuning.tune_setup = TuneSetup(workload="128:128", budget="10m", ab_passes=2, save_as="demo-tuned",
+                                          axes=(("mtp", "on,off"), ("draft-n-max", "1,2,3,4"), ("ubatch", "128,256,512")))
+        await pilot.press("T")
+        await until(pilot, lambda: isinstance(app.screen, TuneScreen), "the tune screen")
+        tune = app.screen
+        await until(pilot, lambda: tune.prepared is not None or tune.problem is not None, "the tune's setup check")
+        if tune.problem:
+            raise SystemExit(f"screenshots: the tune cannot start: {tune.problem}")
+        await pilot.press("g")
+        await until(pilot, lambda: app.tuning.tunes_finished == 1, "the tune", 900)
+        await pilot.pause(0.5)
+        save(app, "tune")
+        await pilot.press("r")  # the Markdown report, for the README's excerpt
+        await until(pilot, lambda: adapter.report_path(app.tuning.tune_outcome).is_file(), "the tune's report", 30)
+        report = adapter.report_path(app.tuning.tune_outcome)
+        (OUT / "tune-report.md").write_text(report.read_text().replace(str(work), "$WORK"), encoding="utf-8")
         await pilot.press("escape", "q")
         await until(pilot, lambda: not app.is_running, "the app to quit", 30)
 

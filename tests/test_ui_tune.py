@@ -311,3 +311,26 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running)
     assert servers_of(model) == []
+
+
+async def test_quitting_the_app_mid_tune_leaves_no_server(server_bin: Path, tiny_models: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    """q while a tune's candidate generates (the tune screen left open behind the main screen): the
+    app quits, the tune is cancelled and its server stopped; nothing outlives the app."""
+    import shutil
+
+    model = tmp_path / "ui-tune-quit-tiny.gguf"
+    shutil.copy(tiny_models["tiny-mtp"], model)
+    app = make_app(live_options(model, server_bin, tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_tune(pilot, app, replace(SMALL, workload="64:4000"))
+        assert screen.prepared is not None, screen.problem
+        await pilot.press("g")
+        assert await until(pilot, lambda: bool(servers_of(model)) or app.tuning.tunes_finished == 1, 60)
+        assert servers_of(model), app.tuning.tune_view
+        await pilot.press("escape")
+        assert await until(pilot, lambda: not isinstance(app.screen, TuneScreen))
+        assert app.tuning.running == "tune"  # still running behind the main screen
+        await pilot.press("q")
+        assert await until(pilot, lambda: not app.is_running, 60)
+    assert servers_of(model) == []
