@@ -196,7 +196,8 @@ async def tuning_run(work: Path) -> None:
         await pilot.press("r")  # the Markdown report, for the README's excerpt
         await until(pilot, lambda: adapter.report_path(app.tuning.tune_outcome).is_file(), "the tune's report", 30)
         report = adapter.report_path(app.tuning.tune_outcome)
-        (OUT / "tune-report.md").write_text(report.read_text().replace(str(work), "$WORK"), encoding="utf-8")
+        (OUT / "tune-report.md").write_text(report.read_text().replace(str(work), "$WORK").replace(str(Path.home()), "~"),
+                                             encoding="utf-8")
         await pilot.press("escape", "q")
         await until(pilot, lambda: not app.is_running, "the app to quit", 30)
 

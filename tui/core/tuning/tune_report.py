@@ -147,8 +147,12 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
     lines += ["; ".join(head) + ".", ""]
     if facts.fixed:
         lines += [f"Fixed flags: `{facts.fixed}`", ""]
-    if facts.axes:
-        lines += ["Searched: " + "; ".join(f"{n} {', '.join(_v(v) for v in vals)}" for n, vals in facts.axes) + ".", ""]
+    searched = [(n, vals) for n, vals in facts.axes if len(vals) > 1]
+    kept = [(n, vals[0]) for n, vals in facts.axes if len(vals) == 1]
+    if searched:
+        lines += ["Searched: " + "; ".join(f"{n} {', '.join(_v(v) for v in vals)}" for n, vals in searched) + ".", ""]
+    if kept:
+        lines += ["Kept at one value: " + "; ".join(f"{n} {_v(v)}" for n, v in kept) + ".", ""]
     total = f" ({facts.launches_total} over every run of this tune)" if facts.launches_total is not None else ""
     run = facts.launches if facts.launches is not None else result.launches
     lines += [f"Stopped: **{result.stopped}** after {run} launches this run{total}, {result.launches} of them for "
