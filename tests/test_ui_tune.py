@@ -17,6 +17,7 @@ from textual.widgets import Checkbox, DataTable, Input
 from tests.helpers import tune_samples
 from tests.helpers import ui_samples as samples
 from tests.helpers.supervisor_util import servers_of
+from tui.core.gpu.profiles import parse_gpus_spec
 from tui.core.options.settings import Settings
 from tui.core.tuning.progress import TuneEvent
 from tui.core.tuning.space import Floors
@@ -93,6 +94,11 @@ def test_the_check_says_what_is_searched_and_refuses_what_the_cli_refuses(tiny_m
     assert not isinstance(ok, str), ok
     assert ok.grid == 4 and ok.request.gpus == "cpu" and ok.request.budget_s is None and ok.request.ab_passes == 2
     assert ok.summary.startswith("4 configurations: MTP off,on; ubatch 128,256 · workload 64:32"), ok.summary
+    refused = adapter.prepare(opts.settings, replace(SMALL, stand_ins=True), opts)  # a CPU-only host: nothing to play
+    assert isinstance(refused, str) and refused.startswith("stand-ins play simulated GPUs")
+    laptop = replace(opts, hardware=parse_gpus_spec("rtx3060-laptop-6g"))
+    on = adapter.prepare(opts.settings, replace(SMALL, stand_ins=True), laptop)
+    assert not isinstance(on, str) and on.request.stand_ins and on.request.gpus == "rtx3060-laptop-6g", on
     nothing = adapter.prepare(Settings(), SMALL, opts)
     assert isinstance(nothing, str) and nothing.startswith("tune needs a model: a file (the form's model field FILE.gguf)")
     for setup, words in ((replace(SMALL, workload="lots"), "--workload 'lots'"), (replace(SMALL, budget="soon"), "--budget"),

@@ -36,6 +36,7 @@ class TuneSetup:
     draft_kv_floor: str = ""
     axes: tuple[tuple[str, str], ...] = tuple((a, d) for a, _l, _f, d in TUNE_AXES)
     fit: bool = True  # search the smallest --fit-target where it means something (real GPUs, RPC)
+    stand_ins: bool = False  # simulated GPUs: launch on stand-ins capped at their memory (`--stand-ins`)
     ab_passes: int = 3
     save_as: str = "tune-best"
 

@@ -133,8 +133,11 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     except (ModelError, WorkloadError, SpaceError, UsageError, GGUFError, OSError, ValueError) as e:
         text = str(e)
         return text if not text.startswith("invalid literal") else "min ctx: a whole number of tokens, or empty."
-    req = TuneRequest(base, spec, Path(options.server_bin), floors, values, gpus_of(options), budget, setup.ab_passes,
-                      ready_timeout=options.ready_timeout_s, model=model)
+    gpus = gpus_of(options)
+    if setup.stand_ins and gpus in (None, "cpu"):
+        return "stand-ins play simulated GPUs: start mtp-tune with --gpus PROFILE (or the demo) to use them."
+    req = TuneRequest(base, spec, Path(options.server_bin), floors, values, gpus, budget, setup.ab_passes,
+                      ready_timeout=options.ready_timeout_s, model=model, stand_ins=setup.stand_ins)
     grid = len(space.grid())
     searched = [f"{a.name} {','.join(_txt(v) for v in a.values)}" for a in space.axes if len(a.values) > 1]
     if len(space.branches) > 1:

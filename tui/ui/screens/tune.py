@@ -123,6 +123,8 @@ class TuneScreen(TuningScreen):
                         yield TextInput(self.setup.axis(axis), id=f"tune-axis-{i}", compact=True, select_on_focus=False,
                                         placeholder=f"fixed: {form_value(self.settings, axis, fields)}")
                 yield Checkbox("smallest fit-target (GPU/RPC)", self.setup.fit, id="tune-fit", compact=True)
+                yield Checkbox("simulated GPUs: launch on capped stand-ins", self.setup.stand_ins, id="tune-stand-ins",
+                               compact=True)
                 yield Static("Answer", classes="section")
                 with Horizontal(classes="row"):
                     yield Label("A/B passes")
@@ -166,7 +168,9 @@ class TuneScreen(TuningScreen):
             ab = -1
         axes = tuple((axis, text(f"tune-axis-{i}")) for i, (axis, _l, _f, _d) in enumerate(TUNE_AXES))
         return replace(self.setup, **{attr: text(fid) for fid, _l, attr, _h in FIELDS}, axes=axes, ab_passes=ab,
-                       fit=self.query_one("#tune-fit", Checkbox).value, save_as=text("tune-save-as") or "tune-best")
+                       fit=self.query_one("#tune-fit", Checkbox).value,
+                       stand_ins=self.query_one("#tune-stand-ins", Checkbox).value,
+                       save_as=text("tune-save-as") or "tune-best")
 
     @on(Input.Changed)
     @on(Checkbox.Changed)
