@@ -114,6 +114,29 @@ def test_an_hf_model_is_tuned_from_its_header_and_downloaded_once(server_bin: Pa
     assert len(whole) == 1, [(h.range, h.sent) for h in hub.hits("/blobs/")]  # one download, then its cache
 
 
+def test_a_small_budget_stops_the_tune_with_the_best_so_far(server_bin: Path, tiny_models: dict[str, Path],
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--budget on the real server: the tune stops before a candidate that would not finish inside it,
+    answers with what it measured, and leaves no server; the same command with a larger budget goes on."""
+    import shutil
+
+    model = tmp_path / "budget-tiny.gguf"
+    shutil.copy(tiny_models["tiny-mtp"], model)
+    argv = ["-m", str(model), *FIXED[:-2], "--workload", "64:800", "--gpus", "cpu", "--axis", "ubatch=64,128,256",
+            "--axis", "draft-kv=f16,q8_0", "--axis", "draft-n-max=1,3", "--ab-passes", "0", "--json",
+            "--server-bin", str(server_bin)]
+    rc, d, err = run_cli(capsys, *argv, "--budget", "2s")
+    assert rc == 3, err  # stopped by the budget: an answer, but not the search's last word
+    res = d["result"]
+    assert d["stopped"] == "budget" and res["best"] is not None, (d["stopped"], res["message"])
+    assert len(res["records"]) < d["grid_size"] and res["launches"] < d["grid_size"]
+    assert servers_of(model) == []
+    rc2, d2, err2 = run_cli(capsys, *argv, "--budget", "10m")  # the same tune, continued
+    assert rc2 == 0, err2
+    assert d2["tune_id"] == d["tune_id"] and d2["stopped"] == "converged"
+    assert sum(1 for r in d2["result"]["records"] if r["resumed"]) >= len([r for r in res["records"] if r["launches"]])
+
+
 def test_a_stopped_tune_continues_with_what_it_had_not_measured(server_bin: Path, tiny_models: dict[str, Path],
                                                                 tmp_path: Path, launched: list[Settings]) -> None:
     from tui.core.planning.devices import devices_now

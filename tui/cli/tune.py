@@ -17,6 +17,8 @@ survives a first decode is searched once per memory footprint; with simulated GP
 contenders get more passes. The answer is the best configuration and the best with MTP off, checked
 against each other by an interleaved A/B (the final step), with the break-even output length.
 Progress goes to stderr. Interrupt it at any time: the same command continues where it stopped.
+Exit status: 0 converged, 3 stopped by --budget (the answer is the best so far), 130 interrupted,
+1 nothing measured, 2 a bad flag (refused before any launch).
 """
 
 from __future__ import annotations
