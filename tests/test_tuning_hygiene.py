@@ -15,7 +15,7 @@ from tests.test_tuning_tuner import WL, Fake, space
 from tui.core.gpu import Nvml
 from tui.core.tuning.tune_plot import pp_tg_plot
 from tui.core.tuning.tune_report import ReportFacts, render_report
-from tui.core.tuning.tune_run import gpu_hygiene
+from tui.core.tuning.tune_hygiene import gpu_hygiene
 from tui.core.tuning.trials import TrialRecord
 from tui.core.tuning.tune_result import TuneResult
 from tui.core.tuning.tuner import Machine, TuneOptions, tune

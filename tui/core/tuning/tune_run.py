@@ -38,6 +38,7 @@ from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
 from tui.core.tuning.tune_result import TuneResult, fmt_seconds
 from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_definition, tune_id
 from tui.core.tuning.tune_measure import Measure, make_prober
+from tui.core.tuning.tune_hygiene import GpuHygiene, gpu_hygiene
 from tui.core.tuning.tune_model import TuneModel
 from tui.core.tuning.tune_standins import StandInBackend, stand_in_note
 from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
@@ -115,24 +116,6 @@ def _planner(req: TuneRequest) -> Any:
     if header is None:
         return check
     return lambda settings: check(local_settings(settings, header))
-
-
-def gpu_hygiene(devices: Any, gpus: str | None, source: Any = None) -> Callable[[], list[str]] | None:
-    """The tuner's hygiene check on the GPUs NVML sees: other processes holding memory, and clocks held
-    down by temperature or a power brake (`gpu.collect`). None with simulated GPUs or none seen.
-    Called with no server of the tune running, so every process on a GPU is someone else's."""
-    if gpus is not None or not any(not d.remote for d in getattr(devices, "devices", ())):
-        return None
-    from tui.core.gpu import Nvml
-    from tui.core.gpu.collect import clock_warnings, collect_snapshot, other_process_warnings
-
-    nvml = source if source is not None else Nvml(register_atexit=False)
-
-    def check() -> list[str]:
-        snap = collect_snapshot(nvml, read_host=False)
-        return other_process_warnings(snap.devices) + clock_warnings(snap.devices)
-
-    return check
 
 
 def real_offload(devices: Any, gpus: str | None) -> bool:
@@ -301,7 +284,11 @@ class TuneRun:
                                     previous=previous, on_event=lambda ev: self._on_trial(st, ev), cancel=self.cancel)
         self.emit("started", f"tune {self.tune_id}: {len(space.grid())} configurations, context {space.ctx}, "
                              f"{resumed} already known" + ("" if fit else "; no --fit-target search (no real GPU)"))
-        result = tuner.run()
+        try:
+            result = tuner.run()
+        finally:
+            if isinstance(machine.hygiene, GpuHygiene):
+                machine.hygiene.close()
         if self._error is not None:
             raise TuneError(str(self._error))
         ab, ab_note = self._ab(st, backend, space, workload, result, measure)
