@@ -16,7 +16,8 @@ the tensors llama.cpp's graph keeps alive together (floats per token, times T x 
 
 The term shapes are read off llama-graph.cpp (build_ffn, build_moe_ffn, build_attn_mha); the constant
 n_embd counts (5, 2.5, 2) were calibrated on gemma3-1b, deepseek-v2-lite and glm45-air only (bench
-calibration set) and are checked on held-out shapes by bench/bench_planner_heldout.py. The
+calibration set; bench/calibrate_graph.py reproduces them from llama.cpp's dry runs, its points in
+bench/data/graph_calibration.json) and are checked on held-out shapes by bench/bench_planner_heldout.py. The
 MTP draft graph is the NextN block alone: its FFN without the trunk's n_embd terms, and its logits.
 ggml-alloc reuses freed blocks best-fit, so peaks are not exactly additive: the terms are a model.
 """
