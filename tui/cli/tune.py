@@ -98,8 +98,10 @@ def _prepare(args: argparse.Namespace) -> Any:
         base = check_server_args(with_defaults(server_args), base=Settings(metrics=False), device_count=ds.count or None)
     except (WorkloadError, SpaceError, UsageError, ServerArgsError, ValueError) as e:
         return fail(str(e))
-    if args.stand_ins and (args.gpus in (None, "cpu") or not any(not d.remote for d in ds.devices)):
-        return fail("--stand-ins plays simulated GPUs: give them with --gpus SPEC (e.g. --gpus rtx3060-laptop-6g).")
+    from tui.core.tuning.tune_standins import stand_ins_problem
+
+    if args.stand_ins and (why := stand_ins_problem(args.gpus, ds)):
+        return fail(why)
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.gguf_reader import read_gguf
     from tui.core.tuning.tune_model import ModelError, tune_model

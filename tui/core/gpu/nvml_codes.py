@@ -28,21 +28,6 @@ ERROR_RESET_REQUIRED: Final = 16
 ERROR_LIB_RM_VERSION_MISMATCH: Final = 18
 ERROR_ARGUMENT_VERSION_MISMATCH: Final = 25
 ERROR_GPU_NOT_FOUND: Final = 28
-
-# Clocks event (throttle) reasons (nvml.h nvmlClocksEventReason*): the bits that slow a measurement
-# down for a reason outside the configuration. Idle, application clocks, sync boost and the display
-# clock say nothing about speed; the software power cap is normal under load on a laptop.
-CLOCK_EVENT_SLOWDOWNS: Final = {
-    0x8: "hardware slowdown (temperature or power brake)",
-    0x20: "software thermal slowdown",
-    0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake",
-}
-
-
-def clock_slowdowns(mask: int) -> list[str]:
-    """The slowdown reasons set in NVML's clocks event mask, in bit order."""
-    return [why for bit, why in CLOCK_EVENT_SLOWDOWNS.items() if mask & bit]
 ERROR_UNKNOWN: Final = 999
 
 #: Codes that mean the device itself is gone: stop querying it for this pass.
@@ -138,3 +123,18 @@ def init_failure_state(exc: BaseException) -> tuple[Status, str]:
             f"{NOT_AVAILABLE_PREFIX}initialising NVML failed: {type(exc).__name__}: {exc}.",
         )
     return Status.ERROR, f"{NOT_AVAILABLE_PREFIX}initialising NVML failed: {exc} (NVML error {code})."
+
+# Clocks event (throttle) reasons (nvml.h nvmlClocksEventReason*): the bits that slow a measurement
+# down for a reason outside the configuration. Idle, application clocks, sync boost and the display
+# clock say nothing about speed; the software power cap is normal under load on a laptop.
+CLOCK_EVENT_SLOWDOWNS: Final = {
+    0x8: "hardware slowdown (temperature or power brake)",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+
+
+def clock_slowdowns(mask: int) -> list[str]:
+    """The slowdown reasons set in NVML's clocks event mask, in bit order."""
+    return [why for bit, why in CLOCK_EVENT_SLOWDOWNS.items() if mask & bit]

@@ -22,12 +22,16 @@ class ModelError(ValueError):
 
 @dataclass(frozen=True)
 class TuneModel:
-    """`path`: the GGUF to read the header of; `header`: set (= path) when it is a remote model's
-    header copy, which the planner is pointed at in the launches' place; `notes` for the report."""
+    """`path`: the GGUF to read the header of; `remote`: it is a remote model's header copy, which the
+    planner is pointed at in the launches' place (`header`); `notes` for the report."""
 
     path: Path
-    header: Path | None = None
+    remote: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def header(self) -> Path | None:
+        return self.path if self.remote else None
 
 
 def tune_model(base: Settings, *, where: str = "-m", progress: Callable[[str], None] | None = None) -> TuneModel:
@@ -61,4 +65,4 @@ def tune_model(base: Settings, *, where: str = "-m", progress: Callable[[str], N
         names = ", ".join(f"{s.path} ({s.role})" for s in extra)
         notes.append(f"-hf also downloads and loads {names} at every launch, which the plan does not count; "
                      "add --no-mmproj to tune without it.")
-    return TuneModel(fetched.path, fetched.path, tuple(notes))
+    return TuneModel(fetched.path, True, tuple(notes))

@@ -214,4 +214,4 @@ def facts_from(outcome: Any, base: Any) -> ReportFacts:
     model = f"-hf {base.hf_repo}" if base.hf_repo else Path(str(base.model or "")).name
     return ReportFacts(model, outcome.workload, outcome.hardware, fixed, axes, sp.ctx,
                        outcome.tune_id, outcome.ab, outcome.ab_note, outcome.launches, outcome.launches_total, notes,
-                       bool(getattr(outcome, "hygiene_checked", False)))
+                       outcome.hygiene_checked)

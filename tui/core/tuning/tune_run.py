@@ -20,6 +20,7 @@ probe within its 50 ms poll), with every finished record kept.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -38,9 +39,9 @@ from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
 from tui.core.tuning.tune_result import TuneResult, fmt_seconds
 from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_definition, tune_id
 from tui.core.tuning.tune_measure import Measure, make_prober
-from tui.core.tuning.tune_hygiene import GpuHygiene, gpu_hygiene
+from tui.core.tuning.tune_hygiene import gpu_hygiene
 from tui.core.tuning.tune_model import TuneModel
-from tui.core.tuning.tune_standins import StandInBackend, stand_in_note
+from tui.core.tuning.tune_standins import StandInBackend, stand_in_note, stand_ins_problem
 from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tuning.tuner import TuneOptions, Tuner
 from tui.core.tuning.machine import Machine
@@ -169,40 +170,38 @@ class TuneRun:
             st.lock()
         except StateError as e:
             raise TuneError(str(e)) from None
-        stand_ins = None
         try:
-            stand_ins = self._stand_ins()
-            backend = SupervisorBackend(self.req.server_bin, ready_timeout=self.req.ready_timeout) \
-                if stand_ins is None else StandInBackend(self.req.server_bin, stand_ins, ready_timeout=self.req.ready_timeout)
-            try:
+            with contextlib.ExitStack() as stack:
+                stand_ins = self._stand_ins(stack)
+                backend = SupervisorBackend(self.req.server_bin, ready_timeout=self.req.ready_timeout) \
+                    if stand_ins is None else StandInBackend(self.req.server_bin, stand_ins,
+                                                             ready_timeout=self.req.ready_timeout)
+                stack.callback(backend.close)
                 return self._run(st, backend)
-            finally:
-                backend.close()
         finally:
-            if stand_ins is not None:
-                stand_ins.__exit__(None, None, None)
             try:
                 st.save()
             finally:
                 st.unlock()
 
-    def _stand_ins(self) -> Any:
-        """The capped stand-ins a `--stand-ins` tune launches on, started (None without it)."""
+    def _stand_ins(self, stack: contextlib.ExitStack) -> Any:
+        """The capped stand-ins a `--stand-ins` tune launches on, started and stopped with `stack`
+        (None without it)."""
         if not self.req.stand_ins:
             return None
         from tui.core.planning.standin import StandInError, StandIns
         from tui.core.server.provision import rpc_server_for
 
+        why = stand_ins_problem(self.req.gpus, self.devices)
+        if why:
+            raise TuneError(why)
         simulated = [d for d in self.devices.devices if not d.remote]
         rpc_bin = rpc_server_for(Path(self.req.server_bin))
-        if not simulated or self.req.gpus in (None, "cpu"):
-            raise TuneError("--stand-ins plays simulated GPUs: give them with --gpus SPEC (e.g. rtx3060-laptop-6g).")
         if rpc_bin is None:
             raise TuneError(f"--stand-ins needs ggml-rpc-server beside {self.req.server_bin} (mtp-tune doctor --build).")
         try:
-            s = StandIns(rpc_bin, simulated, capped=True)
             self.emit("stand-ins", f"starting {len(simulated)} capped stand-in(s) for {self.req.gpus}")
-            return s.__enter__()
+            return stack.enter_context(StandIns(rpc_bin, simulated, capped=True))
         except (StandInError, RuntimeError, OSError) as e:
             raise TuneError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
 
@@ -275,9 +274,10 @@ class TuneRun:
             # On a GPU the fit-target search's first decodes must see the workload's own prompt.
             self._sizing(st, backend, "cutting the workload's prompt with the model's tokenizer",
                          lambda url: measure.suite(url, req.base.api_key))
+        hygiene = gpu_hygiene(self.devices, req.gpus)
         machine = Machine(backend, measure, _planner(req),
                           (lambda s, be, ev: smallest_fit_target(s, backend=be, cancel=ev)) if fit else None,
-                          on_launch=lambda s: self._launched(st, _brief(s)), hygiene=gpu_hygiene(self.devices, req.gpus))
+                          on_launch=lambda s: self._launched(st, _brief(s)), hygiene=hygiene)
         previous = st.previous()
         resumed = len(previous)
         tuner = self._tuner = Tuner(space, workload, machine, replace(req.options, budget_s=req.budget_s),
@@ -287,15 +287,15 @@ class TuneRun:
         try:
             result = tuner.run()
         finally:
-            if isinstance(machine.hygiene, GpuHygiene):
-                machine.hygiene.close()
+            if hygiene is not None:
+                hygiene.close()
         if self._error is not None:
             raise TuneError(str(self._error))
         ab, ab_note = self._ab(st, backend, space, workload, result, measure)
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.state.launches,
                            time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
-                           hygiene_checked=machine.hygiene is not None)
+                           hygiene_checked=hygiene is not None)
 
     def _on_trial(self, st: TuneState, ev: TuneEvent) -> None:
         if ev.kind == "hygiene":

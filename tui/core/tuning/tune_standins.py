@@ -38,13 +38,22 @@ class StandInBackend(SupervisorBackend):
         from tui.core.planning.standin import fit_targets
 
         margins = [int(v) for v in settings.fit_target] or [DEFAULT_FIT_TARGET_MIB]
-        targets = fit_targets(self.stand_ins.simulated, margins)
         eps = [e for e in self.stand_ins.endpoints.split(",") if e]
-        return replace(settings, rpc=[*eps, *(e for e in settings.rpc if e not in eps)],
-                       fit_target=targets + [int(v) for v in settings.fit_target[len(targets):]])
+        others = [e for e in settings.rpc if e not in eps]
+        targets = fit_targets(self.stand_ins.simulated, margins) + [margins[-1]] * len(others)
+        return replace(settings, rpc=[*eps, *others], fit_target=targets)
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome:
         return super().launch(self.translate(settings), cancel)
+
+
+def stand_ins_problem(gpus: str | None, devices: Any = None) -> str | None:
+    """Why `--stand-ins` cannot run (None when it can): it plays simulated GPUs, so `--gpus` must name
+    some, and `devices` (a `DeviceSet`, when known) must hold one that is not an RPC server."""
+    local = None if devices is None else any(not d.remote for d in devices.devices)
+    if gpus in (None, "cpu") or local is False:
+        return "--stand-ins plays simulated GPUs: give them with --gpus SPEC (e.g. --gpus rtx3060-laptop-6g)."
+    return None
 
 
 def stand_in_note(simulated: Any) -> str:

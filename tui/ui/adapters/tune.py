@@ -133,8 +133,10 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     except (ModelError, WorkloadError, SpaceError, UsageError, GGUFError, OSError, ValueError) as e:
         text = str(e)
         return text if not text.startswith("invalid literal") else "min ctx: a whole number of tokens, or empty."
+    from tui.core.tuning.tune_standins import stand_ins_problem
+
     gpus = gpus_of(options)
-    if setup.stand_ins and gpus in (None, "cpu"):
+    if setup.stand_ins and stand_ins_problem(gpus):  # the core's rule, said the TUI's way
         return "stand-ins play simulated GPUs: start mtp-tune with --gpus PROFILE (or the demo) to use them."
     req = TuneRequest(base, spec, Path(options.server_bin), floors, values, gpus, budget, setup.ab_passes,
                       ready_timeout=options.ready_timeout_s, model=model, stand_ins=setup.stand_ins)
