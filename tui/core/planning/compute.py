@@ -109,6 +109,13 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
         logits_t = n_out * hp.n_vocab * 4 + 2 * unit  # a large output count (ngram-mod) makes the logits the peak
         act_t = max(4.0 * T * pt, floor, logits_t)
         act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, n_out_d * hp.n_vocab * 4 + 2 * unit)
+    if (cal := _calibrated(meta, r)) is not None:  # this model's own terms, measured by llama.cpp
+        g_t, g_d = cal
+        act_t = g_t - mask / copies
+        if g_d is not None:
+            mask_d = graph.masks(hp, r, T, hp.kv_draft or hp.nextn_layers())
+            act_d = g_d + mask_d * (copies - 1)
+            pdb = act_d / (4.0 * T)
     trunk = [layer_dev[il] for il in range(hp.n_layer)]
     trunk_devs = list(dict.fromkeys(trunk))
     scale = copies / 4.0 if copies > 1 else 0.0  # split inputs are duplicated per scheduler copy
@@ -145,6 +152,22 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
     if moe_on_host:
         host_d += act_d
     dp[HOST].components["draft_compute"] += host_d / MiB
+
+
+def _calibrated(meta: GGUFMeta, r: Resolved) -> tuple[float, float | None] | None:
+    """(target, draft) bytes of one device's graph buffers from the model's calibration, or None."""
+    c = meta.calibration
+    if c is None:
+        return None
+    g_t = c.predict(meta.hparams, r, "target_mtp" if r.mtp else "target")
+    if g_t is None:
+        return None
+    return g_t, (c.predict(meta.hparams, r, "draft") if r.mtp else None)
+
+
+def calibrated(meta: GGUFMeta, r: Resolved) -> bool:
+    """Whether this plan's compute terms come from the model's calibration."""
+    return _calibrated(meta, r) is not None
 
 
 def uses_graph_model(hp: HParams) -> bool:

@@ -170,6 +170,9 @@ class GGUFMeta:
     warnings: list[str] = field(default_factory=list)
     #: a split model's files, the first (`path`) included; empty for a single file
     parts: list[SplitPart] = field(default_factory=list)
+    #: this model's calibrated compute terms (planning.calibration.Calibration), once llama.cpp has
+    #: measured it (planning.calibrate.attach); every plan of the model then uses them
+    calibration: Any = field(default=None, compare=False, repr=False)
 
     @property
     def architecture(self) -> str:

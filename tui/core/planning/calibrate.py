@@ -1,0 +1,123 @@
+"""Calibrating the estimate on one model: llama.cpp's dry runs at the design points, fitted and cached.
+
+`calibrate()` measures the model at planning.calibration.DESIGN (exact mode's dry run, host only on
+the CPU backend, `--fit off`: about a second each, 17 runs for an MTP model), fits each graph's terms
+and caches the result beside exact mode's entries (cache_dir()/exact/calibration/), keyed like them
+by the model's header hash and the llama-server binary, so a new build or another file invalidates it.
+`cached_calibration()` reads that cache without running anything; `attach()` hangs a calibration on a
+GGUFMeta, which is how every later plan of that model (any settings, any caller) finds it.
+Runs on the caller's thread and blocks: the TUI calls it from a worker, the CLI as part of `plan --exact`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tui.core.options.argv import settings_from_argv
+from tui.core.planning import calibration as cal
+from tui.core.planning.dryrun import default_root
+from tui.core.planning.gguf_meta import GGUFMeta
+from tui.core.planning.resolve import resolve
+from tui.core.planning.sparse import header_hash
+
+KIND = "CPU"
+#: every calibration run: host only (no offload device), fit off, no repack (weights never touched)
+COMMON = ("-dev", "none", "-fit", "off", "-nr")
+
+
+def _binary_id(server_bin: Path) -> list[Any]:
+    st = server_bin.stat()
+    return [str(server_bin.resolve()), st.st_size, int(st.st_mtime)]
+
+
+def _key(digest: str, server_bin: Path, kind: str) -> str:
+    payload = json.dumps([cal.FORMAT, digest, _binary_id(server_bin), kind, [p.args for p in cal.DESIGN]])
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _path(root: Path, key: str) -> Path:
+    return root / "calibration" / f"{key}.json"
+
+
+def cached_calibration(meta: GGUFMeta, server_bin: str | Path, root: Path | None = None,
+                       kind: str = KIND) -> cal.Calibration | None:
+    """The cached calibration of this model by this server, or None (nothing is run)."""
+    try:
+        key = _key(header_hash(meta), Path(server_bin), kind)
+        data = json.loads(_path(Path(root) if root else default_root(), key).read_text())
+    except (OSError, ValueError):
+        return None
+    return cal.Calibration.from_dict(data) if isinstance(data, dict) else None
+
+
+def attach(meta: GGUFMeta, calibration: cal.Calibration | None) -> None:
+    """Make every later plan of `meta` use `calibration` (None: back to the structural estimate)."""
+    meta.calibration = calibration
+
+
+def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = None, use_cache: bool = True,
+              cancel: threading.Event | None = None, progress: Callable[[str], None] | None = None,
+              timeout_s: float = 60.0) -> cal.Calibration | str:
+    """Measure the model at the design points and fit it; the Calibration, or one sentence why not.
+    Each dry run goes through exact mode (its sparse copy, its cache of single runs)."""
+    from tui.core.planning.exact import exact_plan  # exact imports the planner, which imports this package
+    t0 = time.monotonic()
+    server_bin = Path(server_bin)
+    root = Path(root) if root else default_root()
+    if not meta.path:
+        return "calibration needs a local model file (or the header copy of a remote one)."
+    digest = header_hash(meta)
+    key = _key(digest, server_bin, KIND)
+    if use_cache and (hit := cached_calibration(meta, server_bin, root)) is not None:
+        return hit
+    hp = meta.hparams
+    design = [p for p in cal.DESIGN if not p.mtp or hp.n_nextn > 0]
+    pts: dict[str, list[tuple[cal.DesignPoint, cal.Features, float]]] = {g: [] for g in cal.GRAPHS}
+    notes: list[str] = []
+    runs = 0
+    for i, p in enumerate(design):
+        if cancel is not None and cancel.is_set():
+            return "cancelled"
+        if progress is not None:
+            progress(f"calibrating {i + 1}/{len(design)}")
+        argv = ["-m", str(meta.path), *cal.design_args(p, hp.n_ctx_train), *COMMON]
+        settings = settings_from_argv(argv).settings
+        ex = exact_plan(settings, [], server_bin, meta=meta, cancel=cancel, timeout_s=timeout_s, root=root)
+        runs += 0 if ex.cached else ex.runs
+        if ex.status == "cancelled":
+            return "cancelled"
+        if not ex.available or ex.plan is None:
+            notes.append(f"{p.name}: {ex.reason}")
+            continue
+        r = resolve(settings, hp)
+        host = ex.plan.device("Host")
+        if host is None:
+            continue
+        tgt = "target_mtp" if p.mtp else "target"
+        pts[tgt].append((p, cal.features(hp, r, tgt), host.components["compute"] * 2**20))
+        if p.mtp and host.components["draft_compute"] > 0:
+            pts["draft"].append((p, cal.features(hp, r, "draft"), host.components["draft_compute"] * 2**20))
+    graphs = {g: cal.fit_graph(v, mask_in_ffn=g != "draft") for g, v in pts.items() if v}
+    if "target" not in graphs or graphs["target"].ffn is None:
+        return "calibration measured nothing: " + ("; ".join(notes[:2]) or "no dry run succeeded")
+    res = cal.Calibration(KIND, digest, _binary_id(server_bin), graphs, time.monotonic() - t0, runs, notes)
+    if use_cache:
+        _save(_path(root, key), res)
+    return res
+
+
+def _save(path: Path, res: cal.Calibration) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(res.to_dict()))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a calibration that cannot be cached is only measured again
