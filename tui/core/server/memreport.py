@@ -45,9 +45,12 @@ RE_BREAKDOWN_GPU = re.compile(
     r"memory_breakdown_print: \|\s+- (.+?)\s*\|\s*(\d+) =\s*(\d+) \+ \(\s*(\d+) =\s*(\d+) \+\s*(\d+) \+\s*(\d+)\) \+\s*(-?\d+)\s*\|"
 )
 RE_BREAKDOWN_OTHER = re.compile(r"memory_breakdown_print: \|\s+- (.+?)\s*\|\s*(\d+) =\s*(\d+) \+\s*(\d+) \+\s*(\d+)\s*\|")
+#: -lv 5: load_tensors' placement of each block (the output layer as block n_layer) and of each -ot match
+RE_LAYER_DEV = re.compile(r"load_tensors: layer\s+(\d+) assigned to device (\S+?), is_swa")
+RE_OVERRIDE = re.compile(r"tensor (\S+) \(\d+ MiB \S+\) buffer type overridden to (\S+)")
 RE_EXTRA_MODEL = re.compile(r"getting device memory data for the extra model")
 RE_EXIT = re.compile(r"cleaning up before exit")
-_PREFILTER = re.compile(r"MiB|llama_context|draft context|sched|load_tensors|breakdown|extra model|before exit|Flash Attention")
+_PREFILTER = re.compile(r"MiB|llama_context|draft context|sched|load_tensors|breakdown|extra model|before exit|Flash Attention|overridden")
 
 
 def device_of(buffer: str) -> str:
@@ -126,6 +129,8 @@ class MemoryReport:
     target: ContextReport = field(default_factory=ContextReport)
     draft: ContextReport | None = None
     breakdowns: list[BreakdownTable] = field(default_factory=list)
+    layer_device: dict[int, str] = field(default_factory=dict)  # block -> device llama.cpp assigned it to
+    buft_overrides: dict[str, str] = field(default_factory=dict)  # tensor -> buffer type an -ot gave it
     lines_matched: int = 0
     _ctx_count: int = 0
     _in_draft: bool = False
@@ -165,10 +170,20 @@ class MemoryReport:
         if RE_LOAD_START.search(line):
             # a new model load: forget buffers of an earlier one in the same stream
             self.weights.clear()
+            self.layer_device.clear()
+            self.buft_overrides.clear()
             self.target = ContextReport()
             self.draft = None
             self._in_draft = False
             self._ctx_count = 0
+            return True
+        m = RE_LAYER_DEV.search(line)
+        if m:
+            self.layer_device[int(m.group(1))] = m.group(2)
+            return True
+        m = RE_OVERRIDE.search(line)
+        if m:
+            self.buft_overrides[m.group(1)] = m.group(2)
             return True
         m = RE_DEVICE.search(line)
         if m:
