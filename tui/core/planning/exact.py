@@ -44,7 +44,7 @@ from tui.core.planning.rpcguard import RpcGuard
 from tui.core.planning.sparse import header_hash, needs_sparse, prune_sparse, remove_sparse, sparse_copy, sparse_path
 from tui.core.planning.standin import StandInError, StandIns, caveats, fit_targets
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: host weights from llama.cpp's placement, its buffers kept apart
 DEFAULT_TIMEOUT_S = 60.0
 #: real devices' free memory enters the cache key in steps of this many MiB
 FREE_BUCKET_MIB = 512
@@ -343,7 +343,8 @@ def _from_cache(data: dict[str, Any], meta: GGUFMeta, settings: Settings, device
             comps = data["components"].get(d.key)
             if comps:
                 d.components.update({k: float(v) for k, v in comps.items() if k in d.components})
-        sources = {k: DeviceSource(k, v["source"] != "estimate", v.get("why", ""), list(v.get("by_formula", [])))
+        sources = {k: DeviceSource(k, v["source"] != "estimate", v.get("why", ""), list(v.get("by_formula", [])),
+                                   {b: float(x) for b, x in v.get("weights_buffers_mib", {}).items()})
                    for k, v in data.get("sources", {}).items()}
     except (KeyError, TypeError, ValueError, PlanError):
         return None

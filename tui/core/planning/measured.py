@@ -6,8 +6,11 @@ the KV totals to 0.01 MiB. The plan wants seven components per device, so:
 
 - compute, draft compute, recurrent state, output: the per-buffer lines (exact to 0.01 MiB);
   without them the breakdown's compute (+0.5 MiB, the middle of its floor).
-- weights: the closed form (every tensor's bytes, or the mapped file range with mmap, which the
-  no-mmap dry run cannot see) wherever it agrees with llama.cpp's floored figure; else llama.cpp's.
+- weights of an offload device: the closed form (every tensor's bytes) where it agrees with
+  llama.cpp's floored figure; else llama.cpp's.
+- host weights: from llama.cpp's own placement (tui.core.planning.hostweights): the mapped file
+  range with mmap (which the no-mmap dry run cannot see) and the repacked buffer, each kept apart in
+  `DeviceSource.buffers`, where their sums agree with llama.cpp's floored rows; else those rows.
 - KV and draft KV: llama.cpp's KV total line (per context, 0.01 MiB), shared between devices in the
   closed form's proportions where those agree with each device's floored `context` minus its
   measured recurrent state, else in those floors' proportions.
@@ -21,10 +24,8 @@ from dataclasses import dataclass, field
 
 from tui.core.planning.breakdown import Measurement
 from tui.core.planning.devices import HOST
+from tui.core.planning.hostweights import SLACK as _SLACK, agrees as _agrees, exact_host_weights
 from tui.core.planning.result import Plan
-
-#: a closed form agrees with llama.cpp when it lies inside the floored MiB (with float slack)
-_SLACK = 0.02
 
 
 @dataclass
@@ -35,17 +36,15 @@ class DeviceSource:
     exact: bool
     why: str = ""
     by_formula: list[str] = field(default_factory=list)
+    buffers: dict[str, float] = field(default_factory=dict)  # the host's model buffers (CPU_Mapped, CPU_REPACK)
 
     @property
     def label(self) -> str:
         return "exact (llama.cpp)" if self.exact else "estimate"
 
     def to_dict(self) -> dict[str, object]:
-        return {"key": self.key, "source": self.label, "why": self.why, "by_formula": list(self.by_formula)}
-
-
-def _agrees(formula: float, floored: int) -> bool:
-    return floored - _SLACK <= formula < floored + 1 + _SLACK
+        return {"key": self.key, "source": self.label, "why": self.why, "by_formula": list(self.by_formula),
+                "weights_buffers_mib": {k: round(v, 2) for k, v in self.buffers.items()}}
 
 
 def _per_device(m: Measurement | None, keymap: dict[str, str]) -> dict[str, dict[str, float]]:
@@ -102,9 +101,10 @@ def apply_measurements(est: Plan, target: Measurement, draft: Measurement | None
         c = d.components
         model, ctx, comp = rows_t[d.key]
         dt = det_t.get(d.key, {})
-        # weights: the closed form where it agrees with llama.cpp's floor (mmap: the mapped range)
-        mapped = d.key == HOST and est.resolved.use_mmap
-        if not _agrees(c["weights"], model) and not (mapped and c["weights"] >= model):
+        if d.key == HOST:  # llama.cpp's placement and host buffers (mapped range, repacked buffer)
+            c["weights"], src.buffers, notes = exact_host_weights(est.model, est.resolved, target)
+            src.by_formula += notes
+        elif not _agrees(c["weights"], model):  # an offload device: the closed form inside llama.cpp's floor
             c["weights"] = model + 0.5 if model else 0.0
         else:
             src.by_formula.append("weights")
