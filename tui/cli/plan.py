@@ -59,6 +59,21 @@ def _draft_hint(fetched: Any) -> str:
             "instead; mtp-tune does not plan a separate draft model: plan without --spec-type to see the rest.")
 
 
+def _attach_cached_calibration(meta: object, args: argparse.Namespace) -> str:
+    """Attach this model's cached calibration (nothing is run); the sentence that says so, or ""."""
+    from tui.core.planning.calibrate import attach, cached_calibration
+    from tui.core.server import provision
+
+    try:
+        found = provision.find_server(getattr(args, "server_bin", None))
+    except provision.ProvisionError:
+        return ""
+    c = cached_calibration(meta, found.path) if found is not None else None  # type: ignore[arg-type]
+    attach(meta, c)  # type: ignore[arg-type]
+    return (f"calibrated on this model by llama.cpp ({c.runs} dry runs, cached; compute and draft compute near-exact "
+            "for any settings on CPU-backed devices)") if c is not None else ""
+
+
 def run(args: argparse.Namespace) -> int:
     from tui.core.planning.devices import devices_now
     from tui.core.planning.errors import PlanError
@@ -91,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         meta = read_gguf(os.path.expanduser(settings.model))
+        cal_note = _attach_cached_calibration(meta, args)
         p = plan(meta, settings, list(ds.devices), host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
     except (GGUFError, PlanError) as exc:
         return fail(str(exc) + (_draft_hint(fetched) if "no MTP (NextN) layers" in str(exc) else ""))
@@ -107,4 +123,6 @@ def run(args: argparse.Namespace) -> int:
     if remote is not None:
         print(remote_line(remote, settings))
     print(render(p, ds))
+    print(f"\nestimate: {cal_note}" if cal_note else "\nestimate: structural (run `plan --exact` once to calibrate it on "
+          "this model)")
     return 0 if p.worst_risk != "oom" and not ds.unreachable else 1

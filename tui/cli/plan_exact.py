@@ -15,6 +15,35 @@ from typing import Any
 from tui.cli._common import print_json
 
 
+def _calibrate(meta: Any, server: Any, res: Any, settings: Any, ds: Any, quiet: bool) -> dict[str, Any] | None:
+    """The first exact run of a model also calibrates the estimate on it (a few more dry runs, cached
+    with exact's results): every later plan of the model, for any settings, uses llama.cpp's terms."""
+    from tui.core.planning.calibrate import attach, calibrate
+    from tui.core.planning.plan import plan
+
+    if not res.available:
+        return None
+    if not quiet:
+        print("calibrating the estimate on this model (llama.cpp dry runs at the design points) ...", file=sys.stderr)
+    c = calibrate(meta, server, progress=None)
+    if isinstance(c, str):
+        if not quiet:
+            print(f"note: the estimate could not be calibrated ({c}); it stays structural.", file=sys.stderr)
+        return {"status": "failed", "reason": c}
+    attach(meta, c)
+    est = plan(meta, settings, list(ds.devices), host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib,
+               apply_fit=False)
+    worst = 0.0
+    for d in res.plan.devices:
+        e = est.device(d.key)
+        for k in ("compute", "draft_compute"):
+            m = d.components[k]
+            if e is not None and m > 0:
+                worst = max(worst, abs(e.components[k] - m) / m)
+    return {"status": "calibrated", "runs": c.runs, "seconds": round(c.seconds, 2), "kind": c.kind,
+            "worst_compute_error_here": round(worst, 4)}
+
+
 def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estimate: Any, remote: Any = None) -> int:
     """`ds`: the DeviceSet the estimate was planned on (`planning.devices.device_set`); `remote`: the
     `remote.fetch.Fetched` header copy when the model is not on this disk (the dry run reads it)."""
@@ -38,8 +67,10 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
         res = exact_plan(replace(settings, rpc=ds.rpc_endpoints) if ds.unreachable else settings, list(ds.devices),
                          found.path, meta=meta, stand_in=simulated, host_total_mib=ds.host_total_mib,
                          host_free_mib=ds.host_free_mib)
+    calibrated = _calibrate(meta, found.path, res, settings, ds, quiet=args.json) if found is not None else None
     if args.json:
         print_json({"estimate": estimate.to_dict(), "exact": res.to_dict(), "unreachable": unreachable_json(ds),
+                    "calibration": calibrated,
                     **({"remote": remote.to_dict()} if remote is not None else {})})
         return 0
     if remote is not None:
@@ -65,6 +96,11 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
     print("\nsources:\n" + "\n".join(lines))
     if res.fit is not None and res.fit.changed:
         print(f"fit chose: {' '.join(res.fit.flags())}")
+    if calibrated is not None and calibrated["status"] == "calibrated":
+        how = "cached" if calibrated["runs"] == 0 else f"{calibrated['runs']} dry runs, {calibrated['seconds']:.1f} s"
+        print(f"estimate: calibrated on this model ({how}); its compute here is within "
+              f"{100 * calibrated['worst_compute_error_here']:.1f} % of llama.cpp's, and every later plan of this "
+              "model uses the calibration")
     for w in res.warnings:
         print(f"note: {w}")
     return 0 if res.plan.worst_risk != "oom" and not failed else 1

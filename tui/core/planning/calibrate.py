@@ -21,14 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.argv import settings_from_argv
+from tui.core.planning import calibrated_compute
 from tui.core.planning import calibration as cal
+from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.dryrun import default_root
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.planning.resolve import resolve
 from tui.core.planning.sparse import header_hash
 
 KIND = "CPU"
-#: every calibration run: host only (no offload device), fit off, no repack (weights never touched)
+#: every calibration run: host only (no offload device), fit off, no repack (weights never touched);
+#: the split runs drop "-dev none" (their devices are stand-ins)
 COMMON = ("-dev", "none", "-fit", "off", "-nr")
 
 
@@ -38,7 +41,7 @@ def _binary_id(server_bin: Path) -> list[Any]:
 
 
 def _key(digest: str, server_bin: Path, kind: str) -> str:
-    payload = json.dumps([cal.FORMAT, digest, _binary_id(server_bin), kind, [p.args for p in cal.DESIGN]])
+    payload = json.dumps([cal.FORMAT, digest, _binary_id(server_bin), kind, [p.args for p in cal.DESIGN + cal.SPLIT_DESIGN]])
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
@@ -108,9 +111,62 @@ def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = Non
     if "target" not in graphs or graphs["target"].ffn is None:
         return "calibration measured nothing: " + ("; ".join(notes[:2]) or "no dry run succeeded")
     res = cal.Calibration(KIND, digest, _binary_id(server_bin), graphs, time.monotonic() - t0, runs, notes)
+    rpc_bin = server_bin.parent / "ggml-rpc-server"
+    if rpc_bin.is_file():  # the split terms, on CPU-backed stand-ins (without them the structural constants stay)
+        split = split_terms(meta, server_bin, rpc_bin, res, root, cancel, progress, timeout_s, offset=len(design))
+        if isinstance(split, str):
+            return split
+        res.split, res.runs = split[0], res.runs + split[1]
+    else:
+        res.notes.append(f"no {rpc_bin.name} beside the server: the split terms stay structural")
+    res.seconds = time.monotonic() - t0
     if use_cache:
         _save(_path(root, key), res)
     return res
+
+
+def split_terms(meta: GGUFMeta, server_bin: Path, rpc_bin: Path, res: cal.Calibration, root: Path,
+                cancel: threading.Event | None, progress: Callable[[str], None] | None, timeout_s: float,
+                offset: int = 0) -> tuple[dict[str, float], int] | str:
+    """Each device role's unit count (calibrated_compute.roles), from dry runs at SPLIT_DESIGN on
+    simulated devices played by loopback stand-ins; ({role: units}, runs) or "cancelled"."""
+    from tui.core.planning.exact import exact_plan
+    from tui.core.planning.plan import plan
+
+    hp = meta.hparams
+    big = max(24576.0, 2.0 * meta.file_size / 2**20)  # room for every layer, whatever fit would say
+    found: dict[str, list[float]] = {}
+    runs = 0
+    design = [p for p in cal.SPLIT_DESIGN if not p.mtp or hp.n_nextn > 0]
+    previous = meta.calibration
+    meta.calibration = None  # the plan shape below must be the structural one (layer placement only)
+    try:
+        for i, p in enumerate(design):
+            if cancel is not None and cancel.is_set():
+                return "cancelled"
+            if progress is not None:
+                progress(f"calibrating {offset + i + 1}/{offset + len(design)}")
+            devs = [DeviceSpec(f"CUDA{j}", "stand-in", big, big) for j in range(p.devices)]
+            argv = ["-m", str(meta.path), *cal.design_args(p, hp.n_ctx_train, hp.n_layer_all), *COMMON[2:]]
+            settings = settings_from_argv(argv).settings
+            ex = exact_plan(settings, devs, server_bin, meta=meta, stand_in=True, rpc_bin=rpc_bin, cancel=cancel,
+                            timeout_s=timeout_s, root=root)
+            runs += 0 if ex.cached else ex.runs
+            if ex.status == "cancelled":
+                return "cancelled"
+            if not ex.available or ex.plan is None:
+                res.notes.append(f"{p.name}: {ex.reason}")
+                continue
+            shape = plan(meta, settings, devs, apply_fit=False)
+            rs = calibrated_compute.roles(meta, shape.resolved, shape.layer_device, shape.layer_device[hp.n_layer_all],
+                                          4 if shape.pipeline_parallel else 1, res)
+            for key, comp, role, base, unit in rs or []:
+                d = ex.plan.device(key)
+                if d is not None and unit > 0:
+                    found.setdefault(role, []).append((d.components[comp] * 2**20 - base) / unit)
+    finally:
+        meta.calibration = previous
+    return {role: sum(v) / len(v) for role, v in found.items()}, runs
 
 
 def _save(path: Path, res: cal.Calibration) -> None:

@@ -33,7 +33,7 @@ from tui.core.planning import graph
 from tui.core.planning.gguf_meta import HParams
 from tui.core.planning.resolve import Resolved
 
-FORMAT = 1
+FORMAT = 3
 GRAPHS = ("target", "target_mtp", "draft")
 #: a design point belongs to a term when it lies above the other terms by more than this (bytes, relative)
 _TOL_ABS, _TOL_REL = 64 * 1024, 0.003
@@ -46,7 +46,8 @@ class DesignPoint:
     name: str
     args: tuple[str, ...]
     mtp: bool
-    term: str  # ffn | attention | floor | output
+    term: str  # ffn | attention | floor | output | split
+    devices: int = 0  # split points: the number of stand-in devices
 
 
 #: the calibration runs: ffn from two ubatch sizes, attention from a large context (with and without
@@ -73,11 +74,22 @@ DESIGN: tuple[DesignPoint, ...] = tuple(
 )
 
 
-def design_args(p: DesignPoint, n_ctx_train: int) -> list[str]:
+#: on two CPU-backed stand-in devices: the split terms of each device's buffer (calibrate.split_terms)
+SPLIT_DESIGN: tuple[DesignPoint, ...] = tuple(
+    DesignPoint(f"{'mtp' if mtp else 'base'}:{name}", args, mtp, "split", n)
+    for mtp in (False, True)
+    for name, args, n in (
+        ("split-pipeline", ("-c", "C0", "-np", "1", "-ub", "512", "-b", "1024", "-ts", "1,1"), 2),
+        ("split-partial", ("-c", "C0", "-np", "1", "-ub", "512", "-b", "1024", "-ts", "1,1", "-ngl", "NGL"), 2),
+        ("split-single", ("-c", "C0", "-np", "1", "-ub", "512", "-b", "1024"), 1))
+)
+
+
+def design_args(p: DesignPoint, n_ctx_train: int, n_layer_all: int = 0) -> list[str]:
     """The point's arguments with its context sizes fitted to the model (C0 4096, C1 16384, both
-    within the training context)."""
+    within the training context) and NGL a quarter of its layers (a partial offload)."""
     cap = n_ctx_train or 4096
-    sizes = {"C0": str(min(4096, cap)), "C1": str(min(16384, cap))}
+    sizes = {"C0": str(min(4096, cap)), "C1": str(min(16384, cap)), "NGL": str(max(3, n_layer_all // 4))}
     args = [sizes.get(a, a) for a in p.args]
     return args + (["--spec-type", "draft-mtp"] if p.mtp else [])
 
@@ -101,7 +113,9 @@ def features(hp: HParams, r: Resolved, graph_name: str) -> Features:
     layers = (hp.kv_draft or hp.nextn_layers()) if draft else hp.attention_layers()
     mask = float(graph.masks(hp, r, T, layers))
     nh = max(hp.n_head, default=0)
-    kq = 0.0 if r.flash_attn else float(r.n_ctx_seq * T * nh * 4)
+    # the f32 scores of the widest attended layer (a sliding-window layer attends its own cells)
+    n_kv = max((graph.swa_cells(hp, r) if hp.swa(il) else r.n_ctx_seq for il in layers), default=r.n_ctx_seq)
+    kq = 0.0 if r.flash_attn else float(n_kv * T * nh * 4)
     n_out = min(T, max(1, r.n_seq_max)) if draft else min(T, r.n_outputs_max)
     return Features(T, r.n_seq_max, r.flash_attn, mask, kq, float(n_out * hp.n_vocab * 4))
 
@@ -161,6 +175,8 @@ class Calibration:
     seconds: float = 0.0
     runs: int = 0
     notes: list[str] = field(default_factory=list)
+    #: each device role's split term in units of n_embd x T x 4 bytes (planning.calibrated_compute)
+    split: dict[str, float] = field(default_factory=dict)
 
     def predict(self, hp: HParams, r: Resolved, graph_name: str) -> float | None:
         """Bytes of `graph_name`'s buffer at these settings on one device, or None when not calibrated."""
@@ -172,7 +188,7 @@ class Calibration:
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "kind": self.kind, "digest": self.digest, "binary": self.binary,
                 "graphs": {k: g.to_dict() for k, g in self.graphs.items()}, "seconds": self.seconds,
-                "runs": self.runs, "notes": list(self.notes)}
+                "runs": self.runs, "notes": list(self.notes), "split": dict(self.split)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration | None:
@@ -181,7 +197,8 @@ class Calibration:
                 return None
             return cls(str(d["kind"]), str(d["digest"]), list(d["binary"]),
                        {k: GraphFit.from_dict(v) for k, v in d["graphs"].items()}, float(d.get("seconds", 0.0)),
-                       int(d.get("runs", 0)), [str(n) for n in d.get("notes", [])])
+                       int(d.get("runs", 0)), [str(n) for n in d.get("notes", [])],
+                       {str(k): float(v) for k, v in d.get("split", {}).items()})
         except (KeyError, TypeError, ValueError):
             return None
 

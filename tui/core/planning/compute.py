@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from tui.core.planning import graph
+from tui.core.planning import calibrated_compute, graph
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.gguf_meta import GGUFMeta, HParams
 from tui.core.planning.resolve import Resolved
@@ -87,6 +87,8 @@ def _widths(hp: HParams) -> tuple[float, float, float]:
 def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_dev: list[str], out_dev: str,
                 copies: int, offload: list[DeviceSpec]) -> None:
     hp = meta.hparams
+    if meta.calibration is not None and calibrated_compute.place(meta, r, dp, layer_dev, out_dev, copies, meta.calibration):
+        return  # the model's own terms, measured by llama.cpp, for every device of this placement
     T = r.n_tokens
     n_kv = r.n_ctx_seq  # cells one stream attends to; the mask is n_kv x T over all streams
     structural = uses_graph_model(hp)

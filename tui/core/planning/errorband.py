@@ -24,7 +24,9 @@ def measured() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def error_band() -> dict[str, float]:
-    """Component -> the 95th-percentile relative error (%) of the estimate on the held-out matrix."""
-    bands = measured().get("band_pct", {})
+def error_band(calibrated: bool = False) -> dict[str, float]:
+    """Component -> the 95th-percentile relative error (%) of the estimate on the held-out matrix:
+    the structural estimate's, or (`calibrated`) the estimate calibrated on the model by llama.cpp.
+    Both were measured on the CPU backend (host and CPU-backed RPC devices)."""
+    bands = measured().get("calibrated_band_pct" if calibrated else "band_pct", {})
     return {str(k): float(v) for k, v in bands.items() if isinstance(v, (int, float))}

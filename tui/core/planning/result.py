@@ -85,11 +85,14 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     layer_device: list[str] = field(default_factory=list)  # device key per block, + output at [n_layer_all]
     pipeline_parallel: bool = False
+    calibrated: bool = False  # compute figures from the model's calibration (planning.calibration)
 
     @property
     def error_band(self) -> dict[str, float]:
-        """Component -> measured error band of the estimate (%, held-out; see planning.errorband)."""
-        return error_band()
+        """Component -> measured error band of the estimate (%, held-out; see planning.errorband): the
+        calibrated estimate's once the model carries llama.cpp's calibration."""
+        return error_band(calibrated=self.calibrated)
+
 
     def device(self, key: str) -> DevicePlan | None:
         return next((d for d in self.devices if d.key == key), None)
@@ -128,5 +131,6 @@ class Plan:
         }
         model["fit"] = self.fit.to_dict()
         model["error_band_pct"] = self.error_band  # the estimate's measured band per component (held-out)
+        model["estimate"] = "calibrated" if self.calibrated else "structural"
         model["warnings"] = list(self.model.warnings) + list(self.warnings)
         return {"model": model, "devices": devs, "totals": totals}
