@@ -56,7 +56,7 @@ def test_an_unconstrained_term_keeps_its_exact_lower_bound() -> None:
 
 
 def test_calibration_round_trips_and_rejects_other_formats() -> None:
-    c = cal.Calibration("CPU", "d" * 8, ["x", 1, 2], {"target": cal.GraphFit(True, (0.0, 1.0), None, 2.0, (1, 2, 3, 4, 5))},
+    c = cal.Calibration("CPU", "d" * 8, ["x", 1, 2], {"target": cal.GraphFit(True, (0.0, 1.0), None, 1.0, 2.0, (1, 2, 3, 4, 5, 6))},
                         split={"pp_first": 11.0})
     back = cal.Calibration.from_dict(json.loads(json.dumps(c.to_dict())))
     assert back is not None and back.to_dict() == c.to_dict()

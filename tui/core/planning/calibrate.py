@@ -134,7 +134,7 @@ def split_terms(meta: GGUFMeta, server_bin: Path, rpc_bin: Path, res: cal.Calibr
     from tui.core.planning.plan import plan
 
     hp = meta.hparams
-    big = max(24576.0, 2.0 * meta.file_size / 2**20)  # room for every layer, whatever fit would say
+    size = 8192.0  # fit is off: any size loads as given; small enough for a stand-in on any machine
     found: dict[str, list[float]] = {}
     runs = 0
     design = [p for p in cal.SPLIT_DESIGN if not p.mtp or hp.n_nextn > 0]
@@ -146,7 +146,7 @@ def split_terms(meta: GGUFMeta, server_bin: Path, rpc_bin: Path, res: cal.Calibr
                 return "cancelled"
             if progress is not None:
                 progress(f"calibrating {offset + i + 1}/{offset + len(design)}")
-            devs = [DeviceSpec(f"CUDA{j}", "stand-in", big, big) for j in range(p.devices)]
+            devs = [DeviceSpec(f"CUDA{j}", "stand-in", size, size) for j in range(p.devices)]
             argv = ["-m", str(meta.path), *cal.design_args(p, hp.n_ctx_train, hp.n_layer_all), *COMMON[2:]]
             settings = settings_from_argv(argv).settings
             ex = exact_plan(settings, devs, server_bin, meta=meta, stand_in=True, rpc_bin=rpc_bin, cancel=cancel,

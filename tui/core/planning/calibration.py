@@ -11,8 +11,9 @@ settings change, and the largest wins:
 
     graph buffer = [mask] + max(ffn, attention, floor, output)
       ffn       = c0 + p * T                      (the FFN block; the draft's keeps no mask)
-      attention = mask + KQ + q * T               (KQ: the f32 scores without flash attention, exact)
-      floor     = a + b*n + g*T + k*logits + h*n*T (recurrent state copies, the tg graph, MTP's outputs)
+      attention = s * mask + KQ + q * T           (KQ: the f32 scores without flash attention, exact;
+                                                   s: the mask's live share, from two long contexts)
+      floor     = a + b*n + g*T + (k + c*chunks)*logits + h*n*T (recurrent state copies, the tg graph, MTP's outputs)
       output    = logits                          (n_outputs x n_vocab floats: a lower bound)
 
 with T the ubatch, n_seq the slots and the KQ mask and logits computed exactly. Each term is fitted on
@@ -33,7 +34,7 @@ from tui.core.planning import graph
 from tui.core.planning.gguf_meta import HParams
 from tui.core.planning.resolve import Resolved
 
-FORMAT = 3
+FORMAT = 4
 GRAPHS = ("target", "target_mtp", "draft")
 #: a design point belongs to a term when it lies above the other terms by more than this (bytes, relative)
 _TOL_ABS, _TOL_REL = 64 * 1024, 0.003
@@ -59,8 +60,9 @@ DESIGN: tuple[DesignPoint, ...] = tuple(
     for name, args, term in (
         ("ffn-512", ("-c", "C0", "-np", "1", "-ub", "512", "-b", "1024"), "ffn"),
         ("ffn-1024", ("-c", "C0", "-np", "1", "-ub", "1024", "-b", "1024"), "ffn"),
-        ("attn-fa", ("-c", "C1", "-np", "1", "-ub", "256", "-b", "1024"), "attention"),
+        ("attn-fa", ("-c", "C3", "-np", "1", "-ub", "256", "-b", "1024"), "attention"),
         ("attn-nofa", ("-c", "C1", "-np", "1", "-ub", "256", "-b", "1024", "-fa", "off"), "attention"),
+        ("attn-fa-long", ("-c", "C2", "-np", "1", "-ub", "256", "-b", "1024"), "attention"),
         ("floor-64x1", ("-c", "C0", "-np", "1", "-ub", "64", "-b", "1024"), "floor"),
         ("floor-64x4", ("-c", "C0", "-np", "4", "-ub", "64", "-b", "1024"), "floor"),
         ("floor-64x8", ("-c", "C0", "-np", "8", "-ub", "64", "-b", "1024"), "floor"),
@@ -86,10 +88,11 @@ SPLIT_DESIGN: tuple[DesignPoint, ...] = tuple(
 
 
 def design_args(p: DesignPoint, n_ctx_train: int, n_layer_all: int = 0) -> list[str]:
-    """The point's arguments with its context sizes fitted to the model (C0 4096, C1 16384, both
-    within the training context) and NGL a quarter of its layers (a partial offload)."""
+    """The point's arguments with its context sizes fitted to the model (C0 4096, C1 16384, C2 65536,
+    all within the training context) and NGL a quarter of its layers (a partial offload)."""
     cap = n_ctx_train or 4096
-    sizes = {"C0": str(min(4096, cap)), "C1": str(min(16384, cap)), "NGL": str(max(3, n_layer_all // 4))}
+    sizes = {"C0": str(min(4096, cap)), "C1": str(min(16384, cap)), "C2": str(min(65536, cap)), "C3": str(min(32768, cap)),
+             "NGL": str(max(3, n_layer_all // 4))}
     args = [sizes.get(a, a) for a in p.args]
     return args + (["--spec-type", "draft-mtp"] if p.mtp else [])
 
@@ -127,8 +130,9 @@ class GraphFit:
     mask_in_ffn: bool
     ffn: tuple[float, float] | None = None  # (c0, p)
     attn_fa: float | None = None  # q with flash attention
+    attn_fa_mask: float = 1.0  # the share of the mask live at that peak (the draft's is below 1)
     attn_nofa: float | None = None  # q without
-    floor: tuple[float, float, float, float, float] | None = None  # (a, b, g, k, h)
+    floor: tuple[float, ...] | None = None  # (a, b, g, k, h, c)
     points: int = 0
     worst_rel: float = 0.0  # the largest relative residual on its own design points
 
@@ -139,10 +143,11 @@ class GraphFit:
         if self.ffn is not None:
             out["ffn"] = m + self.ffn[0] + self.ffn[1] * f.T
         q = self.attn_fa if f.fa else self.attn_nofa
-        out["attention"] = f.mask + f.kq + (q or 0.0) * f.T
+        share = self.attn_fa_mask if f.fa and self.attn_fa is not None else 1.0
+        out["attention"] = share * f.mask + f.kq + (q or 0.0) * f.T
         if self.floor is not None:
-            a, b, g, k, h = self.floor
-            out["floor"] = m + a + b * f.n_seq + g * f.T + k * f.logits + h * f.n_seq * f.T
+            a, b, g, k, h, c = self.floor
+            out["floor"] = m + a + b * f.n_seq + g * f.T + (k + c * _chunks(f)) * f.logits + h * f.n_seq * f.T
         out["output"] = m + f.logits
         return out
 
@@ -156,8 +161,8 @@ class GraphFit:
     def from_dict(cls, d: dict[str, Any]) -> GraphFit:
         def tup(v: Any) -> Any:
             return tuple(float(x) for x in v) if v is not None else None
-        return cls(bool(d["mask_in_ffn"]), tup(d.get("ffn")), _opt(d.get("attn_fa")), _opt(d.get("attn_nofa")),
-                   tup(d.get("floor")), int(d.get("points", 0)), float(d.get("worst_rel", 0.0)))
+        return cls(bool(d["mask_in_ffn"]), tup(d.get("ffn")), _opt(d.get("attn_fa")), float(d.get("attn_fa_mask", 1.0)),
+                   _opt(d.get("attn_nofa")), tup(d.get("floor")), int(d.get("points", 0)), float(d.get("worst_rel", 0.0)))
 
 
 def _opt(v: Any) -> float | None:
@@ -225,26 +230,47 @@ def fit_graph(points: list[tuple[DesignPoint, Features, float]], mask_in_ffn: bo
         else:
             f1, y1 = ffn[0]
             g.ffn = (0.0, y1 / f1.T)
-    for p, f, v in points:
-        if p.term == "attention" and _above(v, g.predict(f)):
-            q = (v - f.mask - f.kq) / f.T
-            if f.fa:
-                g.attn_fa = max(g.attn_fa or 0.0, q)
-            else:
-                g.attn_nofa = max(g.attn_nofa or 0.0, q)
+    att = [(f, v) for p, f, v in points if p.term == "attention" and _above(v, g.predict(f))]
+    for f, v in att:
+        if not f.fa:
+            g.attn_nofa = max(g.attn_nofa or 0.0, (v - f.mask - f.kq) / f.T)
+    fa = sorted(((f, v) for f, v in att if f.fa), key=lambda fv: fv[0].mask)
+    if len(fa) >= 2 and fa[-1][0].T == fa[-2][0].T and fa[-1][0].mask > fa[-2][0].mask:
+        (f1, v1), (f2, v2) = fa[-2], fa[-1]  # the two longest contexts: the mask's share of the peak
+        g.attn_fa_mask = min(2.0, max(0.25, (v2 - v1) / (f2.mask - f1.mask)))
+        g.attn_fa = (v2 - g.attn_fa_mask * f2.mask) / f2.T
+    elif fa:
+        f2, v2 = fa[-1]
+        g.attn_fa = (v2 - f2.mask) / f2.T
     floors = [(f, v - m(f)) for p, f, v in points if p.term in ("floor", "output") and _above(v, g.predict(f))]
-    if floors:  # the floor columns that explain every design point best (a plane fitted on a few
-        # points extrapolates wildly, so each subset is judged on all of the graph's points)
+    if floors:  # the floor columns that predict best the design points they were not fitted on (a
+        # plane through a few points extrapolates wildly): each subset scored by leave-one-out
         best: tuple[float, int, Any] = (_worst(g, points), 0, None)
-        for sub in _subsets(("b", "g", "k", "h")):
-            g.floor = _fit_floor(floors, sub)
-            cand = (_worst(g, points), len(sub), g.floor)
-            if cand[:2] < best[:2]:
-                best = cand
+        for sub in _subsets(("b", "g", "k", "h", "c")):
+            score = _loo(g, floors, sub, points)
+            if (round(score, 3), len(sub)) < (round(best[0], 3), best[1]):
+                best = (score, len(sub), _fit_floor(floors, sub))
         g.floor = best[2]
     own = [abs(g.predict(f) - v) / v for _, f, v in points if v > 0]
     g.worst_rel = max(own, default=0.0)
     return g
+
+
+def _loo(g: GraphFit, floors: list[tuple[Features, float]], sub: tuple[str, ...],
+         points: list[tuple[DesignPoint, Features, float]]) -> float:
+    """The worst relative error of the whole graph on its design points when the floor is fitted
+    without the point being predicted (every point once; the fit on all of them for the others)."""
+    worst = 0.0
+    for i, (fi, _) in enumerate(floors):
+        rest = floors[:i] + floors[i + 1:]
+        if len(rest) < 1 + len(sub):
+            return float("inf")
+        g.floor = _fit_floor(rest, sub)
+        worst = max(worst, max(abs(g.predict(f) - v) / v for _, f, v in points if f is fi))
+    g.floor = _fit_floor(floors, sub)
+    worst = max(worst, _worst(g, points))
+    g.floor = None
+    return worst
 
 
 def _worst(g: GraphFit, points: list[tuple[DesignPoint, Features, float]]) -> float:
@@ -258,19 +284,26 @@ def _subsets(names: tuple[str, ...]) -> list[tuple[str, ...]]:
     return out
 
 
-def _fit_floor(pts: list[tuple[Features, float]], use: tuple[str, ...]) -> tuple[float, float, float, float, float]:
-    """a + b*n_seq + g*T + k*logits + h*n_seq*T by least squares on the points where the floor is the peak; a
+def _fit_floor(pts: list[tuple[Features, float]], use: tuple[str, ...]) -> tuple[float, ...]:
+    """a + b*n_seq + g*T + (k + c*chunks)*logits + h*n_seq*T by least squares on the points where the floor is the peak; a
     column the points cannot tell from the others (logits proportional to n_seq without MTP, one T
     only) is left out."""
     cols: list[tuple[str, list[float]]] = [("a", [1.0] * len(pts))]
     for name, vals in (("b", [float(f.n_seq) for f, _ in pts]), ("g", [float(f.T) for f, _ in pts]),
-                       ("k", [f.logits for f, _ in pts]), ("h", [float(f.n_seq * f.T) for f, _ in pts])):
+                       ("k", [f.logits for f, _ in pts]), ("h", [float(f.n_seq * f.T) for f, _ in pts]),
+                       ("c", [f.logits * _chunks(f) for f, _ in pts])):
         if name in use and len(cols) < len(pts) and _independent([c for _, c in cols], vals):
             cols.append((name, vals))
     rows = [[c[i] for _, c in cols] for i in range(len(pts))]
     coef = _lstsq(rows, [y for _, y in pts])
     vals = dict(zip([n for n, _ in cols], coef))
-    return (vals.get("a", 0.0), vals.get("b", 0.0), vals.get("g", 0.0), vals.get("k", 0.0), vals.get("h", 0.0))
+    return (vals.get("a", 0.0), vals.get("b", 0.0), vals.get("g", 0.0), vals.get("k", 0.0), vals.get("h", 0.0),
+            vals.get("c", 0.0))
+
+
+def _chunks(f: Features) -> int:
+    """64-token chunks per sequence in the ubatch (the chunked recurrent graphs' unit of work)."""
+    return -(-f.T // (64 * max(1, f.n_seq)))
 
 
 def _independent(cols: list[list[float]], v: list[float]) -> bool:

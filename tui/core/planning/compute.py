@@ -13,6 +13,7 @@ import re
 from tui.core.planning import calibrated_compute, graph
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.gguf_meta import GGUFMeta, HParams
+from tui.core.planning.hparams import HYBRID_GDN_ARCHS
 from tui.core.planning.resolve import Resolved
 from tui.core.planning.result import MiB, DevicePlan
 
@@ -173,10 +174,11 @@ def calibrated(meta: GGUFMeta, r: Resolved) -> bool:
 
 
 def uses_graph_model(hp: HParams) -> bool:
-    """The structural model (graph.py) for every known non-hybrid architecture; the fitted widths
-    stay for the Gated-DeltaNet hybrids (qwen35/qwen35moe/qwen3next), whose chunked recurrent graph
-    they were measured on."""
-    return hp.known and not hp.is_hybrid
+    """The structural model (graph.py) for every architecture but the Gated-DeltaNet hybrids
+    (qwen35/qwen35moe/qwen3next/qwen4exp), whose chunked recurrent graph the fitted widths were
+    measured on. Mamba-2 hybrids (nemotron_h*) and unknown architectures get the structural model
+    too: its terms come from the tensors' shapes, the widths from one family's measurements."""
+    return hp.arch not in HYBRID_GDN_ARCHS
 
 
 def _floor_units(n_seq: int) -> float:
