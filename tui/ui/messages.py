@@ -56,6 +56,26 @@ class ExactPlanned(Message):
         self.plan = plan
 
 
+class CalibrationProgressed(Message):
+    """How far calibration job `job` got ("calibrating the estimate 3/21"; a few dozen words a run)."""
+
+    def __init__(self, job: int, text: str) -> None:
+        super().__init__()
+        self.job, self.text = job, text
+
+
+class Calibrated(Message):
+    """Calibration job `job` of `model` ended: `result` is the Calibration for `meta` (its GGUFMeta),
+    or one sentence why not ("cancelled" when it was stopped)."""
+
+    def __init__(self, job: int, model: str, meta: Any, result: Any) -> None:
+        super().__init__()
+        self.job = job
+        self.model = model
+        self.meta = meta
+        self.result = result
+
+
 class ServerUpdated(Message):
     """The supervisor's state, log or download changed; the App re-reads it. Bursts collapse to one."""
 

@@ -22,6 +22,8 @@ RISKS: tuple[str, ...] = ("ok", "tight", "oom")
 #: Where a device's figures come from (the words shown beside each device's plan).
 EXACT_LABEL = "exact (llama.cpp)"
 ESTIMATE_LABEL = "estimate"
+#: The estimate once llama.cpp has measured this model (its compute terms fitted: planning.calibration).
+CALIBRATED_LABEL = "estimate (calibrated on this model)"
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,8 @@ class DevicePlan:
     needed_mib: float = 0.0
     headroom_mib: float = 0.0
     risk: str = "ok"
-    #: EXACT_LABEL when llama.cpp's dry run measured this device, else ESTIMATE_LABEL.
+    #: EXACT_LABEL when llama.cpp's dry run measured this device, else ESTIMATE_LABEL (CALIBRATED_LABEL
+    #: when the estimate's compute terms are the model's own, fitted on llama.cpp's measurements).
     source: str = ESTIMATE_LABEL
     #: The estimate's measured error band, (component, %) on the held-out matrix; () for exact figures.
     error_band: tuple[tuple[str, float], ...] = ()
@@ -85,7 +88,8 @@ class PlanView:
 
     `exact` says where llama.cpp's exact figures stand: "off" (not asked for), "pending" (the
     instant estimate is shown, the dry run is on its way), "exact" (the devices carry llama.cpp's
-    figures) or "unavailable" (`exact_reason` is the one sentence why; the estimate stays)."""
+    figures) or "unavailable" (`exact_reason` is the one sentence why; the estimate stays).
+    `calibrated`: the estimate's compute terms are this model's own (planning.calibration)."""
 
     devices: tuple[DevicePlan, ...] = ()
     host: DevicePlan | None = None
@@ -95,6 +99,11 @@ class PlanView:
     seq: int = 0
     exact: str = "off"
     exact_reason: str = ""
+    calibrated: bool = False
+
+    @property
+    def estimate_label(self) -> str:
+        return CALIBRATED_LABEL if self.calibrated else ESTIMATE_LABEL
 
     @property
     def exact_note(self) -> str:
@@ -106,8 +115,9 @@ class PlanView:
     @property
     def exact_status(self) -> str:
         """A few words on where the figures come from (the panel's subtitle: it never moves the layout)."""
-        return {"pending": f"plan: {ESTIMATE_LABEL} · llama.cpp measuring…", "exact": f"plan: {EXACT_LABEL}",
-                "unavailable": f"plan: {ESTIMATE_LABEL} (exact unavailable)"}.get(self.exact, f"plan: {ESTIMATE_LABEL}")
+        est = self.estimate_label
+        return {"pending": f"plan: {est} · llama.cpp measuring…", "exact": f"plan: {EXACT_LABEL}",
+                "unavailable": f"plan: {est} (exact unavailable)"}.get(self.exact, f"plan: {est}")
 
     @property
     def worst_risk(self) -> str:

@@ -13,6 +13,7 @@ becomes a PlanView of the same shape with each device marked "exact (llama.cpp)"
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,25 +24,28 @@ from tui.core.gpu.rpc import RpcReadings
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
-from tui.ui.view import ESTIMATE_LABEL, DevicePlan, PlanView
+from tui.ui.view import CALIBRATED_LABEL, ESTIMATE_LABEL, EXACT_LABEL, DevicePlan, PlanView
 
 if TYPE_CHECKING:
     from tui.core.planning.devices import DeviceSet
 
-_META: dict[tuple[str, int, int], Any] = {}
+_META: dict[tuple[str, int, int, str], Any] = {}
 _META_LOCK = threading.Lock()
 
 
-def _meta_key(p: Path) -> tuple[str, int, int] | None:
+def _meta_key(p: Path) -> tuple[str, int, int, str] | None:
+    """A file as read: its path, size and mtime, and exact mode's cache directory (the calibration
+    hung on the metadata comes from there)."""
     try:
         st = p.stat()
     except OSError:
         return None
-    return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    return (str(p.resolve()), st.st_size, st.st_mtime_ns, os.environ.get("MTP_TUNE_EXACT_DIR", ""))
 
 
-def model_meta(path: str) -> Any:
-    """The GGUF metadata of `path`, cached by (path, size, mtime). Raises GGUFError."""
+def model_meta(path: str, server_bin: Path | None = None) -> Any:
+    """The GGUF metadata of `path`, cached by `_meta_key`. Raises GGUFError. A newly read
+    model gets its cached calibration by `server_bin` attached (adapters.calibrating; nothing is run)."""
     from tui.core.planning.gguf_reader import read_gguf
 
     p = Path(path).expanduser()
@@ -51,11 +55,21 @@ def model_meta(path: str) -> Any:
     with _META_LOCK:
         cached = _META.get(key)
     if cached is None:
+        from tui.ui.adapters.calibrating import attach_cached
+
         cached = read_gguf(p)
+        attach_cached(cached, server_bin)  # before anyone else sees it
         with _META_LOCK:
             _META.clear()  # one model at a time is on screen
             _META[key] = cached
     return cached
+
+
+def loaded_meta(path: str) -> Any:
+    """The metadata of `path` when already read (None otherwise; reads nothing: the UI thread's)."""
+    key = _meta_key(Path(path).expanduser())
+    with _META_LOCK:
+        return _META.get(key) if key is not None else None
 
 
 #: `--rpc` servers' memory, asked at most every 10 s (a server busy with a llama-server keeps its last reading).
@@ -133,7 +147,7 @@ def core_plan(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
 
     if not settings.model:
         raise ValueError("no model yet: type the path of a GGUF file in the model field to see the plan")
-    meta = model_meta(settings.model)
+    meta = model_meta(settings.model, options.server_bin)
     ds = devices or devices_for(snapshot, options, () if cpu_only else settings.rpc, keep=not cpu_only)
     devices = [] if cpu_only else list(ds.devices)
     return plan(meta, settings, devices, host_total_mib=ds.host_total_mib, host_free_mib=ds.host_free_mib)
@@ -148,24 +162,30 @@ def _view(d: Any, source: str = ESTIMATE_LABEL, band: tuple[tuple[str, float], .
         draft_kv_mib=c["draft_kv"], recurrent_mib=c["recurrent"], compute_mib=c["compute"],
         draft_compute_mib=c["draft_compute"], output_mib=c["output"], margin_mib=d.margin_mib,
         needed_mib=d.needed_mib, headroom_mib=d.headroom_mib if d.headroom_mib is not None else 0.0, risk=d.risk,
-        source=source, key=d.key, error_band=band if source == ESTIMATE_LABEL else (),
+        source=source, key=d.key, error_band=band if source != EXACT_LABEL else (),
     )
 
 
 def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_warnings: tuple[str, ...] = (),
                exact: str = "off") -> PlanView:
-    """A core Plan as the bars draw it (the host is the device at risk when nothing is offloaded)."""
+    """A core Plan as the bars draw it (the host is the device at risk when nothing is offloaded);
+    a calibrated estimate (the model's own compute terms) says so."""
+    from tui.core.planning.compute import calibrated
     from tui.core.planning.devices import HOST
 
-    labels = labels or {}
-    band = tuple(sorted(getattr(p, "error_band", {}).items()))  # the estimate's; exact figures carry none
-    devices = tuple(_view(d, labels.get(d.key, ESTIMATE_LABEL), band) for d in p.devices if d.key != HOST)
-    host = next((_view(d, labels.get(d.key, ESTIMATE_LABEL), band) for d in p.devices if d.key == HOST), None)
+    model = getattr(p, "model", None)  # a test's stand-in plan may have no model
+    cal = getattr(model, "calibration", None) is not None and calibrated(model, p.resolved)
+    est = CALIBRATED_LABEL if cal else ESTIMATE_LABEL
+    labels = {k: est if v == ESTIMATE_LABEL else v for k, v in (labels or {}).items()}
+    band = tuple(sorted(getattr(p, "error_band", {}).items()))  # the estimate's (calibrated or not)
+    devices = tuple(_view(d, labels.get(d.key, est), band) for d in p.devices if d.key != HOST)
+    host = next((_view(d, labels.get(d.key, est), band) for d in p.devices if d.key == HOST), None)
     if not devices and host is not None:
         devices, host = (host,), None  # CPU only: the host is the device at risk
     fit_note = p.fit.message if p.fit.active and p.fit.action not in ("none", "off") else ""
     warnings = tuple(dict.fromkeys([*p.warnings, *extra_warnings]))
-    return PlanView(devices=devices, host=host, warnings=warnings, fit_note=fit_note, seq=seq, exact=exact)
+    return PlanView(devices=devices, host=host, warnings=warnings, fit_note=fit_note, seq=seq, exact=exact,
+                    calibrated=cal)
 
 
 def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, seq: int) -> PlanView:
@@ -217,7 +237,7 @@ def exact_request(settings: Settings, snapshot: GpuSnapshot | None, options: App
     kwargs: dict[str, Any] = {"stand_in": bool(options.simulate and any(not d.remote for d in devices)),
                               "host_total_mib": ds.host_total_mib, "host_free_mib": ds.host_free_mib}
     try:
-        kwargs["meta"] = model_meta(settings.model or "")
+        kwargs["meta"] = model_meta(settings.model or "", options.server_bin)
     except Exception:  # noqa: BLE001 - exact_plan reads it again and says why it cannot
         pass
     if ds.unreachable:  # the dry run connects only to the servers the plan is made on

@@ -131,6 +131,12 @@ class PlanController:
             return self.request(self.settings, keep_exact=self.options.simulate)
         return None
 
+    def recalibrated(self) -> PlanView | None:
+        """The model's estimate is now calibrated: the estimate again (the exact request stands)."""
+        if self.has_errors or (self.snapshot is None and not self.options.simulate):
+            return None
+        return self.request(self.settings, keep_exact=True)
+
     def after_server_action(self) -> PlanView | None:
         """Real GPUs: exact mode waits while our server runs there, so a launch or stop re-plans."""
         if not self.options.simulate and not self.has_errors and self.snapshot:

@@ -21,13 +21,14 @@ from textual.widgets import Footer, Header
 from tui.core.options.settings import Settings
 from tui.ui import keys
 from tui.ui.backend import Backend
+from tui.ui.controllers.calibration import CalibrationController
 from tui.ui.controllers.host import Notice
 from tui.ui.controllers.plan import PlanController
 from tui.ui.controllers.probes import ProbeController
 from tui.ui.controllers.server import ServerController
 from tui.ui.controllers.tuning import TuningController
 from tui.ui.messages import (
-    AbFinished, AbProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, RemoteReading, Sampled,
+    AbFinished, AbProgressed, Calibrated, CalibrationProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, RemoteReading, Sampled,
     SearchFinished, SearchProgressed, ServerActionDone, ServerUpdated, SweepFinished, SweepProgressed, TuneFinished,
     TuneProgressed, TuningChanged,
 )
@@ -63,6 +64,7 @@ class MainScreen(Screen[None]):
         self.options, self.backend, self.fixed = options, backend, options.fixed
         self.server = ServerController(backend, options, self)
         self.plan = PlanController(backend, options, self, self.server)
+        self.calibration = CalibrationController(options, self)
         self.probes = ProbeController(backend, self, fixed=self.fixed is not None)
         self.tuning = TuningController(backend, options, self, self.server, self.plan)
 
@@ -136,6 +138,8 @@ class MainScreen(Screen[None]):
         restart = self.form.mark_running(self.server.running_settings())
         self._show_server(restart_needed=restart)
         if self.fixed is None:
+            if self.calibration.settings_changed(event.settings):
+                self.vram.status(self.calibration.status)
             self._show_plan(self.plan.replan())
 
     @on(Planned)
@@ -149,7 +153,23 @@ class MainScreen(Screen[None]):
 
     @on(ExactPlanned)
     def _exact_planned(self, message: ExactPlanned) -> None:
-        self._show_plan(self.plan.take_exact(message.rid, message.plan))
+        shown = self.plan.take_exact(message.rid, message.plan)
+        self._show_plan(shown)
+        if shown is not None and shown.exact == "exact" and self.calibration.exact_done(self.plan.settings):
+            self.vram.status(self.calibration.status)  # llama.cpp measured the model: calibrate on it
+
+    @on(CalibrationProgressed)
+    def _calibration_progressed(self, message: CalibrationProgressed) -> None:
+        if self.calibration.progressed(message):
+            self.vram.status(self.calibration.status)
+
+    @on(Calibrated)
+    def _calibrated(self, message: Calibrated) -> None:
+        replan, notice = self.calibration.finished(message)
+        self.vram.status(self.calibration.status)
+        self._notice(notice)
+        if replan:
+            self._show_plan(self.plan.recalibrated())
 
     def _show_plan(self, plan: PlanView | None) -> None:
         if plan is not None:
@@ -358,4 +378,5 @@ class MainScreen(Screen[None]):
     def shutdown(self) -> None:
         """Quitting: cancel the probe run and the tuning action (bounded wait for its server)."""
         self.probes.cancel_event.set()
+        self.calibration.shutdown()
         self.tuning.shutdown()

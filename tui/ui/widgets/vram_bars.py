@@ -299,6 +299,7 @@ def _host_ram(snapshot: GpuSnapshot | None) -> tuple[float, float] | None:
 
 #: Shown when there is no GPU and none is simulated (profiles: tui.core.gpu.profiles).
 NO_GPU_TEXT = "no GPU: planning for host RAM · try --gpus rtx3060-laptop-6g (rtx3090-24g, 2x16GiB…) to plan for a GPU"
+TITLE = "VRAM: live use and the plan for the settings on screen"
 
 
 class VramBars(Vertical):
@@ -327,7 +328,7 @@ class VramBars(Vertical):
         yield Static("", id="plan-notes")
 
     def on_mount(self) -> None:
-        self.border_title = "VRAM: live use and the plan for the settings on screen"
+        self.border_title = TITLE
 
     def show(self, plan: PlanView | None, snapshot: GpuSnapshot | None) -> None:
         """Attributes down: the App hands over the newest plan and snapshot."""
@@ -377,6 +378,12 @@ class VramBars(Vertical):
         subtitle = plan.exact_status if plan is not None and not plan.error else ""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
+
+    def status(self, text: str) -> None:
+        """A background job's few words after the title ("calibrating the estimate 3/21"; "": none)."""
+        title = f"{TITLE} · {text}" if text else TITLE
+        if self.border_title != title:
+            self.border_title = title
 
     def busy(self, text: str) -> None:
         """Say what the plan is waiting for (a remote header being read); the next `show` replaces it."""
