@@ -338,7 +338,7 @@ def test_the_estimate_view_carries_the_cores_measured_band(tiny_models: dict[str
     import tui.core.planning.result as result
     from tui.ui.adapters.planning import plan_view
 
-    monkeypatch.setattr(result, "error_band", lambda: {"compute": 7.0, "kv": 0.1})
+    monkeypatch.setattr(result, "error_band", lambda calibrated=False: {"compute": 7.0, "kv": 0.1})
     options = AppOptions(settings=demo_settings(tiny_models["tiny-mtp"]), hardware=PROFILES["rtx3060-laptop-6g"],
                          simulate=True)
     view = plan_view(options.settings, None, options, 1)

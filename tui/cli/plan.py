@@ -61,15 +61,14 @@ def _draft_hint(fetched: Any) -> str:
 
 def _attach_cached_calibration(meta: object, args: argparse.Namespace) -> str:
     """Attach this model's cached calibration (nothing is run); the sentence that says so, or ""."""
-    from tui.core.planning.calibrate import attach, cached_calibration
+    from tui.core.planning.calibrate import attach_cached
     from tui.core.server import provision
 
     try:
         found = provision.find_server(getattr(args, "server_bin", None))
     except provision.ProvisionError:
         return ""
-    c = cached_calibration(meta, found.path) if found is not None else None  # type: ignore[arg-type]
-    attach(meta, c)  # type: ignore[arg-type]
+    c = attach_cached(meta, found.path if found is not None else None)  # type: ignore[arg-type]
     return (f"calibrated on this model by llama.cpp ({c.runs} dry runs, cached; compute and draft compute near-exact "
             "for any settings on CPU-backed devices)") if c is not None else ""
 

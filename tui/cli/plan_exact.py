@@ -91,7 +91,9 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
         est = estimate.device(d.key)
         delta = "" if est is None else f", estimate {est.needed_mib:.0f} MiB"
         note = f" ({src.why})" if src.why else ""
+        bufs = ", ".join(f"{k} {v:.2f} MiB" for k, v in src.buffers.items())
         lines.append(f"  {d.key}: {res.label(d.key)}{note}{delta}"
+                     + (f"; weights in {bufs}" if bufs else "")
                      + (f"; by formula: {', '.join(src.by_formula)}" if src.by_formula else ""))
     print("\nsources:\n" + "\n".join(lines))
     if res.fit is not None and res.fit.changed:

@@ -60,6 +60,19 @@ def cached_calibration(meta: GGUFMeta, server_bin: str | Path, root: Path | None
     return cal.Calibration.from_dict(data) if isinstance(data, dict) else None
 
 
+def attach_cached(meta: GGUFMeta, server_bin: str | Path | None, root: Path | None = None) -> cal.Calibration | None:
+    """Attach the cached calibration of this model by this server, if any (reads one small file, runs
+    nothing); a model already calibrated keeps its own. Returns what the model now carries."""
+    if server_bin is None or meta.calibration is not None:
+        return meta.calibration
+    try:
+        found = cached_calibration(meta, server_bin, root)
+    except (OSError, ValueError):  # a binary gone, a header that cannot be hashed: the structure stands
+        return None
+    attach(meta, found)
+    return found
+
+
 def attach(meta: GGUFMeta, calibration: cal.Calibration | None) -> None:
     """Make every later plan of `meta` use `calibration` (None: back to the structural estimate)."""
     meta.calibration = calibration

@@ -235,13 +235,21 @@ def fit_graph(points: list[tuple[DesignPoint, Features, float]], mask_in_ffn: bo
         if not f.fa:
             g.attn_nofa = max(g.attn_nofa or 0.0, (v - f.mask - f.kq) / f.T)
     fa = sorted(((f, v) for f, v in att if f.fa), key=lambda fv: fv[0].mask)
+    cands: list[tuple[float, float | None]] = [(1.0, None)]  # (the mask's share, q); None: no term
+    cands += [(1.0, (v - f.mask) / f.T) for f, v in fa]
     if len(fa) >= 2 and fa[-1][0].T == fa[-2][0].T and fa[-1][0].mask > fa[-2][0].mask:
         (f1, v1), (f2, v2) = fa[-2], fa[-1]  # the two longest contexts: the mask's share of the peak
-        g.attn_fa_mask = min(2.0, max(0.25, (v2 - v1) / (f2.mask - f1.mask)))
-        g.attn_fa = (v2 - g.attn_fa_mask * f2.mask) / f2.T
-    elif fa:
-        f2, v2 = fa[-1]
-        g.attn_fa = (v2 - f2.mask) / f2.T
+        share = (v2 - v1) / (f2.mask - f1.mask)
+        if 0.25 <= share <= 2.0:
+            cands.append((share, (v2 - share * f2.mask) / f2.T))
+    best: tuple[float, float, float | None] | None = None
+    for share, q in cands:  # the one that explains the graph's design points best
+        g.attn_fa_mask, g.attn_fa = share, q
+        errs = [abs(g.predict(f) - v) / v for _, f, v in points if v > 0]
+        score = max(errs, default=0.0) + sum(errs) / max(1, len(errs))
+        if best is None or score < best[0] - 1e-4:
+            best = (score, share, q)
+    _, g.attn_fa_mask, g.attn_fa = best  # type: ignore[misc]
     floors = [(f, v - m(f)) for p, f, v in points if p.term in ("floor", "output") and _above(v, g.predict(f))]
     if floors:  # the floor columns that predict best the design points they were not fitted on (a
         # plane through a few points extrapolates wildly): each subset scored by leave-one-out

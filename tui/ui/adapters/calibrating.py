@@ -1,6 +1,6 @@
 """The calibrated estimate in the TUI: a model's compute terms fitted on llama.cpp's own dry runs.
 
-A model read for the screen gets its cached calibration at once (`attach_cached`, from
+A model read for the screen gets its cached calibration at once (core `calibrate.attach_cached`, from
 `planning.model_meta`: nothing is run). After the first exact result for a model, the controller
 (tui/ui/controllers/calibration.py) runs `calibrate` on a worker; its handler hangs the result on the
 model's GGUFMeta (`take`), so every later plan of that model, any settings, is the calibrated
@@ -15,21 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.settings import Settings
-
-
-def attach_cached(meta: Any, server_bin: Path | None) -> None:
-    """Hang the cached calibration of `meta` by `server_bin` on it, if there is one (reads one small
-    file; a worker thread's, as the header read that precedes it)."""
-    if server_bin is None or getattr(meta, "calibration", None) is not None:
-        return
-    from tui.core.planning.calibrate import attach, cached_calibration
-
-    try:
-        found = cached_calibration(meta, server_bin)
-    except Exception:  # noqa: BLE001 - a model we cannot hash, a binary gone: the structural estimate stands
-        return
-    if found is not None:
-        attach(meta, found)
 
 
 def model_of(settings: Settings) -> str | None:

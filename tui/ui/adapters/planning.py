@@ -45,7 +45,7 @@ def _meta_key(p: Path) -> tuple[str, int, int, str] | None:
 
 def model_meta(path: str, server_bin: Path | None = None) -> Any:
     """The GGUF metadata of `path`, cached by `_meta_key`. Raises GGUFError. A newly read
-    model gets its cached calibration by `server_bin` attached (adapters.calibrating; nothing is run)."""
+    model gets its cached calibration by `server_bin` attached (nothing is run)."""
     from tui.core.planning.gguf_reader import read_gguf
 
     p = Path(path).expanduser()
@@ -55,7 +55,7 @@ def model_meta(path: str, server_bin: Path | None = None) -> Any:
     with _META_LOCK:
         cached = _META.get(key)
     if cached is None:
-        from tui.ui.adapters.calibrating import attach_cached
+        from tui.core.planning.calibrate import attach_cached
 
         cached = read_gguf(p)
         attach_cached(cached, server_bin)  # before anyone else sees it

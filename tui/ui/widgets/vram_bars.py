@@ -381,9 +381,7 @@ class VramBars(Vertical):
 
     def status(self, text: str) -> None:
         """A background job's few words after the title ("calibrating the estimate 3/21"; "": none)."""
-        title = f"{TITLE} · {text}" if text else TITLE
-        if self.border_title != title:
-            self.border_title = title
+        self.border_title = f"{TITLE} · {text}" if text else TITLE
 
     def busy(self, text: str) -> None:
         """Say what the plan is waiting for (a remote header being read); the next `show` replaces it."""
