@@ -344,3 +344,23 @@ def test_the_estimate_view_carries_the_cores_measured_band(tiny_models: dict[str
     view = plan_view(options.settings, None, options, 1)
     assert view.error is None and view.devices[0].error_band == (("compute", 7.0), ("kv", 0.1))
     assert view.devices[0].band_pct("compute") == pytest.approx(7.0)  # no band for draft compute: compute's alone
+
+
+def test_the_cpu_measured_band_is_not_shown_on_a_real_gpu(tiny_models: dict[str, Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The band was measured on the CPU backend (host, stand-ins): a real GPU's figures carry none,
+    the host's keep it (issue 22)."""
+    import tui.core.planning.result as result
+    from tui.core.gpu.types import GpuDevice, GpuSnapshot, HostMemory, Source, Status
+    from tui.ui.adapters.planning import plan_view
+
+    monkeypatch.setattr(result, "error_band", lambda calibrated=False: {"compute": 7.0})
+    gpu = GpuDevice(index=0, name="NVIDIA GPU 0", uuid="GPU-0", pci_bus_id="00000000:17:00.0",
+                    memory_total_mib=24576, memory_used_mib=1024, memory_free_mib=23000)
+    snap = GpuSnapshot(seq=1, taken_at=0.0, monotonic_s=0.0, sample_ms=0.0, source=Source.NVML, status=Status.OK,
+                       message="", devices=(gpu,), host=HostMemory(65536, 32768))
+    options = AppOptions(settings=demo_settings(tiny_models["tiny-mtp"]), simulate=False)
+    view = plan_view(options.settings, snap, options, 1)
+    assert view.error is None and view.devices and view.host is not None
+    assert all(d.error_band == () for d in view.devices)
+    assert view.host.error_band == (("compute", 7.0),)

@@ -167,9 +167,10 @@ def _view(d: Any, source: str = ESTIMATE_LABEL, band: tuple[tuple[str, float], .
 
 
 def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_warnings: tuple[str, ...] = (),
-               exact: str = "off") -> PlanView:
+               exact: str = "off", gpu_band: bool = True) -> PlanView:
     """A core Plan as the bars draw it (the host is the device at risk when nothing is offloaded);
-    a calibrated estimate (the model's own compute terms) says so."""
+    a calibrated estimate (the model's own compute terms) says so. The error band was measured on the
+    CPU backend (host, CPU-backed RPC stand-ins): `gpu_band` False (real GPUs) shows it on none of them."""
     from tui.core.planning.compute import calibrated
     from tui.core.planning.devices import HOST
 
@@ -178,7 +179,8 @@ def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_war
     est = CALIBRATED_LABEL if cal else ESTIMATE_LABEL
     labels = {k: est if v == ESTIMATE_LABEL else v for k, v in (labels or {}).items()}
     band = tuple(sorted(getattr(p, "error_band", {}).items()))  # the estimate's (calibrated or not)
-    devices = tuple(_view(d, labels.get(d.key, est), band) for d in p.devices if d.key != HOST)
+    devices = tuple(_view(d, labels.get(d.key, est), band if gpu_band or d.remote else ()) for d in p.devices
+                    if d.key != HOST)
     host = next((_view(d, labels.get(d.key, est), band) for d in p.devices if d.key == HOST), None)
     if not devices and host is not None:
         devices, host = (host,), None  # CPU only: the host is the device at risk
@@ -206,7 +208,7 @@ def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
         return PlanView(error=str(exc), seq=seq)
     except Exception as exc:  # noqa: BLE001 - a planner bug must not take the screen down
         return PlanView(error=f"the planner failed on these settings ({type(exc).__name__}: {exc})", seq=seq)
-    view = _plan_view(p, seq)
+    view = _plan_view(p, seq, gpu_band=bool(options.simulate))
     return with_rpc_notes(view, ds) if ds is not None else view
 
 
