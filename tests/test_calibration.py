@@ -99,3 +99,20 @@ def test_a_model_calibrated_by_llama_cpp_is_near_exact_on_settings_it_never_saw(
     other = tmp_path / "llama-server"
     other.write_bytes(b"not the same build")
     assert cached_calibration(meta, other, root) is None
+
+
+def test_a_cpu_calibration_is_not_applied_to_a_real_gpu(tmp_path: Path) -> None:
+    """A calibration measured on the CPU backend sets the host's and CPU-backed devices' compute, never a
+    real GPU's (its backend allocates differently): that plan stays structural and says so."""
+    model = write_arch_shape("qwen3-8b", tmp_path / "qwen3-8b.gguf")
+    meta = read_gguf(model)
+    fit = cal.GraphFit(True, (0.0, 1000.0))
+    attach(meta, cal.Calibration("CPU", "x", [], {"target": fit}))
+    s = settings_from_argv(["-m", str(model), "-c", "4096", "-np", "1", "-fit", "off"]).settings
+    sim = plan(meta, s, [DeviceSpec("CUDA0", "simulated", 24576, 24000)], apply_fit=False)
+    real = plan(meta, s, [DeviceSpec("CUDA0", "NVIDIA GPU", 24576, 24000, real_gpu=True)], apply_fit=False)
+    attach(meta, None)
+    structural = plan(meta, s, [DeviceSpec("CUDA0", "NVIDIA GPU", 24576, 24000, real_gpu=True)], apply_fit=False)
+    assert sim.calibrated and not real.calibrated
+    assert real.device("CUDA0").components["compute"] == structural.device("CUDA0").components["compute"]  # type: ignore[union-attr]
+    assert sim.device("CUDA0").components["compute"] != structural.device("CUDA0").components["compute"]  # type: ignore[union-attr]

@@ -56,4 +56,4 @@ def plan_once(meta: GGUFMeta, s: Settings, r: Resolved, devices: list[DeviceSpec
 
     order = keys + [HOST]
     return Plan(meta, s, r, [dplans[k] for k in order], FitOutcome(r.fit, "none", ""), warnings, layer_dev, pipeline,
-                calibrated(meta, r))
+                calibrated(meta, r, offload))

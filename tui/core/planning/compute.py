@@ -41,9 +41,10 @@ REFERENCES: tuple[tuple[str, dict[str, float], float, float, float], ...] = (
     ("dense", {"embd": 128, "q": 256, "uembd": 0, "uff": 0, "ff": 256}, 1676.8, 1930.0, 1290.0),
     ("dense", {"embd": 512, "q": 512, "uembd": 0, "uff": 0, "ff": 1536}, 7180.0, 5642.0, 2826.0),
 )
-#: hybrid target floor in recurrent-state sizes (n_embd_s x 4 B) by n_seq_max, measured on the real
-#: shape (18.1 MiB at -ub 64 with 1 slot, 56.2 MiB at -ub 256 with 2, 109.4 MiB at -ub 512 with 4)
-FLOOR_STATE: tuple[tuple[int, float], ...] = ((1, 8.8), (2, 26.1), (4, 52.7))
+#: hybrid target floor: recurrent-state copies per slot (units of n_embd_s x 4 B) plus ssm_inner_size-wide
+#: tensors per ubatch token, from the shape-only Qwen3.6-35B-A3B's dry runs at -ub 64-512 with 1-8 slots
+#: (b11434: 12.1 MiB at -ub 64 with 1 slot, 47.8 at -ub 128 with 8, 92.8 at -ub 512 with 8)
+FLOOR = {"state_per_seq": 2.04, "inner_per_token": 7.5}
 #: with the experts in host memory (-cmoe, -ncmoe, -ot exps=CPU) the MoE activations move to the host
 #: (shape-only Qwen3.6-35B-A3B over two RPC devices with -cmoe)
 EXPERTS_ON_HOST = {"host_t": 0.9, "dev_t": 0.9, "dev_d_attn": 0.8}
@@ -88,7 +89,8 @@ def _widths(hp: HParams) -> tuple[float, float, float]:
 def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_dev: list[str], out_dev: str,
                 copies: int, offload: list[DeviceSpec]) -> None:
     hp = meta.hparams
-    if meta.calibration is not None and calibrated_compute.place(meta, r, dp, layer_dev, out_dev, copies, meta.calibration):
+    cal_ok = meta.calibration is not None and not any(d.real_gpu for d in offload)  # measured on the CPU backend
+    if cal_ok and calibrated_compute.place(meta, r, dp, layer_dev, out_dev, copies, meta.calibration):
         return  # the model's own terms, measured by llama.cpp, for every device of this placement
     T = r.n_tokens
     n_kv = r.n_ctx_seq  # cells one stream attends to; the mask is n_kv x T over all streams
@@ -108,11 +110,12 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
         pt, pda, pdb = _widths(hp)
         floor = 0.0
         if hp.is_hybrid:
-            floor = hp.n_embd_s * 4 * _floor_units(max(1, r.n_seq_max))
+            floor = (hp.n_embd_s * 4 * FLOOR["state_per_seq"] * max(1, r.n_seq_max)
+                     + FLOOR["inner_per_token"] * hp.ssm_inner_size * 4 * T)
         logits_t = n_out * hp.n_vocab * 4 + 2 * unit  # a large output count (ngram-mod) makes the logits the peak
         act_t = max(4.0 * T * pt, floor, logits_t)
         act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, n_out_d * hp.n_vocab * 4 + 2 * unit)
-    if (cal := _calibrated(meta, r)) is not None:  # this model's own terms, measured by llama.cpp
+    if cal_ok and (cal := _calibrated(meta, r)) is not None:  # this model's own terms, measured by llama.cpp
         g_t, g_d = cal
         act_t = g_t - mask / copies
         if g_d is not None:
@@ -168,9 +171,9 @@ def _calibrated(meta: GGUFMeta, r: Resolved) -> tuple[float, float | None] | Non
     return g_t, (c.predict(meta.hparams, r, "draft") if r.mtp else None)
 
 
-def calibrated(meta: GGUFMeta, r: Resolved) -> bool:
-    """Whether this plan's compute terms come from the model's calibration."""
-    return _calibrated(meta, r) is not None
+def calibrated(meta: GGUFMeta, r: Resolved, offload: list[DeviceSpec] | None = None) -> bool:
+    """Whether this plan's compute terms come from the model's calibration (never on a real GPU)."""
+    return not any(d.real_gpu for d in offload or []) and _calibrated(meta, r) is not None
 
 
 def uses_graph_model(hp: HParams) -> bool:
@@ -179,17 +182,6 @@ def uses_graph_model(hp: HParams) -> bool:
     measured on. Mamba-2 hybrids (nemotron_h*) and unknown architectures get the structural model
     too: its terms come from the tensors' shapes, the widths from one family's measurements."""
     return hp.arch not in HYBRID_GDN_ARCHS
-
-
-def _floor_units(n_seq: int) -> float:
-    pts = FLOOR_STATE
-    if n_seq <= pts[0][0]:
-        return pts[0][1]
-    for (a, fa), (b, fb) in zip(pts, pts[1:]):
-        if n_seq <= b:
-            return fa + (fb - fa) * (n_seq - a) / (b - a)
-    (a, fa), (b, fb) = pts[-2], pts[-1]
-    return fb + (fb - fa) / (b - a) * (n_seq - b)
 
 
 def _experts_on_host(meta: GGUFMeta, r: Resolved) -> bool:

@@ -46,6 +46,9 @@ class DeviceSpec:
     total_mib: float
     free_mib: float
     remote: bool = False
+    #: a GPU NVML sees (not simulated, not RPC): its compute buffers are its backend's, which a
+    #: calibration on the CPU backend does not measure
+    real_gpu: bool = False
 
 
 def _num(v: object) -> float | None:
@@ -91,7 +94,7 @@ def _local_devices(snapshot: GpuSnapshot | None, env: Mapping[str, str] | None) 
         name = "" if d.name is NA else str(d.name)
         if name.endswith(SIMULATED_SUFFIX):
             name = name[: -len(SIMULATED_SUFFIX)]
-        out.append(DeviceSpec(f"CUDA{i}", name, total, _free_mib(d, total)))
+        out.append(DeviceSpec(f"CUDA{i}", name, total, _free_mib(d, total), real_gpu=not d.simulated))
     return out
 
 

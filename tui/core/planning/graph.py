@@ -103,4 +103,6 @@ def draft_peak(hp: HParams, r: Resolved, T: int, n_out: int) -> float:
     moe = hp.nextn_moe or (hp.n_expert > 0 and not hp.dense_ff_max)
     ffn = (_ffn(hp, not moe, moe) + EMBD_DRAFT_EXTRA * hp.n_embd) * T * 4
     out = (n_out * hp.n_vocab + EMBD_OUT * hp.n_embd * T) * 4
-    return max(ffn, _attn(hp, r, T, r.n_ctx_seq), out)
+    layers = hp.kv_draft or hp.nextn_layers()  # a sliding-window MTP block attends its window's cells
+    n_kv = max((swa_cells(hp, r) if hp.swa(il) else r.n_ctx_seq for il in layers), default=r.n_ctx_seq)
+    return max(ffn, _attn(hp, r, T, n_kv), out)

@@ -171,11 +171,9 @@ def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_war
     """A core Plan as the bars draw it (the host is the device at risk when nothing is offloaded);
     a calibrated estimate (the model's own compute terms) says so. The error band was measured on the
     CPU backend (host, CPU-backed RPC stand-ins): `gpu_band` False (real GPUs) shows it on none of them."""
-    from tui.core.planning.compute import calibrated
     from tui.core.planning.devices import HOST
 
-    model = getattr(p, "model", None)  # a test's stand-in plan may have no model
-    cal = getattr(model, "calibration", None) is not None and calibrated(model, p.resolved)
+    cal = bool(getattr(p, "calibrated", False))  # a test's stand-in plan may not say
     est = CALIBRATED_LABEL if cal else ESTIMATE_LABEL
     labels = {k: est if v == ESTIMATE_LABEL else v for k, v in (labels or {}).items()}
     band = tuple(sorted(getattr(p, "error_band", {}).items()))  # the estimate's (calibrated or not)
