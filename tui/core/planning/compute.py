@@ -44,7 +44,8 @@ REFERENCES: tuple[tuple[str, dict[str, float], float, float, float], ...] = (
 #: hybrid target floor: recurrent-state copies per slot (units of n_embd_s x 4 B) plus ssm_inner_size-wide
 #: tensors per ubatch token, from the shape-only Qwen3.6-35B-A3B's dry runs at -ub 64-512 with 1-8 slots
 #: (b11434: 12.1 MiB at -ub 64 with 1 slot, 47.8 at -ub 128 with 8, 92.8 at -ub 512 with 8)
-FLOOR = {"state_per_seq": 2.04, "inner_per_token": 7.5}
+#: with MTP the floor also holds the outputs' logits 1.6 times (the same dry runs at 1-33 outputs)
+FLOOR = {"state_per_seq": 2.04, "inner_per_token": 7.5, "mtp_logits": 1.6}
 #: with the experts in host memory (-cmoe, -ncmoe, -ot exps=CPU) the MoE activations move to the host
 #: (shape-only Qwen3.6-35B-A3B over two RPC devices with -cmoe)
 EXPERTS_ON_HOST = {"host_t": 0.9, "dev_t": 0.9, "dev_d_attn": 0.8}
@@ -111,7 +112,8 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
         floor = 0.0
         if hp.is_hybrid:
             floor = (hp.n_embd_s * 4 * FLOOR["state_per_seq"] * max(1, r.n_seq_max)
-                     + FLOOR["inner_per_token"] * hp.ssm_inner_size * 4 * T)
+                     + FLOOR["inner_per_token"] * hp.ssm_inner_size * 4 * T
+                     + (FLOOR["mtp_logits"] * n_out * hp.n_vocab * 4 if r.mtp else 0.0))
         logits_t = n_out * hp.n_vocab * 4 + 2 * unit  # a large output count (ngram-mod) makes the logits the peak
         act_t = max(4.0 * T * pt, floor, logits_t)
         act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, n_out_d * hp.n_vocab * 4 + 2 * unit)
