@@ -18,7 +18,6 @@ import pytest
 from tests.test_ui_exact import CountingExact, app_with, current, demo_options, type_ctx, until
 from tui.core.planning import calibrate as calibrate_mod
 from tui.core.planning.calibrate import attach, cached_calibration, calibrate
-from tui.core.planning.compute import calibrated
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.ui.adapters.planning import devices_for
@@ -107,7 +106,7 @@ async def test_after_the_first_exact_result_the_estimate_is_calibrated_in_the_ba
             est = app.main.plan.state.estimate
             assert est is not None and est.calibrated and est.seq == app.main.plan.seq
             want = expected_plan(app, model, server_bin)
-            assert calibrated(want.model, want.resolved)
+            assert want.calibrated
             comp = want.device("CUDA0").components
             dev = est.devices[0]
             assert dev.source == CALIBRATED_LABEL

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.core.planning.compute import add_compute, calibrated
+from tui.core.planning.compute import add_compute
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
@@ -52,8 +52,8 @@ def plan_once(meta: GGUFMeta, s: Settings, r: Resolved, devices: list[DeviceSpec
     # pipeline parallelism: several devices, all layers, -sm layer, no overrides
     pipeline = (len(offload) > 1 and r.n_gpu_layers > n_all and r.split_mode == "layer"
                 and r.offload_kqv and not r.has_overrides)
-    add_compute(meta, r, dplans, layer_dev, layer_dev[n_all], 4 if pipeline else 1, offload)
+    calibrated = add_compute(meta, r, dplans, layer_dev, layer_dev[n_all], 4 if pipeline else 1, offload)
 
     order = keys + [HOST]
     return Plan(meta, s, r, [dplans[k] for k in order], FitOutcome(r.fit, "none", ""), warnings, layer_dev, pipeline,
-                calibrated(meta, r, offload))
+                calibrated)

@@ -18,13 +18,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tui.core.options.argv import settings_from_argv
 from tui.core.planning import calibrated_compute
 from tui.core.planning import calibration as cal
 from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.dryrun import default_root
+from tui.core.planning.exact import binary_id, exact_plan
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.planning.resolve import resolve
 from tui.core.planning.sparse import header_hash
@@ -35,29 +35,28 @@ KIND = "CPU"
 COMMON = ("-dev", "none", "-fit", "off", "-nr")
 
 
-def _binary_id(server_bin: Path) -> list[Any]:
-    st = server_bin.stat()
-    return [str(server_bin.resolve()), st.st_size, int(st.st_mtime)]
+def _path(root: Path, meta: GGUFMeta, server_bin: Path, kind: str = KIND) -> Path:
+    """The cache entry of this model (header hash) by this build and device kind, beside exact's."""
+    payload = json.dumps([cal.FORMAT, header_hash(meta), binary_id(server_bin), kind,
+                          [p.args for p in cal.DESIGN + cal.SPLIT_DESIGN]])
+    return root / "calibration" / f"{hashlib.sha256(payload.encode()).hexdigest()[:32]}.json"
 
 
-def _key(digest: str, server_bin: Path, kind: str) -> str:
-    payload = json.dumps([cal.FORMAT, digest, _binary_id(server_bin), kind, [p.args for p in cal.DESIGN + cal.SPLIT_DESIGN]])
-    return hashlib.sha256(payload.encode()).hexdigest()[:32]
-
-
-def _path(root: Path, key: str) -> Path:
-    return root / "calibration" / f"{key}.json"
+def _load(path: Path) -> cal.Calibration | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return cal.Calibration.from_dict(data) if isinstance(data, dict) else None
 
 
 def cached_calibration(meta: GGUFMeta, server_bin: str | Path, root: Path | None = None,
                        kind: str = KIND) -> cal.Calibration | None:
     """The cached calibration of this model by this server, or None (nothing is run)."""
     try:
-        key = _key(header_hash(meta), Path(server_bin), kind)
-        data = json.loads(_path(Path(root) if root else default_root(), key).read_text())
-    except (OSError, ValueError):
+        return _load(_path(Path(root) if root else default_root(), meta, Path(server_bin), kind))
+    except (OSError, ValueError):  # the binary or the model file gone
         return None
-    return cal.Calibration.from_dict(data) if isinstance(data, dict) else None
 
 
 def attach_cached(meta: GGUFMeta, server_bin: str | Path | None, root: Path | None = None) -> cal.Calibration | None:
@@ -65,10 +64,7 @@ def attach_cached(meta: GGUFMeta, server_bin: str | Path | None, root: Path | No
     nothing); a model already calibrated keeps its own. Returns what the model now carries."""
     if server_bin is None or meta.calibration is not None:
         return meta.calibration
-    try:
-        found = cached_calibration(meta, server_bin, root)
-    except (OSError, ValueError):  # a binary gone, a header that cannot be hashed: the structure stands
-        return None
+    found = cached_calibration(meta, server_bin, root)
     attach(meta, found)
     return found
 
@@ -83,15 +79,13 @@ def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = Non
               timeout_s: float = 60.0) -> cal.Calibration | str:
     """Measure the model at the design points and fit it; the Calibration, or one sentence why not.
     Each dry run goes through exact mode (its sparse copy, its cache of single runs)."""
-    from tui.core.planning.exact import exact_plan  # exact imports the planner, which imports this package
     t0 = time.monotonic()
     server_bin = Path(server_bin)
     root = Path(root) if root else default_root()
     if not meta.path:
         return "calibration needs a local model file (or the header copy of a remote one)."
-    digest = header_hash(meta)
-    key = _key(digest, server_bin, KIND)
-    if use_cache and (hit := cached_calibration(meta, server_bin, root)) is not None:
+    path = _path(root, meta, server_bin)
+    if use_cache and (hit := _load(path)) is not None:
         return hit
     hp = meta.hparams
     design = [p for p in cal.DESIGN if not p.mtp or hp.n_nextn > 0]
@@ -123,7 +117,7 @@ def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = Non
     graphs = {g: cal.fit_graph(v, mask_in_ffn=g != "draft") for g, v in pts.items() if v}
     if "target" not in graphs or graphs["target"].ffn is None:
         return "calibration measured nothing: " + ("; ".join(notes[:2]) or "no dry run succeeded")
-    res = cal.Calibration(KIND, digest, _binary_id(server_bin), graphs, time.monotonic() - t0, runs, notes)
+    res = cal.Calibration(KIND, header_hash(meta), binary_id(server_bin), graphs, time.monotonic() - t0, runs, notes)
     rpc_bin = server_bin.parent / "ggml-rpc-server"
     if rpc_bin.is_file():  # the split terms, on CPU-backed stand-ins (without them the structural constants stay)
         split = split_terms(meta, server_bin, rpc_bin, res, root, cancel, progress, timeout_s, offset=len(design))
@@ -134,7 +128,7 @@ def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = Non
         res.notes.append(f"no {rpc_bin.name} beside the server: the split terms stay structural")
     res.seconds = time.monotonic() - t0
     if use_cache:
-        _save(_path(root, key), res)
+        _save(path, res)
     return res
 
 
@@ -143,7 +137,6 @@ def split_terms(meta: GGUFMeta, server_bin: Path, rpc_bin: Path, res: cal.Calibr
                 offset: int = 0) -> tuple[dict[str, float], int] | str:
     """Each device role's unit count (calibrated_compute.roles), from dry runs at SPLIT_DESIGN on
     simulated devices played by loopback stand-ins; ({role: units}, runs) or "cancelled"."""
-    from tui.core.planning.exact import exact_plan
     from tui.core.planning.plan import plan
 
     hp = meta.hparams
@@ -151,34 +144,29 @@ def split_terms(meta: GGUFMeta, server_bin: Path, rpc_bin: Path, res: cal.Calibr
     found: dict[str, list[float]] = {}
     runs = 0
     design = [p for p in cal.SPLIT_DESIGN if not p.mtp or hp.n_nextn > 0]
-    previous = meta.calibration
-    meta.calibration = None  # the plan shape below must be the structural one (layer placement only)
-    try:
-        for i, p in enumerate(design):
-            if cancel is not None and cancel.is_set():
-                return "cancelled"
-            if progress is not None:
-                progress(f"calibrating {offset + i + 1}/{offset + len(design)}")
-            devs = [DeviceSpec(f"CUDA{j}", "stand-in", size, size) for j in range(p.devices)]
-            argv = ["-m", str(meta.path), *cal.design_args(p, hp.n_ctx_train, hp.n_layer_all), *COMMON[2:]]
-            settings = settings_from_argv(argv).settings
-            ex = exact_plan(settings, devs, server_bin, meta=meta, stand_in=True, rpc_bin=rpc_bin, cancel=cancel,
-                            timeout_s=timeout_s, root=root)
-            runs += 0 if ex.cached else ex.runs
-            if ex.status == "cancelled":
-                return "cancelled"
-            if not ex.available or ex.plan is None:
-                res.notes.append(f"{p.name}: {ex.reason}")
-                continue
-            shape = plan(meta, settings, devs, apply_fit=False)
-            rs = calibrated_compute.roles(meta, shape.resolved, shape.layer_device, shape.layer_device[hp.n_layer_all],
-                                          4 if shape.pipeline_parallel else 1, res)
-            for key, comp, role, base, unit in rs or []:
-                d = ex.plan.device(key)
-                if d is not None and unit > 0:
-                    found.setdefault(role, []).append((d.components[comp] * 2**20 - base) / unit)
-    finally:
-        meta.calibration = previous
+    for i, p in enumerate(design):
+        if cancel is not None and cancel.is_set():
+            return "cancelled"
+        if progress is not None:
+            progress(f"calibrating {offset + i + 1}/{offset + len(design)}")
+        devs = [DeviceSpec(f"CUDA{j}", "stand-in", size, size) for j in range(p.devices)]
+        argv = ["-m", str(meta.path), *cal.design_args(p, hp.n_ctx_train, hp.n_layer_all), *COMMON[2:]]
+        settings = settings_from_argv(argv).settings
+        ex = exact_plan(settings, devs, server_bin, meta=meta, stand_in=True, rpc_bin=rpc_bin, cancel=cancel,
+                        timeout_s=timeout_s, root=root)
+        runs += 0 if ex.cached else ex.runs
+        if ex.status == "cancelled":
+            return "cancelled"
+        if not ex.available or ex.plan is None:
+            res.notes.append(f"{p.name}: {ex.reason}")
+            continue
+        shape = plan(meta, settings, devs, apply_fit=False)  # the layer placement and pipeline of these settings
+        rs = calibrated_compute.roles(meta, shape.resolved, shape.layer_device, shape.layer_device[hp.n_layer_all],
+                                      4 if shape.pipeline_parallel else 1, res)
+        for key, comp, role, base, unit in rs or []:
+            d = ex.plan.device(key)
+            if d is not None and unit > 0:
+                found.setdefault(role, []).append((d.components[comp] * 2**20 - base) / unit)
     return {role: sum(v) / len(v) for role, v in found.items()}, runs
 
 

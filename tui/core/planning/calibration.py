@@ -116,9 +116,7 @@ def features(hp: HParams, r: Resolved, graph_name: str) -> Features:
     layers = (hp.kv_draft or hp.nextn_layers()) if draft else hp.attention_layers()
     mask = float(graph.masks(hp, r, T, layers))
     nh = max(hp.n_head, default=0)
-    # the f32 scores of the widest attended layer (a sliding-window layer attends its own cells)
-    n_kv = max((graph.swa_cells(hp, r) if hp.swa(il) else r.n_ctx_seq for il in layers), default=r.n_ctx_seq)
-    kq = 0.0 if r.flash_attn else float(n_kv * T * nh * 4)
+    kq = 0.0 if r.flash_attn else float(graph.widest_cells(hp, r, layers) * T * nh * 4)  # the f32 scores
     n_out = min(T, max(1, r.n_seq_max)) if draft else min(T, r.n_outputs_max)
     return Features(T, r.n_seq_max, r.flash_attn, mask, kq, float(n_out * hp.n_vocab * 4))
 

@@ -88,11 +88,13 @@ def _widths(hp: HParams) -> tuple[float, float, float]:
 
 
 def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_dev: list[str], out_dev: str,
-                copies: int, offload: list[DeviceSpec]) -> None:
+                copies: int, offload: list[DeviceSpec]) -> bool:
+    """Fill compute and draft compute per device; True when the model's calibration set them (never
+    on a real GPU: it measured the CPU backend)."""
     hp = meta.hparams
     cal_ok = meta.calibration is not None and not any(d.real_gpu for d in offload)  # measured on the CPU backend
     if cal_ok and calibrated_compute.place(meta, r, dp, layer_dev, out_dev, copies, meta.calibration):
-        return  # the model's own terms, measured by llama.cpp, for every device of this placement
+        return True  # the model's own terms, measured by llama.cpp, for every device of this placement
     T = r.n_tokens
     n_kv = r.n_ctx_seq  # cells one stream attends to; the mask is n_kv x T over all streams
     structural = uses_graph_model(hp)
@@ -117,7 +119,8 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
         logits_t = n_out * hp.n_vocab * 4 + 2 * unit  # a large output count (ngram-mod) makes the logits the peak
         act_t = max(4.0 * T * pt, floor, logits_t)
         act_d = max(4.0 * T * pda, 4.0 * T * pdb + mask, n_out_d * hp.n_vocab * 4 + 2 * unit)
-    if cal_ok and (cal := _calibrated(meta, r)) is not None:  # this model's own terms, measured by llama.cpp
+    cal = _calibrated(meta, r) if cal_ok else None
+    if cal is not None:  # this model's own graphs, with the structural split terms (experts on the host)
         g_t, g_d = cal
         act_t = g_t - mask / copies
         if g_d is not None:
@@ -143,12 +146,12 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
                 host_b += EXPERTS_ON_HOST["host_t"] * act_t
             dp[HOST].components["compute"] += host_b / MiB
     if not r.mtp:
-        return
+        return cal is not None
     logits_d = n_out_d * hp.n_vocab * 4
     mtp_dev = layer_dev[hp.n_layer] if hp.n_nextn else out_dev
     if mtp_dev == HOST:
         dp[HOST].components["draft_compute"] += act_d / MiB
-        return
+        return cal is not None
     dev_d = act_d
     moe_on_host = exps_host and (r.cpu_moe or r.n_cpu_moe > hp.n_layer)
     if moe_on_host:  # the MTP block's experts run on the host; its attention stays on the device
@@ -160,6 +163,7 @@ def add_compute(meta: GGUFMeta, r: Resolved, dp: dict[str, DevicePlan], layer_de
     if moe_on_host:
         host_d += act_d
     dp[HOST].components["draft_compute"] += host_d / MiB
+    return cal is not None
 
 
 def _calibrated(meta: GGUFMeta, r: Resolved) -> tuple[float, float | None] | None:
@@ -171,11 +175,6 @@ def _calibrated(meta: GGUFMeta, r: Resolved) -> tuple[float, float | None] | Non
     if g_t is None:
         return None
     return g_t, (c.predict(meta.hparams, r, "draft") if r.mtp else None)
-
-
-def calibrated(meta: GGUFMeta, r: Resolved, offload: list[DeviceSpec] | None = None) -> bool:
-    """Whether this plan's compute terms come from the model's calibration (never on a real GPU)."""
-    return not any(d.real_gpu for d in offload or []) and _calibrated(meta, r) is not None
 
 
 def uses_graph_model(hp: HParams) -> bool:

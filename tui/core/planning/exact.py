@@ -90,7 +90,8 @@ def unavailable(reason: str, seconds: float = 0.0) -> ExactResult:
 # ---- the cache ---------------------------------------------------------------------------------
 
 
-def _binary_id(path: Path) -> list[Any]:
+def binary_id(path: Path) -> list[Any]:
+    """What identifies a llama-server build in a cache key (path, size, mtime)."""
     st = path.stat()
     return [str(path.resolve()), st.st_size, int(st.st_mtime)]
 
@@ -102,7 +103,7 @@ def cache_key(digest: str, args: Sequence[str], devices: Sequence[DeviceSpec], s
     # coarsely; a simulated device's free memory is the simulation itself
     devs = [[d.key, d.total_mib, d.free_mib if (stand_in and not d.remote) else round(d.free_mib / FREE_BUCKET_MIB), d.remote]
             for d in devices]
-    payload = json.dumps([CACHE_VERSION, digest, rest, devs, _binary_id(server_bin), stand_in], sort_keys=True)
+    payload = json.dumps([CACHE_VERSION, digest, rest, devs, binary_id(server_bin), stand_in], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 

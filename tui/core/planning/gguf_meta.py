@@ -173,6 +173,8 @@ class GGUFMeta:
     #: this model's calibrated compute terms (planning.calibration.Calibration), once llama.cpp has
     #: measured it (planning.calibrate.attach); every plan of the model then uses them
     calibration: Any = field(default=None, compare=False, repr=False)
+    #: sparse.header_hash's digest, once computed (the header is read and hashed once per read model)
+    digest: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def architecture(self) -> str:

@@ -44,6 +44,11 @@ def swa_cells(hp: HParams, r: Resolved) -> int:
     return pad(min(r.n_ctx_seq, hp.sliding_window * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch), 256)
 
 
+def widest_cells(hp: HParams, r: Resolved, layers: list[int]) -> int:
+    """Cells per stream the widest of `layers` attends (a sliding-window layer: its window's)."""
+    return max((swa_cells(hp, r) if hp.swa(il) else r.n_ctx_seq for il in layers), default=r.n_ctx_seq)
+
+
 def masks(hp: HParams, r: Resolved, T: int, layers: list[int]) -> int:
     """Bytes of the KQ masks the graph over `layers` needs (one per cache kind it attends)."""
     per = 2 if r.flash_attn else 4
@@ -103,6 +108,4 @@ def draft_peak(hp: HParams, r: Resolved, T: int, n_out: int) -> float:
     moe = hp.nextn_moe or (hp.n_expert > 0 and not hp.dense_ff_max)
     ffn = (_ffn(hp, not moe, moe) + EMBD_DRAFT_EXTRA * hp.n_embd) * T * 4
     out = (n_out * hp.n_vocab + EMBD_OUT * hp.n_embd * T) * 4
-    layers = hp.kv_draft or hp.nextn_layers()  # a sliding-window MTP block attends its window's cells
-    n_kv = max((swa_cells(hp, r) if hp.swa(il) else r.n_ctx_seq for il in layers), default=r.n_ctx_seq)
-    return max(ffn, _attn(hp, r, T, n_kv), out)
+    return max(ffn, _attn(hp, r, T, widest_cells(hp, r, hp.kv_draft or hp.nextn_layers())), out)

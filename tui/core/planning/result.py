@@ -93,7 +93,6 @@ class Plan:
         calibrated estimate's once the model carries llama.cpp's calibration."""
         return error_band(calibrated=self.calibrated)
 
-
     def device(self, key: str) -> DevicePlan | None:
         return next((d for d in self.devices if d.key == key), None)
 

@@ -48,12 +48,15 @@ def header_bytes(meta: GGUFMeta | SplitPart) -> bytes:
 
 def header_hash(meta: GGUFMeta) -> str:
     """sha256 of the header bytes and the file size (of every part of a split model): what
-    identifies a model's memory layout."""
-    h = hashlib.sha256()
-    for part in _parts(meta):
-        h.update(header_bytes(part))
-        h.update(str(part.file_size).encode())
-    return h.hexdigest()
+    identifies a model's memory layout. Computed once per read model (kept on `meta.digest`): exact
+    mode and calibration ask for it on every dry run."""
+    if meta.digest is None:
+        h = hashlib.sha256()
+        for part in _parts(meta):
+            h.update(header_bytes(part))
+            h.update(str(part.file_size).encode())
+        meta.digest = h.hexdigest()
+    return meta.digest
 
 
 def write_sparse(header: bytes, file_size: int, dest: str | Path) -> Path:
