@@ -23,18 +23,21 @@ def test_server_dies_with_its_supervisor(how: str, server_bin: Path, tiny_models
     mode = "exit" if how == "exit" else "wait"
     cmd = [sys.executable, "-m", "tests.helpers.supervised_parent", mode, str(server_bin), str(tmp_path / "logs"),
            "-m", str(tiny_models["tiny-mtp"]), *BASE_ARGS]
-    parent = subprocess.Popen(cmd, cwd=REPO, env=server_env(tmp_path), stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    parent = subprocess.Popen(cmd, cwd=REPO, env=server_env(tmp_path), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
     server_pid = None
     try:
         line = read_line(parent, 60)
         state, pid_s, exe = line.split()
         assert state == "ready" and exe == "llama-server", line
         server_pid = int(pid_s)
-        if mode == "wait":
-            assert "llama-server" in pid_cmdline(server_pid)
-            assert os.getpgid(server_pid) == server_pid  # its own process group
-        if how == "SIGKILL":
+        # the parent waits on its stdin in `exit` mode, so the server surely runs while it is read here
+        assert "llama-server" in pid_cmdline(server_pid)
+        assert os.getpgid(server_pid) == server_pid  # its own process group
+        if how == "exit":
+            assert parent.stdin is not None
+            parent.stdin.close()
+        elif how == "SIGKILL":
             parent.kill()  # no handler, no atexit: only the kernel's parent-death signal can help
         elif how == "SIGTERM":
             parent.terminate()

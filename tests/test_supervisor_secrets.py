@@ -87,8 +87,10 @@ def test_the_key_file_goes_even_when_mtp_tune_is_killed(how: str, server_bin: Pa
                                                         tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "tests.helpers.supervised_parent", "wait" if how == "SIGKILL" else "exit",
            str(server_bin), str(tmp_path / "logs"), "-m", str(tiny_models["tiny-mtp"]), *BASE_ARGS, "--api-key", KEY]
-    parent = subprocess.Popen(cmd, cwd=REPO, env=server_env(tmp_path), stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    # stdin is a pipe the parent waits on in `exit` mode: the server is read here while it surely runs, then
+    # closing the pipe lets the parent exit (it used to exit right after printing, racing this read)
+    parent = subprocess.Popen(cmd, cwd=REPO, env=server_env(tmp_path), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
     server_pid = None
     try:
         state, pid_s, _ = read_line(parent, 60).split()
@@ -98,6 +100,9 @@ def test_the_key_file_goes_even_when_mtp_tune_is_killed(how: str, server_bin: Pa
         assert stat.S_IMODE(path.stat().st_mode) == 0o600 and KEY not in pid_cmdline(server_pid)
         if how == "SIGKILL":
             parent.kill()  # no atexit, no handler: only the key file's reaper can remove it
+        else:
+            assert parent.stdin is not None
+            parent.stdin.close()  # now the parent returns from main: only its atexit hook can remove it
         assert parent.wait(30) is not None
         assert pid_gone(server_pid, timeout=10)
         assert gone(path), f"{path} outlived mtp-tune ({how})"

@@ -2,7 +2,9 @@
 
 Usage: python -m tests.helpers.supervised_parent MODE SERVER_BIN LOG_DIR [llama-server args...]
 Prints "<state> <server pid> <server executable name>" once the server is ready, then, by MODE: `wait` (until killed),
-`exit` (returns normally, so only the atexit hook stops the server).
+`exit` (returns normally, so only the atexit hook stops the server, once its standard input closes or gives a
+line: the test reads what it needs of the running server first; exiting right after the print let the server go
+before the test could read its /proc entry, a race CI lost once).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def main() -> int:
     exe = Path(f"/proc/{sup.pid}/exe").resolve().name if sup.pid else "?"
     print(f"{state.value} {sup.pid} {exe}", flush=True)
     if mode == "exit":
+        sys.stdin.readline()  # the test says when (a line, or EOF when it closes the pipe or dies)
         return 0
     threading.Event().wait(300)  # the test kills this process long before
     return 0
