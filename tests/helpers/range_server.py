@@ -11,7 +11,9 @@ served from 127.0.0.1 by this server, exactly as a static host or the Hub would 
   writes it: `type`, `oid`, `size`, `path`, `lfs`), and `/REPO/resolve/REV/PATH`, which redirects
   (302, `X-Linked-Etag`, `X-Linked-Size`) to `/blobs/SHA256`, a static file again.
 - Misbehaviour on request: a path that ignores Range (`ignore_range`), a fixed status
-  (`status_for`), a gated repo (401 with `X-Error-Code: GatedRepo` unless the right bearer token).
+  (`status_for`), a gated repo (401 with `X-Error-Code: GatedRepo` unless the right bearer token),
+  and any answer at all (`routes`: path -> a function of the handler; tests/helpers/hostile_server.py
+  has the hostile ones: lying sizes, trickling and silent bodies, redirect loops, foreign pages).
 
 Every request is recorded (`log`: method, path, range, status, body bytes sent), so a test can
 assert what a plan cost. `rate_bps` slows the bodies down (the download-progress tests watch a
@@ -24,6 +26,7 @@ import hashlib
 import json
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -81,6 +84,7 @@ class LoopbackHub:
         self.ignore_range: set[str] = set()
         self.status_for: dict[str, int] = {}
         self.rate_bps: float | None = None
+        self.routes: dict[str, Any] = {}  # path -> fn(handler, head): answers it (and records its Hit)
         self._log: list[Hit] = []
         self._in_flight = 0
         self._blobs: dict[str, Path] = {}
@@ -187,6 +191,8 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.server.hub
         parts = urlsplit(self.path)
         path = unquote(parts.path)
+        if path in hub.routes:
+            return hub.routes[path](self, head)
         if path in hub.status_for:
             return self._status(hub.status_for[path], head)
         if path.startswith("/files/") and path[7:] in hub.files:
@@ -321,6 +327,11 @@ class _Server(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         self.conns.add(request)
         super().process_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (the hostile-input tests' clients stop reading on purpose) is no error."""
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         self.conns.discard(request)

@@ -35,6 +35,23 @@ MAX_KEPT_ARRAY = 4096
 MAX_DIMS = 4
 #: GGML_MAX_NAME (names are shorter)
 MAX_NAME = 64
+#: The most header bytes (key/values, tensor table, padding) any GGUF may take before mtp-tune stops
+#: reading it, local or remote. Why 64 MiB: the largest real headers measured are vocabularies,
+#: llama.cpp's own ggml-vocab-gemma-4.gguf (a 262k-token tokenizer: 15.0 MiB) and Qwen3.6-35B-A3B's
+#: (248k tokens plus 753 tensor infos: 11.8 MiB); four times the largest leaves room for bigger
+#: vocabularies while a damaged or hostile length field (llama.cpp itself accepts a 1 GiB string,
+#: gguf.cpp GGUF_MAX_STRING_LENGTH) can never make a plan buffer gigabytes.
+MAX_HEADER_BYTES = 64 << 20
+#: Claimed counts refused before anything is read. The GGUF spec caps a key at 65535 bytes; llama.cpp
+#: caps nothing below SIZE_MAX for the counts, so these are mtp-tune's, each far above real files
+#: (about 50 keys; a few thousand tensors, 47k for 256 unmerged experts on 61 layers) and low enough
+#: that the parsed table stays tens of MB of Python objects, not gigabytes.
+MAX_KEY_NAME = 65535
+MAX_KEYS = 1 << 16
+MAX_TENSORS = 1 << 17
+#: small arrays are kept as lists (per-layer head counts and the like) up to this many values in all;
+#: past it every array is recorded by its length only, so a header of many small arrays stays small
+MAX_KEPT_VALUES = 1 << 18
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
@@ -56,6 +73,7 @@ class _Window:
         self._readahead = readahead
         self.buf = bytearray()
         self.pos = 0
+        self.kept = 0  # array values kept as lists so far (MAX_KEPT_VALUES)
 
     def bad(self, what: str, at: int | None = None) -> GGUFError:
         return GGUFError(f"{self.path}: {what} (at byte offset {self.pos if at is None else at}); the GGUF header "
@@ -70,13 +88,20 @@ class _Window:
                 f"{self._file_size} ({max(left, 0)} left): the GGUF header is truncated or that field is damaged. "
                 "The download or copy is incomplete or corrupt: fetch the file again."
             )
+        if self.pos + n > MAX_HEADER_BYTES:
+            raise GGUFError(
+                f"{self.path}: {what} at byte offset {self.pos} needs {n} bytes, which would make the GGUF header "
+                f"larger than {MAX_HEADER_BYTES >> 20} MiB (real headers, a 262k-token vocabulary included, take "
+                "under 16 MiB): that field is damaged or the file is not what it claims. Fetch or convert it again."
+            )
 
     def need(self, n: int, what: str = "the header") -> None:
         self.check(n, what)
         want = self.pos + n - len(self.buf)
         if want <= 0:
             return
-        chunk = self.fh.read(max(want, min(self._readahead(want, len(self.buf)), self._file_size - len(self.buf))))
+        ahead = min(self._readahead(want, len(self.buf)), self._file_size - len(self.buf), MAX_HEADER_BYTES - len(self.buf))
+        chunk = self.fh.read(max(want, ahead))
         self.buf += chunk
         if len(chunk) < want:
             raise GGUFError(
@@ -96,8 +121,11 @@ class _Window:
         self.pos += 8
         return v
 
-    def string(self, what: str = "a string") -> str:
+    def string(self, what: str = "a string", limit: int | None = None) -> str:
+        """A length-prefixed string; one longer than `limit` bytes is refused before it is read."""
         n = self.u64(f"the length of {what}")
+        if limit is not None and n > limit:
+            raise self.bad(f"{what} claims {n} bytes (at most {limit} allowed)", at=self.pos - 8)
         self.pos -= 8
         self.check(8 + n, f"{what} (length {n})")
         self.pos += 8
@@ -156,7 +184,8 @@ class _Window:
                 st = _SCALAR[etype]
                 nbytes = st.size * count
                 self.need(nbytes, f"key {key!r}: an array of {count} elements")
-                if count <= MAX_KEPT_ARRAY:
+                if count <= MAX_KEPT_ARRAY and self.kept + count <= MAX_KEPT_VALUES:
+                    self.kept += count
                     vals = list(struct.unpack_from(f"<{count}{st.format[-1]}", self.buf, self.pos))
                     self.pos += nbytes
                     return vals
@@ -254,20 +283,21 @@ def parse_header(p: Path, fh: Any, file_size: int, readahead: Any = local_readah
     if 13 * n_kv + 24 * n_tensors > file_size - w.pos:
         raise w.bad(f"the header claims {n_tensors} tensors and {n_kv} keys, more than a {file_size}-byte file "
                     "can hold", at=8)
+    if n_tensors > MAX_TENSORS or n_kv > MAX_KEYS:
+        raise w.bad(f"the header claims {n_tensors} tensors and {n_kv} keys (mtp-tune reads at most {MAX_TENSORS} "
+                    f"tensors and {MAX_KEYS} keys; real models have a few thousand and about 50)", at=8)
     kv: dict[str, Any] = {}
     for i in range(n_kv):
-        key = w.string(f"the name of key {i}")
-        vtype = w.u32(f"the type of key {key!r}")
-        kv[key] = w.value(vtype, key)
+        key = w.string(f"the name of key {i}", MAX_KEY_NAME)
+        label = key if len(key) <= 80 else key[:80] + "..."  # messages quote a bounded name
+        vtype = w.u32(f"the type of key {label!r}")
+        kv[key] = w.value(vtype, label)
     alignment = kv.get("general.alignment", DEFAULT_ALIGNMENT)
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
-        raise GGUFError(f"{p}: general.alignment = {alignment!r} is not a power of two; the header is corrupt.")
+        raise GGUFError(f"{p}: general.alignment = {repr(alignment)[:80]} is not a power of two; the header is corrupt.")
     raw: list[tuple[str, tuple[int, ...], int, int]] = []
     for i in range(n_tensors):
-        at = w.pos
-        name = w.string(f"the name of tensor {i}")
-        if len(name) >= MAX_NAME:
-            raise w.bad(f"the name of tensor {i} is {len(name)} bytes long (ggml allows {MAX_NAME - 1})", at=at)
+        name = w.string(f"the name of tensor {i}", MAX_NAME - 1)  # GGML_MAX_NAME counts the NUL
         n_dims = w.u32(f"the dimension count of tensor {name!r}")
         if n_dims > MAX_DIMS:
             raise w.bad(f"tensor {name!r} claims {n_dims} dimensions (ggml allows {MAX_DIMS})", at=w.pos - 4)

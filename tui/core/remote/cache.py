@@ -20,10 +20,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, TypedDict
 
-from tui.core.config.paths import cache_dir
+from tui.core.config.paths import cache_dir, private_dir
+from tui.core.config.jsonshape import check
 from tui.core.planning.sparse import write_sparse
 from tui.core.remote.errors import RemoteError
 from tui.core.remote.header import RemoteHeader
@@ -66,17 +67,54 @@ class CachedModel:
         return time.time() - self.fetched_at
 
 
+class _Entry(TypedDict):
+    """`entry.json` of a header entry, as `_write_entry` writes it (one item per part in every list)."""
+
+    key: str
+    names: list[str]
+    urls: list[str]
+    etags: list[str]
+    sizes: list[int]
+    header_sizes: list[int]
+    fetched_at: float
+
+
+class _File(TypedDict):
+    path: str
+    size: int
+
+
+class _Listing(TypedDict):
+    """A saved repo listing, as `fetch.repo_listing` saves it and reads it back."""
+
+    key: str
+    commit: str
+    files: list[_File]
+    fetched_at: float
+
+
+def _inside(name: str) -> bool:
+    """A part's name stays inside its entry's folder (a damaged record could name `../../x`)."""
+    p = PurePosixPath(name)
+    return bool(name) and not p.is_absolute() and ".." not in p.parts and "\0" not in name
+
+
 def lookup(key: str, root: Path | None = None) -> CachedModel | None:
-    """The entry for `key`, or None (absent, or damaged: a missing part or an unreadable record)."""
+    """The entry for `key`, or None (absent, or damaged: a missing part, a record of the wrong shape;
+    the caller reads the header again and replaces it)."""
     entry = (root or default_root()) / "headers" / _digest(key)
     try:
         rec = json.loads((entry / "entry.json").read_text())
+        check(rec, _Entry, "entry.json")
         names = rec["names"]
-        if rec["key"] != key or any((entry / n).stat().st_size != s for n, s in zip(names, rec["sizes"])):
+        count = len(names)
+        if (rec["key"] != key or not count or any(len(rec[k]) != count for k in ("urls", "etags", "sizes", "header_sizes"))
+                or not all(map(_inside, names)) or any(not 0 <= h <= s for h, s in zip(rec["header_sizes"], rec["sizes"]))
+                or any((entry / n).stat().st_size != s for n, s in zip(names, rec["sizes"]))):
             return None
         return CachedModel(entry / names[0], key, tuple(rec["urls"]), tuple(rec["etags"]), tuple(rec["sizes"]),
                            tuple(rec["header_sizes"]), float(rec["fetched_at"]))
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+    except (OSError, ValueError, RecursionError):  # ShapeError is a ValueError
         return None
 
 
@@ -102,7 +140,7 @@ def store(key: str, parts: list[RemoteHeader], root: Path | None = None) -> Cach
     tmp: Path | None = None
     found: CachedModel | None = None
     try:
-        headers.mkdir(parents=True, exist_ok=True)
+        private_dir(headers)
         tmp = Path(tempfile.mkdtemp(prefix=entry.name + ".", suffix=".tmp", dir=headers))
         found = _write_entry(tmp, key, parts, entry, root)
     except OSError as exc:
@@ -157,15 +195,18 @@ def touch(model: CachedModel) -> None:
         rec = json.loads(rec_path.read_text())
         rec["fetched_at"] = time.time()
         _write_atomic(rec_path, json.dumps(rec, indent=1))
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         pass
 
 
 def load_listing(key: str, root: Path | None = None) -> dict[str, Any] | None:
+    """The saved listing of `key` (`commit`, `files` of `path` and `size`, `fetched_at`), or None:
+    never saved, another key's, or damaged (the caller lists the repo again and replaces it)."""
     try:
         rec = json.loads(((root or default_root()) / "listings" / f"{_digest(key)}.json").read_text())
-        return rec if rec.get("key") == key else None
-    except (OSError, ValueError):
+        check(rec, _Listing, "listing")
+        return rec if rec["key"] == key else None  # type: ignore[return-value]
+    except (OSError, ValueError, RecursionError):  # ShapeError is a ValueError
         return None
 
 
@@ -175,7 +216,7 @@ def save_listing(key: str, listing: dict[str, Any], root: Path | None = None) ->
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     try:
         tmp.write_text(text)

@@ -20,11 +20,12 @@ from typing import Any
 import httpx
 
 from tui.core.remote import cache
-from tui.core.remote.errors import RemoteError
+from tui.core.remote.errors import RemoteError, quoted
 from tui.core.remote.header import RemoteHeader, file_name, read_remote_header
 from tui.core.options.settings import Settings
-from tui.core.remote.hub import HubFile, Sidecar, SidecarOptions, Variant, endpoint, resolve_files, resolve_url, \
-    sidecar_options, sidecars, split_info, split_repo_tag, variants
+from tui.core.remote.hub import MAX_SPLIT_PARTS, HubFile, Sidecar, SidecarOptions, Variant, endpoint, resolve_files, \
+    resolve_url, sidecar_options, sidecars, split_info, split_repo_tag, variants
+from tui.core.remote.hub_client import hub_headers, repo_commit_and_files
 from tui.core.remote.ranged import RangedFile, Traffic, new_client
 from tui.core.remote.source import ModelSource
 
@@ -66,33 +67,39 @@ class Fetched:
 Progress = Callable[[str], None]
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    from huggingface_hub.utils import build_hf_headers
-
-    return build_hf_headers(token=token or False, library_name="mtp-tune")
+def _too_many_parts(name: str, count: int) -> RemoteError:
+    return RemoteError(f"{quoted(name)} names a split set of {count} parts, more than the {MAX_SPLIT_PARTS} mtp-tune "
+                       "reads: the name or the file is wrong; check the URL or the file name.")
 
 
 def url_parts(url: str) -> list[str]:
     """llama.cpp's `common_download_get_all_parts`: a `-00001-of-0000N.gguf` URL names all N parts. As
-    there, the URL itself must end in `.gguf`: one with a `?query` is a single file to llama-server."""
+    there, the URL itself must end in `.gguf`: one with a `?query` is a single file to llama-server.
+    A count above MAX_SPLIT_PARTS is refused before any request."""
     info = split_info(url)
     if info is None or info.count <= 1:
         return [url]
+    if info.count > MAX_SPLIT_PARTS:
+        raise _too_many_parts(file_name(url), info.count)
     return [f"{info.prefix}-{i:05d}-of-{info.count:05d}.gguf" for i in range(1, info.count + 1)]
 
 
 def _read_parts(client: httpx.Client, urls: list[str], names: list[str], token: str | None, traffic: Traffic,
-                progress: Progress | None) -> list[RemoteHeader]:
-    parts = []
+                progress: Progress | None, sizes: list[int] | None = None, ep: str | None = None) -> list[RemoteHeader]:
+    """Every part's header, the first part first: its `split.count` must say as many parts as the
+    names do before any other part is asked for (a name `-00001-of-00200` whose first part is
+    whole costs one read, not 200). `sizes`: the Hub listing's, which each part must match."""
+    if len(urls) > MAX_SPLIT_PARTS:
+        raise _too_many_parts(names[0], len(urls))
+    parts: list[RemoteHeader] = []
     for i, (url, name) in enumerate(zip(urls, names)):
         if progress:
             progress(f"reading the header of {name}" + (f" (part {i + 1} of {len(urls)})" if len(urls) > 1 else ""))
-        h = read_remote_header(client, url, _headers(token), traffic, name=name.rsplit("/", 1)[-1], what=name)
-        parts.append(h)
-    first = parts[0]
-    if first.split_count != len(parts):
-        raise RemoteError(f"{names[0]} says it is part 1 of {first.split_count}, but {len(parts)} part(s) were found; "
-                          "llama-server needs every part.")
+        parts.append(read_remote_header(client, url, hub_headers(url, token, ep), traffic, name=name.rsplit("/", 1)[-1],
+                                        what=name, listed_size=sizes[i] if sizes else None))
+        if i == 0 and parts[0].split_count != len(urls):
+            raise RemoteError(f"{quoted(names[0])} says it is part 1 of {parts[0].split_count}, but {len(urls)} part(s) "
+                              "were found; llama-server needs every part.")
     return parts
 
 
@@ -104,7 +111,7 @@ def _fetched(hit: cache.CachedModel, source: ModelSource, traffic: Traffic, cach
 def _unchanged(client: httpx.Client, hit: cache.CachedModel, token: str | None, traffic: Traffic) -> bool:
     """Whether every part still has the ETag and size it was read with (one 1-byte request each)."""
     for url, etag, size in zip(hit.urls, hit.etags, hit.sizes):
-        probe = RangedFile(client, url, _headers(token), traffic, what=file_name(url), first=1)
+        probe = RangedFile(client, url, hub_headers(url, token), traffic, what=file_name(url), first=1)
         if probe.etag != etag or probe.size != size:
             return False
     return True
@@ -149,20 +156,19 @@ def _fetch_url(key: str, source: ModelSource, refresh: bool, max_age_s: float, c
 
 
 def repo_listing(repo: str, token: str | None, *, refresh: bool = False, max_age_s: float = cache.MAX_AGE_S,
-                 ep: str | None = None, progress: Progress | None = None,
-                 notes: list[str] | None = None) -> tuple[str, list[HubFile], bool]:
+                 ep: str | None = None, progress: Progress | None = None, notes: list[str] | None = None,
+                 client: httpx.Client | None = None) -> tuple[str, list[HubFile], bool]:
     """(commit, files, from_cache) of a Hub repo; cached `max_age_s` (a stale one serves when offline,
-    said in `notes`)."""
+    said in `notes`). `client`: the Hub's client, when the caller reads the headers with it too."""
     ep = ep or endpoint()
     key = f"{ep}|{repo}"
     with cache.key_lock(key):  # one listing per repo at a time: the others then read it from the cache
-        return _repo_listing(key, ep, repo, token, refresh, max_age_s, progress, notes)
+        return _repo_listing(key, ep, repo, token, refresh, max_age_s, progress, notes, client)
 
 
 def _repo_listing(key: str, ep: str, repo: str, token: str | None, refresh: bool, max_age_s: float,
-                  progress: Progress | None, notes: list[str] | None) -> tuple[str, list[HubFile], bool]:
-    from tui.core.remote.hub_client import repo_commit_and_files
-
+                  progress: Progress | None, notes: list[str] | None,
+                  client: httpx.Client | None) -> tuple[str, list[HubFile], bool]:
     rec = cache.load_listing(key)
     age = time.time() - float(rec.get("fetched_at", 0)) if rec is not None else 0.0
     if rec is not None and not refresh and age < max_age_s:
@@ -170,7 +176,7 @@ def _repo_listing(key: str, ep: str, repo: str, token: str | None, refresh: bool
     if progress:
         progress(f"listing {repo}")
     try:
-        commit, files = repo_commit_and_files(ep, repo, token)
+        commit, files = repo_commit_and_files(ep, repo, token, client=client)
     except RemoteError as exc:
         if rec is not None and "cannot reach" in str(exc):
             if notes is not None:
@@ -201,7 +207,7 @@ def _fetch_files(key: str, repo: str, commit: str, files: list[HubFile], source:
     try:
         traffic = Traffic()
         urls = [resolve_url(repo, commit, f.path, ep) for f in files]
-        parts = _read_parts(client, urls, [f.path for f in files], source.token, traffic, progress)
+        parts = _read_parts(client, urls, [f.path for f in files], source.token, traffic, progress, [f.size for f in files], ep)
         return _fetched(cache.store(key, parts), source, traffic, False, [], files[0].path)
     finally:
         if own:
@@ -217,12 +223,19 @@ def fetch_hf(source: ModelSource, *, refresh: bool = False, client: httpx.Client
     except ValueError as exc:
         raise RemoteError(str(exc)) from None
     notes: list[str] = []
-    commit, files, listed_from_cache = repo_listing(repo, source.token, refresh=refresh, progress=progress, notes=notes)
+    own = client is None
+    client = client or new_client()  # one client for the Hub: its listing and the headers
     try:
-        chosen = resolve_files(files, repo, tag, source.hf_file)
-    except ValueError as exc:
-        raise RemoteError(str(exc)) from None
-    got = fetch_files(repo, commit, chosen, source, client=client, progress=progress)
+        commit, files, listed_from_cache = repo_listing(repo, source.token, refresh=refresh, progress=progress,
+                                                        notes=notes, client=client)
+        try:
+            chosen = resolve_files(files, repo, tag, source.hf_file)
+        except ValueError as exc:
+            raise RemoteError(str(exc)) from None
+        got = fetch_files(repo, commit, chosen, source, client=client, progress=progress)
+    finally:
+        if own:
+            client.close()
     if got.cached and not listed_from_cache:
         notes.append(f"listed {repo} again: still at commit {commit[:12]}, whose header is cached")
     got.cached = got.cached and listed_from_cache

@@ -19,25 +19,24 @@ The Hub calls go through `huggingface_hub` (listing, auth, errors); URLs are lla
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from tui.core.config.endpoint import DEFAULT_ENDPOINT, endpoint  # noqa: F401 (re-exported)
 from tui.core.options import reader
 from tui.core.options.settings import Settings, effective_spec_types
+from tui.core.remote.errors import quoted
 
-DEFAULT_ENDPOINT = "https://huggingface.co/"
 DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
 _SPLIT = re.compile(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.I)
 _TAG = re.compile(r"[-.]([A-Z0-9_]+)$", re.I)
 _NOT_MODEL = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")
-
-
-def endpoint() -> str:
-    """llama.cpp's `common_get_model_endpoint`, with its trailing slash."""
-    ep = os.environ.get("MODEL_ENDPOINT") or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
-    return ep if ep.endswith("/") else ep + "/"
+#: The most parts of a split model mtp-tune reads headers of. llama.cpp's own limit is the u16
+#: `split.count` (llama-model-loader.cpp; the names' 5 digits allow 99999), which is no sane number of
+#: header reads; 256 parts at the Hub's 50 GB per file is 12.8 TB, six times the largest model
+#: released (1T parameters in BF16, 2 TB in about 45 parts).
+MAX_SPLIT_PARTS = 256
 
 
 def split_repo_tag(spec: str) -> tuple[str, str]:
@@ -115,15 +114,15 @@ def resolve_files(files: list[HubFile], repo: str, tag: str, hf_file: str = "") 
     """The model file(s) llama-server's `-hf REPO[:TAG] [-hff FILE]` downloads; ValueError naming the
     problem (a preset repo, no such file, no GGUF at all) and the GGUF files there are."""
     ggufs = [f.path for f in files if f.path.endswith(".gguf")]
-    available = ("; the repo has: " + ", ".join(ggufs[:12]) + (" ..." if len(ggufs) > 12 else "")) if ggufs else \
-        "; the repo has no .gguf file"
+    available = ("; the repo has: " + ", ".join(quoted(g, 80) for g in ggufs[:12]) + (" ..." if len(ggufs) > 12 else "")) \
+        if ggufs else "; the repo has no .gguf file"
     if any(f.path == "preset.ini" for f in files):
         raise ValueError(f"{repo} holds a preset.ini: llama-server downloads only that file and loads what it names; "
                          "plan the model it names instead.")
     if hf_file:
         hit = next((f for f in files if f.path == hf_file), None)
         if hit is None:
-            raise ValueError(f"-hff {hf_file!r} is not in {repo}{available}.")
+            raise ValueError(f"-hff {quoted(hf_file)!r} is not in {repo}{available}.")
         return split_files(files, hit)
     best = find_best_model(files, tag)
     if best is None:
@@ -159,14 +158,21 @@ def variants(files: list[HubFile]) -> list[Variant]:
 
 
 def listing_from_tree(items: list[Any]) -> list[HubFile]:
-    """huggingface_hub's `RepoFile`s (folders dropped) -> HubFiles, in the Hub's order."""
+    """The Hub's tree JSON -> HubFiles, in the Hub's order, read as llama.cpp's `get_repo_files` reads
+    it (hf-cache.cpp): an entry that is not a `file` object with a string path is skipped, and so is
+    a path that would leave the repo (absolute, or through `..`). The size is the LFS object's, else
+    the entry's; one that is no whole number >= 0 skips the entry (the header read checks it)."""
     out = []
     for it in items:
-        size = getattr(it, "size", None)
-        if size is None or not hasattr(it, "blob_id"):
-            continue  # a RepoFolder
-        lfs = getattr(it, "lfs", None)
-        out.append(HubFile(it.path, int(getattr(lfs, "size", None) or size)))
+        if not isinstance(it, dict) or it.get("type") != "file" or not isinstance(it.get("path"), str):
+            continue
+        path = it["path"]
+        if not path or path.startswith("/") or ".." in path.split("/"):
+            continue
+        lfs = it.get("lfs")
+        size = lfs.get("size") if isinstance(lfs, dict) and "size" in lfs else it.get("size")
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            out.append(HubFile(path, size))
     return out
 
 
