@@ -20,7 +20,7 @@ import argparse
 import os
 from typing import Any
 
-from tui.cli._common import fail, pass_unknown_to_server, print_json
+from tui.cli._common import fail, mib_arg, pass_unknown_to_server, print_json
 
 COMMAND = "plan"
 HELP = "per-device memory plan and OOM risk for llama-server flags (MTP-aware)"
@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true", help="measure with llama.cpp's own --fit dry run (about a second)")
     p.add_argument("--refresh", action="store_true",
                    help="-hf/-mu: ask the server again now (default: a cached listing or header up to 6 h old)")
-    p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB",
+    p.add_argument("--rpc-mib", type=mib_arg, default=None, metavar="MIB",
                    help="memory of each --rpc device, without asking the servers (default: what each server reports)")
     pass_unknown_to_server(p)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from tui.cli._common import (
     ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
-    run_interruptible, store_or_fail,
+    run_interruptible, store_or_fail, workload_problem,
 )
 
 COMMAND = "sweep"
@@ -123,6 +123,24 @@ def sweep_json(table: Any, outcome: Any = None) -> dict[str, Any]:
     return d
 
 
+def _requests(definition: Any, args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The request lengths a sweep is sure to send, named by the flag that set them: the objective's
+    workload and every generation length (a suite's prompts are counted only by the server)."""
+    from tui.core.probes.run_types import RunConfig
+
+    out: list[tuple[str, int]] = []
+    o = definition.objective
+    if o.kind == "workload":
+        out.append((f"--objective {args.objective}", o.in_tokens + o.out_tokens))
+    n_axis = next((a for a in definition.axes if a.is_n_predict), None)
+    if n_axis is not None:
+        out += [(f"--axis n-predict={t}", int(v)) for v, t in zip(n_axis.values, n_axis.texts)]
+    else:
+        n = definition.n_predict if definition.n_predict is not None else RunConfig().n_predict
+        out.append((f"--n-predict {n}", n))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
@@ -153,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
     model = base_settings.model
     if model and not Path(model).expanduser().is_file():
         return fail(f"the model file {model} does not exist (or is not a file); check the path given to -m.")
+    if why := workload_problem(model, _requests(definition, args)):
+        return fail(why)
     found = server_or_fail(args.server_bin)
     if isinstance(found, int):
         return found

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from tui.core.options.spec import ValueRule
 
-__all__ = ["CACHE_TYPES", "FLASH_ATTN", "LOAD_MODES", "RULES", "SPEC_TYPES", "SPLIT_MODES"]
+__all__ = ["CACHE_TYPES", "FLASH_ATTN", "LOAD_MODES", "MAX_DEVICES", "RULES", "SPEC_TYPES", "SPLIT_MODES"]
+
+#: Devices (GPUs and RPC servers together) one llama-server b11434 can drive: `llama_max_devices()` is
+#: 16 (src/llama.cpp:86), the model keeps a 16-entry tensor split and reads one entry per device
+#: (llama-model.cpp:1283, 1559), and CUDA and RPC builds stop at 16 too (GGML_CUDA_MAX_DEVICES,
+#: GGML_RPC_MAX_SERVERS). A 100-server `--rpc` can never launch.
+MAX_DEVICES = 16
 
 #: KV cache types accepted by -ctk/-ctv/-ctkd/-ctvd in llama.cpp b11434 (arg.cpp:304-314).
 CACHE_TYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")

@@ -19,13 +19,13 @@ from tui.core.options import reader
 from tui.core.options.reader import Occurrence, scan
 from tui.core.options.problems import Problem, Severity, errors, label
 from tui.core.options.removed import describe_removed, find_removed
-from tui.core.options.rules import CACHE_TYPES, FLASH_ATTN, LOAD_MODES, SPEC_TYPES, SPLIT_MODES
+from tui.core.options.rules import CACHE_TYPES, FLASH_ATTN, LOAD_MODES, MAX_DEVICES, SPEC_TYPES, SPLIT_MODES
 from tui.core.options.settings import Settings
 from tui.core.options.spec import FALSEY, TRUTHY, normalize_spelling
 from tui.core.options.table import TABLE_BUILD
-from tui.core.options.values import as_float, as_int, not_int, not_number, range_problem
+from tui.core.options.values import as_float, as_int, int32_problem, not_int, not_number, range_problem
 
-__all__ = ["Problem", "Severity", "check_argv", "errors", "label", "validate"]
+__all__ = ["Problem", "Severity", "check_argv", "errors", "label", "validate", "value_errors"]
 
 #: KV types that need no flash attention for V (llama-context.cpp:3843-3852).
 UNQUANTIZED_KV: frozenset[str] = frozenset({"f32", "f16", "bf16"})
@@ -78,6 +78,9 @@ def _check_floats(s: Settings, out: list[Problem]) -> None:
         ("fit_target", as_int, "a whole number of MiB", "it is the MiB to keep free per device"),
     )
     for field, conv, what, why in lists:
+        if len(getattr(s, field)) >= MAX_DEVICES:  # arg.cpp:2843, 2909: "got N input configs, but system only has 16 devices"
+            out.append(Problem(field, "error", f"{label(field)}: {len(getattr(s, field))} entries; llama-server takes at most {MAX_DEVICES - 1} (one per device) and refuses more."))
+            continue
         for i, x in enumerate(getattr(s, field)):
             v = conv(x)
             if isinstance(v, str):
@@ -107,11 +110,13 @@ def _check_choices(s: Settings, out: list[Problem]) -> None:
     if ngl is not None and str(ngl) not in ("auto", "all"):
         if isinstance(as_int(ngl), str):
             out.append(Problem("n_gpu_layers", "error", f"gpu-layers: {ngl!r} is not auto, all or a whole number of layers."))
+        elif (msg := int32_problem("gpu-layers", int(str(ngl)))) is not None:
+            out.append(Problem("n_gpu_layers", "error", msg))
         elif int(str(ngl)) < -2:
             out.append(Problem("n_gpu_layers", "warning", f"gpu-layers: {ngl} is negative, which llama-server treats as all layers; write all."))
 
 
-def _check_spec(s: Settings, n: dict[str, int | None], out: list[Problem]) -> None:
+def _check_spec_types(s: Settings, out: list[Problem]) -> None:
     for t in s.spec_type:
         if t not in SPEC_TYPES:
             hint = " (use draft-mtp)" if t == "mtp" else ""
@@ -121,6 +126,21 @@ def _check_spec(s: Settings, n: dict[str, int | None], out: list[Problem]) -> No
     dupes = sorted({t for t in s.spec_type if s.spec_type.count(t) > 1})
     if dupes:
         out.append(Problem("spec_type", "warning", f"spec-type: {', '.join(dupes)} listed more than once."))
+
+
+def _check_alone(s: Settings, out: list[Problem]) -> dict[str, int | None]:
+    """The rules about each field alone (type, range, values llama-server refuses outright); the
+    valid whole numbers. A value failing one of these fails whatever the other fields hold."""
+    numbers = _check_numbers(s, out)
+    _check_floats(s, out)
+    _check_choices(s, out)
+    _check_spec_types(s, out)
+    if len(s.rpc) > MAX_DEVICES:
+        out.append(Problem("rpc", "error", f"rpc: {len(s.rpc)} servers; llama-server drives at most {MAX_DEVICES} devices (GPUs and RPC servers together)."))
+    return numbers
+
+
+def _check_spec(s: Settings, n: dict[str, int | None], out: list[Problem]) -> None:
     n_max = n.get("spec_draft_n_max")
     n_min = n.get("spec_draft_n_min")
     eff_max = default("--spec-draft-n-max") if n_max is None else n_max
@@ -156,6 +176,8 @@ def _check_kv_fa(s: Settings, out: list[Problem]) -> None:
 def _check_devices(s: Settings, n: dict[str, int | None], device_count: int | None, out: list[Problem]) -> None:
     if device_count is None:
         return
+    if device_count > MAX_DEVICES:
+        out.append(Problem("rpc", "error", f"{device_count} devices; llama-server drives at most {MAX_DEVICES} (GPUs and RPC servers together): use fewer --rpc servers or hide GPUs with CUDA_VISIBLE_DEVICES."))
     ts = len(s.tensor_split)
     if ts > device_count:
         out.append(Problem("tensor_split", "error", f"tensor-split has {ts} entries but only {device_count} device(s) are present; give one proportion per device."))
@@ -281,9 +303,7 @@ def validate(
     the per-device rules. `target="ini"` turns values a preset file would truncate into errors.
     """
     out: list[Problem] = []
-    numbers = _check_numbers(settings, out)
-    _check_floats(settings, out)
-    _check_choices(settings, out)
+    numbers = _check_alone(settings, out)
     _check_spec(settings, numbers, out)
     _check_batches(numbers, out)
     _check_kv_fa(settings, out)
@@ -299,6 +319,21 @@ def validate(
     if settings.cpu_moe and settings.n_cpu_moe is not None:
         out.append(Problem("n_cpu_moe", "warning", "cpu-moe already keeps every expert on the CPU; n-cpu-moe has no extra effect."))
     return sorted(out, key=lambda p: p.severity != "error")
+
+
+def value_errors(settings: Settings) -> list[Problem]:
+    """The errors of each set value on its own: not of its field's type, outside llama-server's range
+    (32-bit whole numbers included), or a value it refuses outright (ubatch 0, parallel 0, an unknown
+    cache type, a number in the extra arguments out of range).
+
+    Why apart from `validate`: such a value can never launch, so a sweep `--axis` or a loaded profile
+    refuses it at once, with `validate`'s own wording; rules between fields (ubatch <= batch) wait
+    until every field is known.
+    """
+    out: list[Problem] = []
+    _check_alone(settings, out)
+    _check_extra_values(settings, out)
+    return errors(out)
 
 
 def check_argv(

@@ -14,7 +14,14 @@ from tui.core.options.fields import FieldSpec
 from tui.core.options.problems import label
 from tui.core.options.spec import FALSEY, TRUTHY, ValueRule
 
-__all__ = ["BadValue", "as_float", "as_int", "format_float", "format_value", "parse_value", "range_problem"]
+__all__ = [
+    "INT32_MAX", "INT32_MIN", "BadValue", "as_float", "as_int", "format_float", "format_value", "int32_problem",
+    "parse_value", "range_problem",
+]
+
+#: llama-server reads whole-number options with `std::stoi` (common/arg.cpp:796, 859; -ngl at 2800):
+#: outside a 32-bit int it throws `out_of_range` and refuses to start (`ctx_size = 99999999999999999999`).
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 _LIST_SPLIT = re.compile(r"[,/]+")
 
@@ -67,6 +74,8 @@ def not_number(field: str, text: str) -> str:
 
 def range_problem(name: str, r: ValueRule | None, v: float, entry: int | None = None) -> str | None:
     """The refusal, naming `name`, for a value outside the rule's accepted range (None when inside)."""
+    if r is not None and r.type == "int" and not INT32_MIN <= v <= INT32_MAX:
+        return int32_problem(name, v, entry)
     if r is None or r.contains(v):
         return None
     shown = f"{v:g}" if isinstance(v, float) else str(v)
@@ -81,6 +90,15 @@ def range_problem(name: str, r: ValueRule | None, v: float, entry: int | None = 
         must = f"it must be {_fmt(r, r.maximum)} or less"
     why = f"; {r.why}" if r.why else ""
     return f"{name}: {where} is {side}; {must} ({r.range_text()}{why})."
+
+
+def int32_problem(name: str, v: float, entry: int | None = None) -> str | None:
+    """The refusal of a whole number llama-server cannot read (see INT32_MAX); None when it can."""
+    if INT32_MIN <= v <= INT32_MAX:
+        return None
+    where = f"entry {entry} ({v})" if entry is not None else str(v)
+    return (f"{name}: {where} is out of range; llama-server reads it as a 32-bit whole number "
+            f"({INT32_MIN}..{INT32_MAX}) and refuses to start.")
 
 
 def _fmt(r: ValueRule, x: float | None) -> str:

@@ -57,13 +57,15 @@ from tui.core.presets.checks import _check_lines, _check_router, _check_sections
 # PEG pieces of preset.cpp:186-224, as regexes anchored at a position.
 _NL = r"(?:\r\n|\n|\r)"
 # PEG repetition never gives characters back, hence the possessive `*+` / `++`.
-_EOL = rf"[ \t]*+(?:[;#][^\r\n]*+)?(?:{_NL}|\Z)"
-_HEADER = re.compile(rf"\[[ \t]*+([^\]]++)\]({_EOL})")
-_KV = re.compile(rf"([a-zA-Z_][a-zA-Z0-9_.\-]*+)[ \t]*+=[ \t]*+((?:(?![ \t]*(?:[;#]|\r|\n|\Z)).)*+)({_EOL})", re.S)
+_EOL = re.compile(rf"[ \t]*+(?:[;#][^\r\n]*+)?(?:{_NL}|\Z)")
+# `key = value`: the value is every character up to the first `;`, `#` or line break, less its trailing
+# blanks (the grammar's "any char not followed by blanks + end of value"). Read as one run and stripped,
+# never with a look-ahead per character: that look-ahead rescanned each blank run from each of its
+# blanks, quadratic in the run (40k blanks in one value took 17.6 s; bench/bench_preset_parse.py).
+_KV_HEAD = re.compile(r"([a-zA-Z_][a-zA-Z0-9_.\-]*+)[ \t]*+=[ \t]*+([^;#\r\n]*+)")
 _COMMENT = re.compile(rf"[ \t]*+[;#][^\r\n]*+(?:{_NL}|\Z)")
 _BLANK = re.compile(rf"[ \t]*+(?:{_NL}|\Z)")
 _LINE_END = re.compile(rf"[^\r\n]*(?:{_NL}|\Z)")
-
 
 
 # --------------------------------------------------------------------------- scanning
@@ -105,23 +107,58 @@ def _diagnose(raw: str) -> str:
     return "not a [section], key = value, comment or blank line (a value must follow 'key =')"
 
 
+class _Headers:
+    """`[name]` and the end of its line at a position, in time linear in the file however brackets fall.
+
+    The grammar's name is every character up to the next `]` (newlines too), so a `[` line without
+    its `]` reaches forward to the next `]` in the file; matched per line with a regex, a file of
+    unclosed headers rescanned the rest of the file from each of them. The next `]` and whether a
+    line may end after it depend only on where that `]` is, so both are found once per `]`.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.close = -2  # index of the next ']' (-1: none left; -2: not looked for yet)
+        self.eol: re.Match[str] | None = None  # the line end after self.close, when one matches there
+
+    def match(self, pos: int) -> tuple[str, re.Match[str]] | None:
+        """(section name, the end of line after its `]`) when a header starts at `pos`, else None."""
+        text = self.text
+        if not text.startswith("[", pos):
+            return None
+        start = pos + 1
+        while start < len(text) and text[start] in " \t":
+            start += 1
+        if self.close != -1 and self.close < start:
+            self.close = text.find("]", start)
+            self.eol = _EOL.match(text, self.close + 1) if self.close >= 0 else None
+        if self.close <= start or self.eol is None:  # no ']', an empty name, or text after the ']'
+            return None
+        return text[start:self.close], self.eol
+
+
 def scan(text: str) -> tuple[list[IniLine], list[IniProblem]]:
-    """Split `text` into line units exactly as preset.cpp's PEG grammar does."""
+    """Split `text` into line units exactly as preset.cpp's PEG grammar does, in linear time."""
     nl = _newline_offsets(text)
     lines: list[IniLine] = []
     problems: list[IniProblem] = []
+    headers = _Headers(text)
     pos, n = 0, len(text)
     while pos < n:
         ln = _line_of(pos, nl)
-        m = _HEADER.match(text, pos)
-        if m:
-            lines.append(IniLine("header", pos, m.end(), ln, name=m.group(1), after=m.group(2)))
-            pos = m.end()
+        h = headers.match(pos)
+        if h:
+            name, eol = h
+            lines.append(IniLine("header", pos, eol.end(), ln, name=name, after=eol.group(0)))
+            pos = eol.end()
             continue
-        m = _KV.match(text, pos)
+        m = _KV_HEAD.match(text, pos)
         if m:
-            lines.append(IniLine("kv", pos, m.end(), ln, key=m.group(1), value=m.group(2), after=m.group(3)))
-            pos = m.end()
+            value = m.group(2).rstrip(" \t")
+            eol = _EOL.match(text, m.start(2) + len(value))
+            assert eol is not None  # only blanks, then ';', '#', a line break or the end follow a value
+            lines.append(IniLine("kv", pos, eol.end(), ln, key=m.group(1), value=value, after=eol.group(0)))
+            pos = eol.end()
             continue
         m = _COMMENT.match(text, pos) or _BLANK.match(text, pos)
         if m and m.end() > pos:

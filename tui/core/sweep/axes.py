@@ -9,11 +9,13 @@ with the option model's own rules, so a bad value is refused with the axis named
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from tui.core.options import FALSEY, FIELD_BY_NAME, TRUTHY, FieldSpec, field_for_option, find_option
-from tui.core.options.values import BadValue, parse_value
+from tui.core.options.settings import Settings
+from tui.core.options.validate import value_errors
+from tui.core.options.values import BadValue, int32_problem, parse_value
 
 #: Axis names that set the probes' generation length instead of a server option.
 N_PREDICT_NAMES = frozenset({"n-predict", "n_predict", "predict", "n", "max-tokens", "gen-len"})
@@ -103,6 +105,8 @@ def parse_axis(text: str) -> Axis:
                 raise SweepDefinitionError(f"--axis {name}: {t!r} is not a whole number of tokens (e.g. 128,512 or 1k).") from None
             if v < 1:
                 raise SweepDefinitionError(f"--axis {name}: {t} tokens: a generation length must be at least 1.")
+            if (too_big := int32_problem(f"--axis {name}", v)) is not None:
+                raise SweepDefinitionError(too_big)
             vals.append(v)
         return Axis("n-predict", "n_predict", tuple(vals), texts)
     if bare == "mtp":
@@ -118,6 +122,8 @@ def parse_axis(text: str) -> Axis:
     label, spec, extra_flag = _field_spec_for(name)
     if spec is None:
         assert extra_flag is not None
+        for t in texts:
+            _refuse_never_launching(name, Settings(extra_args=[extra_flag, t]))
         return Axis(bare, f"extra:{extra_flag}", texts, texts)
     if spec.field in FORBIDDEN_AXES:
         raise SweepDefinitionError(
@@ -139,7 +145,17 @@ def parse_axis(text: str) -> Axis:
                 vals.append(parse_value(spec, t))
             except BadValue as exc:
                 raise SweepDefinitionError(f"--axis {name}: {exc}") from None
+        _refuse_never_launching(name, replace(Settings(), **{spec.field: vals[-1]}))
     return Axis(bare, spec.field, tuple(vals), texts)
+
+
+def _refuse_never_launching(name: str, alone: Settings) -> None:
+    """Refuse an axis value that fails on its own (ubatch 0, a negative ctx-size, n-max < 0, a number
+    beyond 32 bits): every point of the grid holding it would be skipped, so the sweep is refused
+    with the form's own message (`validate.value_errors`) before anything launches."""
+    bad = value_errors(alone)
+    if bad:
+        raise SweepDefinitionError(f"--axis {name}: {bad[0].message}")
 
 
 def _parse_count(text: str) -> int:

@@ -34,7 +34,7 @@ from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
 from tui.core.options.validate import validate
 from tui.core.sweep.definition import DRAFT_ONLY_FIELDS, normalize, settings_key
-from tui.core.tuning.workload import Workload
+from tui.core.tuning.workload import Workload, beyond_training
 
 #: Fields a request can set without a restart, for the searched axes (none in b11434; see above).
 PER_REQUEST_FIELDS: frozenset[str] = frozenset()
@@ -311,8 +311,7 @@ def _sort_key(v: Any) -> float:
 def space_for_model(fixed: Settings, meta: Any, workload: Workload, **kw: Any) -> Space:
     """`build_space` with MTP and MoE read from the GGUF header (`planning.gguf_reader.read_gguf`)."""
     hp = meta.hparams
-    if fixed.ctx_size == 0 and int(getattr(hp, "n_ctx_train", 0) or 0) < workload.longest:
-        raise SpaceError(f"--ctx-size 0 is the model's training context ({hp.n_ctx_train} tokens), which cannot hold "
-                         f"the workload's longest request ({workload.longest} tokens).")
+    if why := beyond_training(int(getattr(hp, "n_ctx_train", 0) or 0), [("--workload " + workload.label, workload.longest)]):
+        raise SpaceError(why)
     moe = hp.n_layer - int(getattr(hp, "n_layer_dense_lead", 0) or 0) if getattr(hp, "n_expert", 0) else 0
     return build_space(fixed, workload, has_mtp=int(hp.n_nextn or 0) > 0, moe_layers=moe, **kw)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tui.core.options.argv import settings_from_argv
+from tui.core.options.validate import value_errors
+
 #: --fixed / --axis names of the tune's own axes -> the llama-server flags each sets.
 AXIS_FLAGS: dict[str, tuple[str, ...]] = {
     "draft-n-max": ("--spec-draft-n-max",), "ubatch": ("-ub",), "batch": ("-b",), "kv": ("-ctk", "-ctv"),
@@ -101,5 +104,9 @@ def axis_values(items: list[str], floors: Any) -> dict[str, tuple[Any, ...]]:
                 vals.append(v)
         if not vals or len(set(vals)) != len(vals):
             raise UsageError(f"--axis {text}: give each value once, at least one.")
+        for v in vals:  # a value that fails alone (ubatch 0, threads 0, beyond 32 bits) never launches
+            bad = value_errors(settings_from_argv([t for flag in AXIS_FLAGS[name] for t in (flag, str(v))]).settings)
+            if bad:
+                raise UsageError(f"--axis {name}: {bad[0].message}")
         out[name] = tuple(vals)
     return out

@@ -75,3 +75,18 @@ def parse_shape(text: str) -> Workload:
     except SweepDefinitionError:
         raise ValueError(f"--workload {text!r}: write IN:OUT with whole token counts, e.g. 2000:500 or 12k:800.") from None
     return shape(obj.in_tokens, obj.out_tokens, t)
+
+
+def beyond_training(n_ctx_train: int, requests: Sequence[tuple[str, int]]) -> str | None:
+    """The refusal of the first request (what gave it, its tokens) longer than the model's training
+    context, or None. Why refuse: llama-server runs such a context with a warning only, and past
+    what the model was trained on its answers (and so speed and acceptance) no longer mean anything;
+    the sweep and the tune would measure and recommend it. `n_ctx_train` 0 (unknown) checks nothing."""
+    if n_ctx_train <= 0:
+        return None
+    for what, tokens in requests:
+        if tokens > n_ctx_train:
+            return (f"{what}: {tokens} tokens is longer than the model's training context ({n_ctx_train} tokens); "
+                    "shorten it to fit.")
+    return None
+
