@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tui.core.config.text import safe_text
+
 
 def unreachable_json(devices: Any) -> list[dict[str, str]]:
     """`--json`'s `unreachable`: each `--rpc` server of the DeviceSet that did not answer, and why."""
@@ -16,8 +18,9 @@ def remote_line(fetched: Any, settings: Any = None) -> str:
     reqs = fetched.traffic.requests
     how = ("from the cache, no request" if fetched.cached and not reqs else "from the cache" if not reqs else
            f"{fetched.traffic.bytes / 2**20:.2f} MiB in {reqs} range request{'s' if reqs != 1 else ''}")
-    notes = "".join(f"; {n}" for n in fetched.notes)
-    head = (f"remote: {fetched.source.label} -> {fetched.name} ({fetched.size / 2**30:.2f} GiB, not downloaded); "
+    notes = "".join(f"; {safe_text(n)}" for n in fetched.notes)  # names from the server: shown escaped
+    head = (f"remote: {safe_text(fetched.source.label)} -> {safe_text(fetched.name)} ({fetched.size / 2**30:.2f} GiB, "
+            "not downloaded); "
             f"header {fetched.header_bytes / 2**20:.2f} MiB, {how}{notes}")
     return "\n".join([head, *(sidecar_line(s, settings) for s in getattr(fetched, "sidecars", ()))])
 
@@ -44,7 +47,7 @@ def sidecar_line(side: Any, settings: Any = None) -> str:
     """One line on a sidecar (`remote.hub.Sidecar`): what llama-server does with it, and that the plan
     does not count it (the planner plans neither a projector nor a separate draft model)."""
     size = f"{side.size / 2**30:.2f} GiB" if side.size >= 2**30 // 10 else f"{side.size / 2**20:.1f} MiB"
-    what = f"llama-server also downloads {side.path} ({size})"
+    what = f"llama-server also downloads {safe_text(side.path)} ({size})"
     if side.role == "mmproj":
         fit = "" if getattr(settings, "fit", None) is False else " (--fit reserves room for it before fitting)"
         return (f"{what} and loads it {mmproj_place(settings)}, with its own compute buffer: not in this plan{fit}; "
@@ -65,7 +68,7 @@ def render(p: Any, devices: Any = None) -> str:
     m = d["model"]
     ctx = m["context"]
     lines = [
-        f"{m['name'] or m['path']}  ({m['architecture']}, {m['weights_mib']:.0f} MiB of weights, "
+        f"{safe_text(m['name'] or m['path'])}  ({safe_text(m['architecture'])}, {m['weights_mib']:.0f} MiB of weights, "
         f"{m['attention_layers']} attention + {m['recurrent_layers']} recurrent layers, {m['nextn_predict_layers']} MTP)",
         f"n_ctx {ctx['n_ctx']} ({ctx['n_seq_max']} slots, {'unified' if ctx['kv_unified'] else 'per slot'}), "
         f"ubatch {ctx['n_ubatch']}, KV {ctx['cache_type_k']}/{ctx['cache_type_v']}"
@@ -81,15 +84,15 @@ def render(p: Any, devices: Any = None) -> str:
         rows.append((f"RPC {ep}"[:44], *("-" for _ in cols), "unreachable"))
     for dev in d["devices"] + [dict(d["totals"], name="total")]:
         risk = "unreachable" if dev["name"] == "total" and unreachable else str(dev.get("risk", ""))
-        rows.append((str(dev["name"])[:44], *(("-" if dev.get(c) is None else f"{dev[c]:.0f}") for c in cols), risk))
+        rows.append((safe_text(dev["name"])[:44], *(("-" if dev.get(c) is None else f"{dev[c]:.0f}") for c in cols), risk))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
     fit = m["fit"]
     if fit["active"] and fit["action"] not in ("none",):
-        lines += ["", f"fit: {fit['message']}"]
-    for w in m["warnings"]:
-        lines.append(f"warning: {w}")
+        lines += ["", f"fit: {safe_text(fit['message'])}"]
+    for w in m["warnings"]:  # they may quote the model's own text (its architecture, a tensor's name)
+        lines.append(f"warning: {safe_text(w)}")
     for note in devices.notes() if unreachable else ():
         lines.append(f"unreachable: {note} Start its ggml-rpc-server, or plan it at a size with --rpc-mib MIB.")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.cli._common import fail
+from tui.core.config.text import safe_text
 
 
 @dataclass
@@ -33,7 +34,7 @@ def fetch_for_plan(settings: Any, server_args: list[str], *, refresh: bool = Fal
 
     def progress(msg: str) -> None:
         if not quiet:
-            print(f"mtp-tune: {msg}", file=sys.stderr)
+            print(f"mtp-tune: {safe_text(msg)}", file=sys.stderr)
 
     try:
         fetched = fetch_model(source, refresh=refresh, progress=progress, sidecar_opts=sidecar_options(settings))

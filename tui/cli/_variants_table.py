@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tui.core.planning.devices import HOST
+from tui.core.config.text import safe_text
 
 GIB_MIB = 1024.0
 
@@ -81,7 +82,7 @@ def rows_of(table: Any) -> tuple[list[str], list[list[str]]]:
                                             for k in devs]
             would = short_flags(r.fit_flags) or ("cannot fit" if r.fit_gives_up else "")
             cells += [fits_cell(r), max_ctx_cell(r), would]
-        out.append(cells)
+        out.append([safe_text(c) for c in cells])  # file names, tags and errors come from the Hub
     return head, out
 
 
@@ -118,13 +119,13 @@ def _sidecar_notes(table: Any) -> list[str]:
     for r in table.rows:
         for c in r.sidecars:
             seen.setdefault(c.path, c)
-    return [f"with -hf: {sidecar_line(c)}" for c in seen.values()]
+    return [f"with -hf: {sidecar_line(c)}" for c in seen.values()]  # sidecar_line shows the name escaped
 
 
 def title(table: Any, devices: Any, flags: Sequence[str] = ()) -> str:
     devs = ", ".join(f"{d.key} {gib(d.free_mib)}" for d in devices.devices) or "no GPU"
     host = f"; host {gib(devices.host_free_mib)} GiB free" if devices.host_free_mib is not None else ""
-    return (f"{table.repo} @ {table.commit[:10]} on {devices.source or 'this machine'} ({devs} GiB free{host})"
+    return (f"{safe_text(table.repo)} @ {safe_text(table.commit[:10])} on {devices.source or 'this machine'} ({devs} GiB free{host})"
             + (f"; flags: {' '.join(flags)}" if flags else "")
             + f"; headers only: {table.traffic.bytes / 2**20:.1f} MiB in {table.traffic.requests} range requests")
 

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from tui.cli._common import print_json
+from tui.core.config.text import safe_text
 
 
 def _calibrate(meta: Any, server: Any, res: Any, settings: Any, ds: Any, quiet: bool) -> dict[str, Any] | None:
@@ -78,7 +79,7 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
     failed = 1 if ds.unreachable else 0
     if not res.available:
         print(render(estimate, ds))
-        print(f"\nexact: unavailable, {res.reason} The figures above are the estimate.")
+        print(f"\nexact: unavailable, {safe_text(res.reason, keep_lines=True)} The figures above are the estimate.")
         return 0 if estimate.worst_risk != "oom" and not failed else 1
     how = "cached" if res.cached else f"{res.runs} dry run{'s' if res.runs != 1 else ''}, {res.seconds:.1f} s"
     print(f"exact (llama.cpp): {how}" + (", measured on a header-only copy of the model" if res.sparse_copy else ""))
@@ -104,5 +105,5 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
               f"{100 * calibrated['worst_compute_error_here']:.1f} % of llama.cpp's, and every later plan of this "
               "model uses the calibration")
     for w in res.warnings:
-        print(f"note: {w}")
+        print(f"note: {safe_text(w, keep_lines=True)}")
     return 0 if res.plan.worst_risk != "oom" and not failed else 1

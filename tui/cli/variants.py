@@ -28,7 +28,8 @@ import os
 import sys
 from typing import Any
 
-from tui.cli._common import check_server_args, fail, pass_unknown_to_server, print_json
+from tui.cli._common import check_server_args, fail, mib_arg, pass_unknown_to_server, print_json
+from tui.core.config.text import safe_text
 
 COMMAND = "variants"
 HELP = "every quant of a Hugging Face repo planned side by side from the headers alone: which file fits"
@@ -40,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv", metavar="TYPES", default="", help="main KV types to compare, e.g. f16,q8_0,q4_0 (default: as the flags say)")
     p.add_argument("--exact", action="store_true", help="measure every row with llama.cpp's own --fit dry run")
     p.add_argument("--refresh", action="store_true", help="ask the Hub again now (default: a listing up to 6 h old)")
-    p.add_argument("--rpc-mib", type=float, default=None, metavar="MIB", help="memory of each --rpc device, without asking")
+    p.add_argument("--rpc-mib", type=mib_arg, default=None, metavar="MIB", help="memory of each --rpc device, without asking")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object: repo, commit, devices, rows")
     out.add_argument("--md", action="store_true", help="a Markdown table with its legend")
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(msg: str) -> None:
         if not (args.json or args.md):
-            print(f"mtp-tune: {msg}", file=sys.stderr)
+            print(f"mtp-tune: {safe_text(msg)}", file=sys.stderr)
 
     try:
         table = plan_variants(args.repo, _settings_for(server_args, ds.count or None), ds, kvs, token=token,

@@ -1,6 +1,30 @@
-"""Number formatting shared by the widgets (one place, so every panel says sizes the same way)."""
+"""Formatting shared by the widgets (one place, so every panel says sizes the same way), and text from
+outside (a file name, a repo, `general.name`, a server's error body) made safe for a widget: its
+control characters shown escaped (`tui.core.config.text.safe_text`: Textual passes an ESC through to the
+terminal) and never read as markup (a DataTable reads a str cell as markup, a border title too)."""
 
 from __future__ import annotations
+
+from rich.text import Text
+from textual.content import Content
+from textual.markup import escape
+
+from tui.core.config.text import safe_text
+
+
+def plain(text: object, *, keep_lines: bool = False) -> Content:
+    """Outside text for `Static.update`: shown escaped, no markup."""
+    return Content(safe_text(text, keep_lines=keep_lines))
+
+
+def cell(text: object) -> Text:
+    """Outside text for a DataTable cell or a Rich `Text` (a str cell would be read as markup)."""
+    return Text(safe_text(text))
+
+
+def markup_safe(text: object, *, keep_lines: bool = False) -> str:
+    """Outside text inside a markup string (a border title, `notify`): shown escaped, its `[` literal."""
+    return escape(safe_text(text, keep_lines=keep_lines))
 
 
 def mib(value: float | None) -> str:

@@ -18,7 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from tui.core.config.paths import private_dir
+from tui.core.config.jsonshape import check
 from tui.core.options.argv import settings_from_argv
 from tui.core.planning import calibrated_compute
 from tui.core.planning import calibration as cal
@@ -42,12 +45,22 @@ def _path(root: Path, meta: GGUFMeta, server_bin: Path, kind: str = KIND) -> Pat
     return root / "calibration" / f"{hashlib.sha256(payload.encode()).hexdigest()[:32]}.json"
 
 
+#: an entry as `_save` writes it (`Calibration.to_dict`), checked when read: a file on the user's disk,
+#: damaged it is a miss (measured again), never a TypeError in the middle of a plan
+_ENTRY = {"format": int, "kind": str, "digest": str, "binary": list[Any], "graphs": dict[str, cal.GraphFit],
+          "seconds": float, "runs": int, "notes": list[str], "split": dict[str, float]}
+_FLOOR = tuple[float, float, float, float, float, float] | None  # GraphFit.floor's six terms
+
+
 def _load(path: Path) -> cal.Calibration | None:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        check(data, _ENTRY, path.name)
+        for name, g in data["graphs"].items():
+            check(g.get("floor"), _FLOOR, f"{path.name}.graphs.{name}.floor")
+    except (OSError, ValueError, RecursionError):  # ShapeError is a ValueError
         return None
-    return cal.Calibration.from_dict(data) if isinstance(data, dict) else None
+    return cal.Calibration.from_dict(data)
 
 
 def cached_calibration(meta: GGUFMeta, server_bin: str | Path, root: Path | None = None,
@@ -172,7 +185,7 @@ def split_terms(meta: GGUFMeta, server_bin: Path, rpc_bin: Path, res: cal.Calibr
 
 def _save(path: Path, res: cal.Calibration) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(res.to_dict()))
         os.replace(tmp, path)

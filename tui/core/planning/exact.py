@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tui.core.config.paths import private_dir
+from tui.core.config.jsonshape import check
 from tui.core.options.lookup import default
 from tui.core.options.reader import without
 from tui.core.options.settings import Settings
@@ -115,7 +117,7 @@ def _save(root: Path, key: str, res: ExactResult) -> None:
             "seconds": res.seconds, "runs": res.runs}
     path = root / f"{key}.json"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
@@ -123,12 +125,19 @@ def _save(root: Path, key: str, res: ExactResult) -> None:
         pass  # a cache that cannot be written is only slower
 
 
+#: an entry as `_save` writes it, checked when read (a file on the user's disk: damaged, it is a miss)
+_ENTRY = {"components": dict[str, dict[str, float]], "fit": FitChoice | None, "warnings": list[str], "seconds": float,
+          "runs": int, "sources": dict[str, {"source": str, "why": str, "by_formula": list[str],  # type: ignore[dict-item]
+                                             "weights_buffers_mib": dict[str, float]}]}
+
+
 def _load(root: Path, key: str) -> dict[str, Any] | None:
     try:
         data = json.loads((root / f"{key}.json").read_text())
-    except (OSError, ValueError):
+        check(data, _ENTRY, key)
+    except (OSError, ValueError, RecursionError):  # ShapeError is a ValueError
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("components"), dict) else None
+    return data
 
 
 # ---- the entry point ---------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.core.config.paths import data_dir
+from tui.core.config.paths import data_dir, private_dir
+from tui.core.config.jsonshape import ShapeError, check, fields
 
 STATE_FORMAT = 1
 #: Statuses a row can end with. `pending` rows (never run, or interrupted) are not stored.
@@ -71,9 +72,9 @@ class RowResult:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RowResult:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
+    def from_json(cls, d: dict[str, Any], where: str = "row") -> RowResult:
+        """A stored row; ShapeError (a ValueError) naming the first field of the wrong shape."""
+        return cls(**fields(cls, d, where, required=("key", "status")))
 
 
 @dataclass
@@ -119,7 +120,7 @@ class SweepState:
         self.updated_at = time.time()
         data = json.dumps(self.to_json(), indent=1, default=str).encode()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -140,12 +141,16 @@ class SweepState:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], path: Path | None = None) -> SweepState:
+        """A saved state; ShapeError (a ValueError) naming the first field of the wrong shape."""
+        check(d, dict[str, Any], "the file")
+        f = fields(cls, {k: v for k, v in d.items() if k not in ("rows", "path")}, "", required=("sweep_id",))
+        check(d.get("rows") or {}, dict[str, Any], "rows")
         return cls(
-            sweep_id=d["sweep_id"], definition=d.get("definition", {}),
-            rows={k: RowResult.from_json(v) for k, v in (d.get("rows") or {}).items()},
-            findings=list(d.get("findings") or []), launches=int(d.get("launches") or 0),
-            sessions=list(d.get("sessions") or []), created_at=float(d.get("created_at") or time.time()),
-            updated_at=float(d.get("updated_at") or time.time()), path=path,
+            sweep_id=f["sweep_id"], definition=f.get("definition", {}),
+            rows={k: RowResult.from_json(v, f"rows.{k}") for k, v in (d.get("rows") or {}).items()},
+            findings=list(f.get("findings") or []), launches=int(f.get("launches") or 0),
+            sessions=list(f.get("sessions") or []), created_at=float(f.get("created_at") or time.time()),
+            updated_at=float(f.get("updated_at") or time.time()), path=path,
         )
 
 
@@ -156,12 +161,16 @@ def load_state(sweep_id: str, root: Path | None = None) -> SweepState | None:
         return None
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise StateError(f"the sweep state {path} cannot be read ({e}); delete it to start the sweep over.") from None
-    if not isinstance(d, dict) or d.get("sweep_id") != sweep_id or int(d.get("format", 0)) > STATE_FORMAT:
+    fmt = d.get("format", 0) if isinstance(d, dict) else None
+    if not isinstance(d, dict) or d.get("sweep_id") != sweep_id or not isinstance(fmt, int) or fmt > STATE_FORMAT:
         raise StateError(f"the sweep state {path} is not a state file of this mtp-tune (wrong id or newer format); "
                          "delete it or move it away to start the sweep over.")
-    return SweepState.from_json(d, path)
+    try:
+        return SweepState.from_json(d, path)
+    except ShapeError as e:
+        raise StateError(f"the sweep state {path} is damaged ({e}); delete it or move it away to start over.") from None
 
 
 def open_state(sweep_id: str, definition: dict[str, Any], root: Path | None = None, *, fresh: bool = False) -> SweepState:
@@ -182,7 +191,7 @@ def list_states(root: Path | None = None) -> list[SweepState]:
     for p in d.glob("*.json"):
         try:
             out.append(SweepState.from_json(json.loads(p.read_text(encoding="utf-8")), p))
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, RecursionError):  # ShapeError is a ValueError
             continue
     return sorted(out, key=lambda s: s.updated_at, reverse=True)
 
@@ -200,8 +209,8 @@ class SweepLock:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX: no cross-process guard
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        private_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from tui.core.config.jsonshape import check, fields
 from tui.core.probes.stats import Summary, summarize
 from tui.core.sweep.backend import ALLOC_FAIL, LaunchOutcome
 from tui.core.sweep.state import RowResult
@@ -25,6 +26,8 @@ FailureClass = Literal["oom_load", "oom_decode", "other"]
 Status = Literal["ok", "eliminated", "predicted_oom", "invalid", "dominated", "failed"]
 MEASURED = frozenset({"ok", "eliminated"})
 PRUNED = frozenset({"predicted_oom", "invalid", "dominated"})
+#: what each stored pass holds (`Samples.passes`)
+PASS_FIGURES = ("pp_tps", "tg_tps", "acceptance", "e2e_s")
 _ROW_STATUS = {"ok": "ok", "eliminated": "ok", "predicted_oom": "predicted_oom", "dominated": "predicted_oom",
                "invalid": "invalid", "failed": "failed"}
 
@@ -154,12 +157,17 @@ class TrialRecord:
 
     @classmethod
     def from_row(cls, row: RowResult) -> TrialRecord | None:
-        """The record `to_row` stored (None for a row no tune wrote): what a resumed tune knows."""
+        """The record `to_row` stored (None for a row no tune wrote): what a resumed tune knows.
+        ShapeError (a ValueError) naming the first field of the wrong shape: the row comes from a file."""
         finding = dict(row.finding or {})
         t = finding.pop("tune", None)
         if not isinstance(t, dict):
             return None
+        fields(cls, t, f"rows.{row.key}.finding.tune")
         ps = row.passes or []
+        for i, p in enumerate(ps):
+            for k in PASS_FIGURES:
+                check(p.get(k), float | None, f"rows.{row.key}.passes[{i}].{k}")
         samples = Samples([p.get("pp_tps") for p in ps], [p.get("tg_tps") for p in ps],  # type: ignore[misc]
                           [p.get("acceptance") for p in ps], [p.get("e2e_s") for p in ps]) if ps else None
         values = dict(t.get("values") or {})

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.config.paths import data_dir
+from tui.core.config.jsonshape import ShapeError, check, fields
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_json, settings_key
-from tui.core.sweep.state import SweepLock, SweepState, load_state, open_state
+from tui.core.sweep.state import StateError, SweepLock, SweepState, load_state, open_state
 from tui.core.tuning.space import Floors
 from tui.core.tuning.trials import TrialRecord
 from tui.core.tuning.tune_workload import WorkloadSpec
-from tui.core.tuning.verdict import MtpVerdict
+from tui.core.tuning.verdict import MtpVerdict, PassSample
 from tui.core.tuning.workload import Workload
 
 
@@ -83,6 +84,7 @@ class TuneState:
         st = open_state(tid, definition, root, fresh=fresh)
         if old is not None:
             st.findings = old.findings
+            _check_loaded(st)
         return cls(st, root)
 
     @property
@@ -147,3 +149,36 @@ class TuneState:
 
     def add_launches(self, n: int) -> None:
         self.state.launches += n
+
+
+def _check_loaded(st: SweepState) -> None:
+    """Read every record and finding of a loaded tune state back once, so that a damaged file is
+    refused when it is opened (StateError naming it and what to do), not by a TypeError midway."""
+    try:
+        for row in st.rows.values():
+            TrialRecord.from_row(row)
+        for i, f in enumerate(st.findings):
+            check(f, dict[str, Any], f"findings[{i}]")
+            kind, where = f.get("kind"), f"findings[{i}]"
+            if kind == "workload":
+                fields(Workload, f.get("workload"), f"{where}.workload", required=("label", "in_tokens", "out_tokens", "longest"))
+            elif kind == "prompt":
+                check(f.get("text"), str, f"{where}.text")
+            elif kind == "ab":
+                _check_verdict(f.get("verdict"), f"{where}.verdict")
+    except ShapeError as e:
+        raise StateError(f"the tune state {st.path} is damaged ({e}); delete it, or run the tune with --fresh, "
+                         "to start it over.") from None
+
+
+def _check_verdict(v: Any, where: str) -> None:
+    """A stored A/B verdict (`MtpVerdict.to_json`) in the shape `MtpVerdict.from_json` reads."""
+    check(v, dict[str, Any], where)
+    check(v.get("samples") or [], list[PassSample], f"{where}.samples")
+    for s in v.get("samples") or []:
+        fields(PassSample, s, f"{where}.samples[]", required=("side", "index", "order"))
+    check(v.get("workload") or {}, dict[str, int], f"{where}.workload")
+    check(v.get("status", "complete"), str, f"{where}.status")
+    check(v.get("error"), str | None, f"{where}.error")
+    check(v.get("settings"), dict[str, Any] | None, f"{where}.settings")
+    check(v.get("run_ids") or [], list[int], f"{where}.run_ids")

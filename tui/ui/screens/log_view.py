@@ -1,11 +1,14 @@
-"""The raw server log (`o`): every line of this launch as the server printed it."""
+"""The raw server log (`o`): every line of this launch as the server printed it (control characters escaped)."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Log, Static
+
+from tui.core.config.text import safe_text
 
 
 class LogScreen(ModalScreen[None]):
@@ -23,13 +26,13 @@ class LogScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         where = f"full log file: {self._path}" if self._path else "no log file (the server was not started by mtp-tune)"
-        yield Static(where, id="log-path")
+        yield Static(Content(where), id="log-path")  # a path is no markup
         yield Log(id="raw-log", highlight=False, auto_scroll=True)
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         log = self.query_one(Log)
-        log.write_lines(self._lines or ["(no server output yet)"])
+        log.write_lines([safe_text(line) for line in self._lines] or ["(no server output yet)"])  # the model's text
         log.focus()
 
     def action_end(self) -> None:

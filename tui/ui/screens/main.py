@@ -27,6 +27,7 @@ from tui.ui.controllers.plan import PlanController
 from tui.ui.controllers.probes import ProbeController
 from tui.ui.controllers.server import ServerController
 from tui.ui.controllers.tuning import TuningController
+from tui.ui.format import markup_safe
 from tui.ui.messages import (
     AbFinished, AbProgressed, Calibrated, CalibrationProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, RemoteReading, Sampled,
     SearchFinished, SearchProgressed, ServerActionDone, ServerUpdated, SweepFinished, SweepProgressed, TuneFinished,
@@ -126,7 +127,7 @@ class MainScreen(Screen[None]):
 
     def _notice(self, notice: Notice | None) -> None:
         if notice is not None:
-            self.app.notify(notice.message, title=notice.title, severity=notice.severity,  # type: ignore[arg-type]
+            self.app.notify(markup_safe(notice.message, keep_lines=True), title=markup_safe(notice.title), severity=notice.severity,  # type: ignore[arg-type]
                             **({} if notice.timeout is None else {"timeout": notice.timeout}))
 
     # --- settings -> validation -> plan ----------------------------------------------------------

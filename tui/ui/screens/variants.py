@@ -26,7 +26,9 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
 from tui.core.options.settings import Settings
+from tui.core.config.text import safe_text
 from tui.ui.controllers.variants import VariantsController, VariantsView
+from tui.ui.format import cell, markup_safe, plain
 from tui.ui.messages import VariantsPlanned, VariantsProgressed
 from tui.ui.theme_colors import rich_style
 
@@ -42,6 +44,7 @@ def fill(table: DataTable[Any], labels: list[str], rows: list[list[object]]) -> 
     """Replace the columns and rows, each column as wide as its widest cell or label line (as
     `widgets.sweep_table.fill`, whose labels are one line)."""
     table.clear(columns=True)
+    rows = [[cell(c) if isinstance(c, str) else c for c in r] for r in rows]  # a str cell is markup: Hub names are not
     for i, label in enumerate(labels):
         width = max([*(cell_len(line) for line in label.split("\n")), *(cell_len(str(row[i])) for row in rows)])
         table.add_column(Text(label), width=width)
@@ -85,7 +88,7 @@ class VariantsScreen(ModalScreen[Settings | None]):
             yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#variants-box").border_title = f"Variants of {self.controller.repo} (headers only, no download)"
+        self.query_one("#variants-box").border_title = f"Variants of {markup_safe(self.controller.repo)} (headers only, no download)"
         self.query_one("#variants-table", DataTable).focus()
         self.show(self.controller.start(self))
 
@@ -97,9 +100,9 @@ class VariantsScreen(ModalScreen[Settings | None]):
             self.show(view)
 
     def show(self, view: VariantsView) -> None:
-        self.query_one("#variants-status", Static).update(Content(view.status if not view.error else view.repo))
+        self.query_one("#variants-status", Static).update(plain(view.status if not view.error else view.repo))
         error = self.query_one("#variants-error", Static)
-        error.update(Content(view.error))
+        error.update(plain(view.error, keep_lines=True))
         error.set_class(bool(view.error), "-shown")
         table = self.query_one("#variants-table", DataTable)
         best = view.best
@@ -109,9 +112,9 @@ class VariantsScreen(ModalScreen[Settings | None]):
             table.move_cursor(row=best or 0)
         self._show_detail(table.cursor_row if view.rows else None)
         notes = self.query_one("#variants-notes", Static)
-        notes.update(Content("\n".join(view.notes)))
+        notes.update(Content("\n").join(plain(n) for n in view.notes))
         notes.display = bool(view.rows and view.notes)
-        self.query_one("#variants-hint", Static).update(Content(self._hint(view)))
+        self.query_one("#variants-hint", Static).update(plain(self._hint(view)))
 
     @on(DataTable.RowHighlighted, "#variants-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -122,17 +125,17 @@ class VariantsScreen(ModalScreen[Settings | None]):
         rows = self.controller.view.rows
         detail = self.query_one("#variants-detail", Static)
         line = rows[index].detail if index is not None and 0 <= index < len(rows) else ""
-        detail.update(Content(line))
+        detail.update(plain(line))
         detail.display = bool(line)
 
     def _cells(self, view: VariantsView, index: int) -> list[object]:
         row, variables = view.rows[index], self.app.theme_variables
         best = index == view.best
-        cells: list[object] = [Text(c, style=rich_style(variables, "success", bold=True)) if best and i == 0 else c
+        cells: list[object] = [Text(safe_text(c), style=rich_style(variables, "success", bold=True)) if best and i == 0 else c
                                for i, c in enumerate(row.cells)]
         fits_at = len(view.columns) - 3
         colour = {"yes": "success", "with fit": "warning"}.get(row.tier, "error")
-        cells[fits_at] = Text(row.cells[fits_at], style=rich_style(variables, colour, bold=row.tier != "yes"))
+        cells[fits_at] = Text(safe_text(row.cells[fits_at]), style=rich_style(variables, colour, bold=row.tier != "yes"))
         return cells
 
     def _hint(self, view: VariantsView) -> str:

@@ -13,7 +13,7 @@ from textual.widget import Widget
 from textual.content import Content
 from textual.widgets import Button, DataTable, ProgressBar, Select, Static
 
-from tui.ui.format import pct, spread
+from tui.ui.format import pct, plain, spread
 from tui.ui.theme_colors import series_rgb
 from tui.ui.view import ProbeState
 
@@ -109,11 +109,11 @@ class ProbePanel(Vertical):
         bar = self.query_one("#probe-progress", ProgressBar)
         bar.update(total=max(1, state.total), progress=state.done)
         message = state.message or ("running…" if state.running else "choose a suite and press p")
-        self.query_one("#probe-message", Static).update(Content(message))
+        self.query_one("#probe-message", Static).update(plain(message, keep_lines=True))  # a server's error body
         if last is None or last.points != state.points:
             for plot in self.query("#probe-plots > *"):
                 plot.show(state.points)  # type: ignore[attr-defined]
         if last is None or last.summaries != state.summaries or last.points != state.points:
             self._fill_table(state)
         self.query_one("#probe-verdict", Static).update(Content(state.verdict))
-        self.query_one("#probe-warnings", Static).update(Content("\n".join(f"⚠ {w}" for w in state.warnings)))
+        self.query_one("#probe-warnings", Static).update(plain("\n".join(f"⚠ {w}" for w in state.warnings), keep_lines=True))

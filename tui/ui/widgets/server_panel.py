@@ -10,7 +10,8 @@ from textual.content import Content
 from textual.markup import escape
 from textual.widgets import Button, Static
 
-from tui.ui.format import mib_short
+from tui.core.config.text import safe_text
+from tui.ui.format import markup_safe, mib_short, plain
 from tui.ui.view import ServerStatus
 from tui.ui.widgets.settings_fields import ALL_FIELDS
 
@@ -72,7 +73,7 @@ class ServerPanel(Vertical):
         if status.attached:
             head += "  [bold]attached[/]"
         if status.url and (status.alive or status.attached):
-            head += f"  {escape(status.url)}"
+            head += f"  {markup_safe(status.url)}"
         if status.pid:
             head += f"  pid {status.pid}"
         if restart_needed and status.alive:
@@ -85,18 +86,18 @@ class ServerPanel(Vertical):
         self.query_one("#restart", Button).disabled = status.attached or not (alive or state in ("failed", "exited"))
         self.query_one("#stop", Button).disabled = status.attached or not alive
         running = self.query_one("#server-running", Static)
-        running.update(Content(status.running))
+        running.update(plain(status.running, keep_lines=True))  # the model's file name
         running.set_class(bool(status.running), "-shown")
         download = self.query_one("#server-download", Static)
-        download.update(Content(self._download_text(status)))
+        download.update(plain(self._download_text(status), keep_lines=True))
         download.set_class(bool(status.download), "-shown")
         download.set_class(status.downloading, "-active")
         failure = self.query_one("#server-failure", Static)
-        failure.update(Content(status.failure or ""))
+        failure.update(plain(status.failure or "", keep_lines=True))  # it quotes the server's own lines
         failure.set_class(bool(status.failure), "-shown")
         tail = status.log_tail[-4:]
         self.query_one("#server-log", Static).update(
-            Content("\n".join(line[:300] for line in tail) if tail else "(no server output yet)")
+            plain("\n".join(safe_text(line[:300]) for line in tail) if tail else "(no server output yet)", keep_lines=True)
         )
         self.query_one("#server-reconcile", Static).update(Content(self._reconcile_text(status)))
 

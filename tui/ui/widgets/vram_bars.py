@@ -11,14 +11,13 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.content import Content
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.core.gpu.types import NA, GpuDevice, GpuSnapshot
-from tui.ui.format import gib_pair, mib
+from tui.ui.format import gib_pair, markup_safe, mib, plain
 from tui.ui.view import EXACT_LABEL, SEGMENTS, DevicePlan, PlanView
 
 RISK_WORDS = {"ok": "● OK", "tight": "▲ TIGHT", "oom": "✖ OOM"}
@@ -385,7 +384,7 @@ class VramBars(Vertical):
 
     def busy(self, text: str) -> None:
         """Say what the plan is waiting for (a remote header being read); the next `show` replaces it."""
-        self.border_subtitle = text
+        self.border_subtitle = markup_safe(text)  # a remote model's name: markup and escapes shown as typed
 
     def _set(self, selector: str, text: str, classes: dict[str, bool], hide_empty: bool = False) -> None:
         """Update a Static only when its text changed: a sample a second must not re-layout the screen."""
@@ -393,7 +392,7 @@ class VramBars(Vertical):
             return
         self._shown[selector] = (text, tuple(sorted(classes.items())))
         widget = self.query_one(selector, Static)
-        widget.update(Content(text))
+        widget.update(plain(text, keep_lines=True))  # a plan's error quotes the server and the file names
         for name, on in classes.items():
             widget.set_class(on, name)
         if hide_empty:
