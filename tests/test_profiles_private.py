@@ -33,8 +33,8 @@ def exposures(monkeypatch: pytest.MonkeyPatch) -> Exposures:
     seen = Exposures()
     real_replace, real_chmod = os.replace, os.chmod
 
-    def holds_key(path: str | os.PathLike[str]) -> bool:
-        return KEY.encode() in Path(path).read_bytes()
+    def holds_key(path: str | os.PathLike[str]) -> bool:  # a folder made private holds no key itself
+        return Path(path).is_file() and KEY.encode() in Path(path).read_bytes()
 
     def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         if seen.armed and holds_key(src) and stat.S_IMODE(os.stat(src).st_mode) & 0o077:

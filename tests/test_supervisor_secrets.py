@@ -158,3 +158,57 @@ def test_history_and_labels_come_from_the_carried_settings(server_bin: Path, tin
     newest = list_history()[0].settings
     assert newest.extra_args == ["--no-warmup", "--alias", "carried"] and newest.spec_draft_n_max == 2
     assert newest.api_key != KEY
+
+
+TOKEN = "hf_supervisorCanary0123456789abcdefghij"  # the shape llama-server accepts (hf_ + 34 or more)
+
+
+def test_the_hf_token_reaches_the_server_by_its_environment_only(server_bin: Path, tiny_models: dict[str, Path],
+                                                                 tmp_path: Path) -> None:
+    """`-hft` is a secret like the API key (issue 29): the server's environment carries it, never its
+    argv, the "starting:" line, the log or the history; a masked token read back from a history entry
+    is dropped and leaves the user's own HF_TOKEN alone."""
+    from tests.helpers.supervisor_util import Recorder
+    from tui.core.presets.profiles import list_history
+
+    sup = make_supervisor(server_bin, ["-m", str(tiny_models["tiny-mtp"]), *BASE_ARGS, "-hft", TOKEN], tmp_path)
+    seen = Recorder()
+    sup.add_state_listener(seen)
+    try:
+        launch = sup.start()
+        assert sup.wait_ready(60) == ServerState.READY, sup.tail(20)
+        assert launch.pid is not None and launch.token_given
+        environ = Path(f"/proc/{launch.pid}/environ").read_bytes().split(b"\0")
+        assert f"HF_TOKEN={TOKEN}".encode() in environ and TOKEN not in pid_cmdline(launch.pid)
+        assert TOKEN not in " ".join(launch.argv)
+        masked = replace(sup.settings, extra_args=["-hft", "<redacted>"])
+        sup.restart(masked)
+        assert sup.wait_ready(60) == ServerState.READY, sup.tail(20)
+        again = sup.launch
+        assert again is not None and again.pid is not None and "<redacted>" not in pid_cmdline(again.pid)
+        environ = Path(f"/proc/{again.pid}/environ").read_bytes().split(b"\0")
+        assert not any(e.startswith(b"HF_TOKEN=") for e in environ)  # server_env has none: none was made up
+    finally:
+        sup.close()
+    sup.events.flush()
+    details = " ".join(e.detail or "" for e in seen.events)
+    assert "starting" in " ".join(str(e.state.value) for e in seen.events) and "--model" in details
+    assert TOKEN not in details
+    logs = [p.read_text() for p in (tmp_path / "logs").glob("*.log")]
+    assert len(logs) == 2 and not any(TOKEN in text for text in logs)
+    assert all(TOKEN not in h.path.read_text() for h in list_history())
+
+
+def test_a_refused_token_given_by_environment_is_named(server_bin: Path, tiny_models: dict[str, Path],
+                                                      tmp_path: Path, hub: object) -> None:
+    """The download failure knows a token was given from the launch (its environment), not the argv."""
+    hub.add_repo("u/gated", {"m-Q8_0.gguf": tiny_models["tiny-mtp"]}, token="hf_theRightOne0123456789abcdefghijklmn")  # type: ignore[attr-defined]
+    sup = make_supervisor(server_bin, ["-hf", "u/gated:Q8_0", *BASE_ARGS, "-hft", TOKEN], tmp_path)
+    try:
+        sup.start()
+        assert sup.wait_ready(60) == ServerState.FAILED, sup.tail(20)
+        failure = sup.failure
+    finally:
+        sup.close()
+    assert failure is not None and "token given (-hft or HF_TOKEN) was refused" in failure.fix, failure
+    assert TOKEN not in failure.explain()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import server_env
-from tests.helpers.supervisor_util import pid_gone, read_line
+from tests.helpers.supervisor_util import end_child, lines_until, pid_gone
 
 pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parent.parent
@@ -37,12 +36,7 @@ def test_serve_until_ctrl_c(server_bin: Path, tiny_models: dict[str, Path], tmp_
                             stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     server_pid = None
     try:
-        lines = []
-        for _ in range(20):
-            line = read_line(proc, 60)
-            lines.append(line)
-            if line.startswith("ready at") or not line:
-                break
+        lines = lines_until(proc, "ready at", 60, most=20)
         m = re.match(r"ready at (http://127\.0\.0\.1:\d+) after [\d.]+ s \(pid (\d+)\)", lines[-1])
         assert m, lines
         server_pid = int(m.group(2))
@@ -58,11 +52,7 @@ def test_serve_until_ctrl_c(server_bin: Path, tiny_models: dict[str, Path], tmp_
         assert "stopped (exit code 0)" in rest
         assert pid_gone(server_pid)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        if server_pid is not None and not pid_gone(server_pid, 0.5):
-            os.kill(server_pid, signal.SIGKILL)
+        end_child(proc, server_pid)
 
 
 def test_serve_explains_a_failed_launch(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -87,11 +77,7 @@ def test_serve_runs_a_router_preset(server_bin: Path, tiny_models: dict[str, Pat
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(tmp_path, server_bin), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
-        lines = []
-        for _ in range(20):
-            lines.append(read_line(proc, 60))
-            if lines[-1].startswith("ready at") or not lines[-1]:
-                break
+        lines = lines_until(proc, "ready at", 60, most=20)
         assert lines[-1].startswith("ready at"), lines
         out = "\n".join(lines)
         assert f"--models-preset {ini}" in out and "router-key" not in out and "--api-key-file" in out
@@ -99,9 +85,7 @@ def test_serve_runs_a_router_preset(server_bin: Path, tiny_models: dict[str, Pat
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        end_child(proc, None)
 
 
 def test_serve_without_model_is_a_usage_error(tmp_path: Path, server_bin: Path) -> None:

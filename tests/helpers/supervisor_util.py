@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import threading
 import time
@@ -94,6 +95,26 @@ def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
             return buf.decode()
         buf += ch
     return buf.decode()
+
+
+def lines_until(proc: subprocess.Popen[str], prefix: str, timeout: float, most: int = 40) -> list[str]:
+    """The child's stdout lines up to the first that starts with `prefix` (the last one), or up to its
+    end or a `timeout` s silence (the last one is then ''); `most` lines at the most."""
+    lines: list[str] = []
+    for _ in range(most):
+        lines.append(read_line(proc, timeout))
+        if lines[-1].startswith(prefix) or not lines[-1]:
+            break
+    return lines
+
+
+def end_child(proc: subprocess.Popen[str], server_pid: int | None) -> None:
+    """Kill what a test's CLI child left running: itself, and the server it started (bounded)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+    if server_pid is not None and not pid_gone(server_pid, 0.5):
+        os.kill(server_pid, signal.SIGKILL)
 
 
 def servers_of(model: Path) -> list[int]:

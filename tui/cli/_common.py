@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from tui.core.config.text import safe_text
 
 if TYPE_CHECKING:
     from tui.core.options.settings import Settings
@@ -23,9 +26,41 @@ class ServerArgsError(ValueError):
 
 
 def fail(message: str, code: int = 2) -> int:
-    """Print a one-paragraph error (never a traceback) and return the exit code."""
-    print(f"mtp-tune: {message}", file=sys.stderr)
+    """Print a one-paragraph error (never a traceback) and return the exit code. The message may quote
+    a server or a file (a Hub file name, an error body): its control characters are shown escaped."""
+    print(f"mtp-tune: {safe_text(message, keep_lines=True)}", file=sys.stderr)
     return code
+
+
+def mib_arg(text: str) -> float:
+    """argparse `type=` of a device size in MiB (`--rpc-mib`): a finite number from 1 MiB to the largest
+    simulated device. A bad one is argparse's usage error (exit 2) naming the flag, before any plan."""
+    from tui.core.gpu.profiles import MAX_DEVICE_MIB
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MiB (e.g. 24576)") from None
+    if not 1 <= v <= MAX_DEVICE_MIB:  # NaN fails both sides
+        raise argparse.ArgumentTypeError(f"{text} MiB: a device has from 1 to {MAX_DEVICE_MIB} MiB (16 TiB)")
+    return v
+
+
+def workload_problem(model: str | None, requests: Sequence[tuple[str, int]]) -> str | None:
+    """The refusal of a request (what gave it, its tokens) longer than the local model's training
+    context (`tuning.workload.beyond_training`); None when all fit or the header cannot be read here
+    (the command's own model check names that file)."""
+    from tui.core.planning.gguf_meta import GGUFError
+    from tui.core.planning.gguf_reader import read_gguf
+    from tui.core.tuning.workload import beyond_training
+
+    if not model:
+        return None
+    try:
+        n_ctx_train = int(getattr(read_gguf(os.path.expanduser(model)).hparams, "n_ctx_train", 0) or 0)
+    except (GGUFError, OSError, ValueError):
+        return None
+    return beyond_training(n_ctx_train, requests)
 
 
 def print_json(obj: Any) -> None:

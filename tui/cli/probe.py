@@ -17,11 +17,12 @@ from typing import Any
 
 from tui.cli._common import (
     ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
-    store_or_fail,
+    store_or_fail, workload_problem,
 )
 from tui.core.probes.run_types import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
+from tui.core.config.text import safe_text
 
 COMMAND = "probe"
 HELP = "measure PP, TG and acceptance (--url URL, or -m FILE [llama-server flags])"
@@ -60,10 +61,10 @@ def _progress_printer(enabled: bool) -> Any:
                 acc = f"{r.acceptance:.2f}" if r.acceptance is not None else "-"
                 msg = f"TG {tg} t/s  PP {pp} t/s  acc {acc}  {r.predicted_n} tok"
             else:
-                msg = f"FAILED: {r.error}"
+                msg = f"FAILED: {safe_text(r.error)}"  # the server's error body
             print(f"[{ev.done:>3}/{ev.total}] pass {r.repeat + 1} {r.prompt:<24} {msg}", file=sys.stderr, flush=True)
         elif ev.event == "started":
-            print(f"probe: {ev.message} (run {ev.run_id})", file=sys.stderr, flush=True)
+            print(f"probe: {safe_text(ev.message)} (run {ev.run_id})", file=sys.stderr, flush=True)
 
     return show
 
@@ -80,9 +81,11 @@ def run(args: argparse.Namespace) -> int:
                     "`mtp-tune probe -m FILE.gguf [llama-server flags]` to launch one.")
     if not args.url:
         try:
-            check_server_args(server_args)  # refuse bad values before a server is launched
+            settings = check_server_args(server_args)  # refuse bad values before a server is launched
         except ServerArgsError as exc:
             return fail(str(exc))
+        if why := workload_problem(settings.model, [(f"--n-predict {args.n_predict}", args.n_predict)]):
+            return fail(why)
     try:
         suite = get_suite(args.suite)
         config = RunConfig(repeat=args.repeat, n_predict=args.n_predict, seed=args.seed,
@@ -136,7 +139,7 @@ def probe_json(result: ProbeRun) -> dict[str, Any]:
 def render_run(result: ProbeRun) -> str:
     """Plain-text summary of one run."""
     s = result.summary
-    lines = [f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else "")]
+    lines = [f"run {result.run_id}: {result.status}" + (f" ({safe_text(result.error)})" if result.error else "")]
     tg, pp = Summary.from_json(s.get("tg_tps")), Summary.from_json(s.get("pp_tps"))
     lines.append(f"  TG  {fmt_summary(tg):>24} t/s   (median [min-max] over {s.get('n_passes', 0)} passes)")
     pp_note = "long prompt" if s.get("pp_source") == "pp" else "the suite's prompts"
@@ -162,5 +165,5 @@ def render_run(result: ProbeRun) -> str:
             )
     if result.warnings:
         lines.append("")
-        lines += [f"! {w.message}" for w in result.warnings]
+        lines += [f"! {safe_text(w.message, keep_lines=True)}" for w in result.warnings]
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tui.cli._common import fail, print_json
 from tui.core.options.argv import command_line, parse_command_line, settings_to_argv
+from tui.core.options.redact import has_secret, kept_secrets, redact_argv
 from tui.core.presets import (
     DEFAULT_MODELS_MAX,
     IniProblem,
@@ -37,7 +38,7 @@ from tui.core.presets.write import PRIVATE
 from tui.core.presets.fix import PresetFixError, fix_preset
 from tui.core.server.binary import accepted_options
 from tui.core.options.settings import Settings
-from tui.core.options.validate import Problem, validate
+from tui.core.options.validate import Problem, validate, value_errors
 
 COMMAND = "profile"
 HELP = "import, export, check, list and show settings profiles (TOML, --models-preset INI, argv)"
@@ -54,6 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     imp.add_argument("--section", help="which INI section to import (default: every model section)")
     imp.add_argument("--overwrite", action="store_true", help="replace an existing profile (the old one is backed up)")
     imp.add_argument("--keep-api-key", action="store_true", help="store the API key in the profile (default: not stored)")
+    imp.add_argument("--keep-hf-token", action="store_true",
+                     help="store the Hugging Face token (-hft) in the profile (default: not stored)")
 
     exp = sub.add_parser("export", help="write a profile as a preset section, a TOML file, or print its argv")
     exp.add_argument("name", help="profile name")
@@ -63,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     dest.add_argument("--argv", action="store_true", help="print the llama-server command, one shell-quoted line")
     exp.add_argument("--section", help="INI section name (default: the profile name)")
     exp.add_argument("--include-api-key", action="store_true", help="include the API key (argv and TOML only)")
+    exp.add_argument("--include-hf-token", action="store_true",
+                     help="include a stored Hugging Face token (argv and TOML only)")
 
     chk = sub.add_parser("check", help="report every problem in a preset file, with line numbers")
     chk.add_argument("file", help="the --models-preset .ini file")
@@ -101,18 +106,25 @@ def _default_name(settings: Settings) -> str:
     return cleaned[:64]
 
 
-def _save(name: str, settings: Settings, overwrite: bool, notes: list[Problem], keep_api_key: bool = False) -> int:
+def _save(name: str, settings: Settings, overwrite: bool, notes: list[Problem], args: argparse.Namespace,
+          where: str = "--command") -> int:
+    if bad := value_errors(settings):  # a profile the loader would refuse is never written
+        return fail(f"{where}: {bad[0].message} Nothing was saved.")
     try:
         check_name(name)
         if profile_path(name).exists() and not overwrite:
             return fail(f"profile {name!r} already exists; pass --overwrite to replace it (the old one is backed up) or --name to choose another name.")
-        path = save_profile(name, settings, overwrite=True, include_api_key=keep_api_key)
+        path = save_profile(name, settings, overwrite=True, include_api_key=args.keep_api_key,
+                            include_hf_token=args.keep_hf_token)
     except ProfileError as e:
         return fail(str(e))
     problems = notes + validate(settings, require_model=False)
     print(f"saved profile {name}: {path}")
-    if settings.api_key and not keep_api_key:
+    if settings.api_key and not args.keep_api_key:
         print("  note: the API key was not stored (pass --keep-api-key to store it; the file is then readable only by you).")
+    if has_secret(settings.extra_args, "--hf-token") and not args.keep_hf_token:
+        print("  note: the Hugging Face token was not stored (set HF_TOKEN, or pass --keep-hf-token to store it; "
+              "the file is then readable only by you).")
     if problems:
         _print_problems(problems)
     return 0
@@ -121,7 +133,7 @@ def _save(name: str, settings: Settings, overwrite: bool, notes: list[Problem], 
 def _import(args: argparse.Namespace) -> int:
     if args.cmdline is not None:
         result = parse_command_line(args.cmdline)
-        return _save(args.name or _default_name(result.settings), result.settings, args.overwrite, result.problems, args.keep_api_key)
+        return _save(args.name or _default_name(result.settings), result.settings, args.overwrite, result.problems, args)
     path = Path(args.file)
     if not path.exists():
         return fail(f"{path} does not exist; give a --models-preset .ini file, a profile .toml, or --command.")
@@ -130,7 +142,7 @@ def _import(args: argparse.Namespace) -> int:
             settings = load_profile_file(path)
         except ProfileError as e:
             return fail(str(e))
-        return _save(args.name or path.stem, settings, args.overwrite, [], args.keep_api_key)
+        return _save(args.name or path.stem, settings, args.overwrite, [], args)
     try:
         pf = read_preset(path)
     except (OSError, UnicodeError) as e:
@@ -150,7 +162,9 @@ def _import(args: argparse.Namespace) -> int:
         if preset_only:
             notes.append(Problem("extra_args", "warning", f"preset-only keys not kept in the profile: {', '.join(f'{k} = {v}' for k, v in preset_only.items())}."))
         name = args.name or "".join(c if c.isalnum() or c in "._-" else "-" for c in m.model_name).strip("-.")[:64] or "default"
-        rc = max(rc, _save(name, settings, args.overwrite, notes, args.keep_api_key))
+        line = next((p.line for p in pf.problems if p.section in (m.name, "*") and p.severity == "error"
+                     and (bad := value_errors(settings)) and p.message.endswith(bad[0].message)), None)
+        rc = max(rc, _save(name, settings, args.overwrite, notes, args, f"{path}:{line or '-'}: [{m.name}]"))
     return rc
 
 
@@ -166,7 +180,8 @@ def _export(args: argparse.Namespace) -> int:
             _print_problems(errs, sys.stderr)
             return fail(f"profile {args.name!r} has {len(errs)} error(s); fix them before exporting (mtp-tune profile show {args.name}).")
         _print_problems(problems, sys.stderr)
-        print(command_line(settings_to_argv(settings, binary="llama-server", redact=not args.include_api_key)))
+        keep = kept_secrets(api_key=args.include_api_key, hf_token=args.include_hf_token)
+        print(command_line(redact_argv(settings_to_argv(settings, binary="llama-server"), keep=keep)))
         return 0
     if args.toml:
         target = Path(args.toml)
@@ -174,9 +189,11 @@ def _export(args: argparse.Namespace) -> int:
             if target.exists():  # the backup is no wider than the old file (it may hold a key)
                 atomic_write_bytes(target.with_name(target.name + ".bak"), target.read_bytes(),
                                    mode=target.stat().st_mode & 0o7777)
-            secret = args.include_api_key and settings.api_key
-            atomic_write_bytes(target, settings_to_toml(settings, name=args.name, include_api_key=args.include_api_key).encode(),
-                               mode=PRIVATE if secret else None)
+            secret = (args.include_api_key and settings.api_key) or (
+                args.include_hf_token and has_secret(settings.extra_args, "--hf-token"))
+            text = settings_to_toml(settings, name=args.name, include_api_key=args.include_api_key,
+                                    include_hf_token=args.include_hf_token)
+            atomic_write_bytes(target, text.encode(), mode=PRIVATE if secret else None)
         except OSError as e:
             return fail(f"{target}: cannot be written ({e}).")
         print(f"wrote {target}")
@@ -184,6 +201,8 @@ def _export(args: argparse.Namespace) -> int:
     section = args.section or args.name
     if settings.api_key:
         print("note: the API key is not written to presets (the router strips it); start the router with --api-key.", file=sys.stderr)
+    if has_secret(settings.extra_args, "--hf-token"):
+        print("note: the Hugging Face token is not written to presets; start the router with HF_TOKEN set.", file=sys.stderr)
     try:
         result = write_section(args.ini, section, settings)
     except (IniWriteError, OSError) as e:

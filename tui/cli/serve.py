@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tui.core.config.text import safe_text
 from tui.core.options import reader
 from tui.cli._common import ServerArgsError, check_server_args, fail, pass_unknown_to_server, server_or_fail
 from tui.core.options.settings import Settings
@@ -50,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _printer(t0: float) -> Any:
     def on_state(ev: StateEvent) -> None:
         dt = ev.at - t0
-        extra = f": {ev.detail}" if ev.state == ServerState.STARTING and ev.detail else ""
+        extra = f": {safe_text(ev.detail)}" if ev.state == ServerState.STARTING and ev.detail else ""
         print(f"[{dt:7.2f} s] {ev.state.value}{extra}", flush=True)
 
     return on_state
@@ -70,7 +71,7 @@ def _download_printer(t0: float) -> Callable[[Downloads], None]:
                     s.phase == last["phase"] and now - last["at"] < DOWNLOAD_LINE_EVERY_S):
                 return
             last.update(at=now, phase=s.phase)
-            print(f"[{now - t0:7.2f} s] {describe(s)}", file=sys.stderr, flush=True)
+            print(f"[{now - t0:7.2f} s] {safe_text(describe(s))}", file=sys.stderr, flush=True)
 
     return on_download
 
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     sup.add_state_listener(_printer(t0))
     if args.show_log:
-        sup.add_log_listener(lambda ln: print(ln.text, file=sys.stderr, flush=True) if isinstance(ln, LogLine) else None)
+        sup.add_log_listener(lambda ln: print(safe_text(ln.text), file=sys.stderr, flush=True)
+                             if isinstance(ln, LogLine) else None)  # a server line may carry escapes
     on_download = _download_printer(t0)
     sup.add_download_listener(on_download)
     try:
@@ -151,5 +153,5 @@ def _report(sup: Supervisor, failure: Failure | None) -> int:
     sup.events.flush()
     if failure is None:
         return 0
-    print(f"mtp-tune: {failure.explain()}", file=sys.stderr, flush=True)
+    print(f"mtp-tune: {safe_text(failure.explain(), keep_lines=True)}", file=sys.stderr, flush=True)
     return 0 if sup.state == ServerState.EXITED else 1

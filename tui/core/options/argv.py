@@ -48,7 +48,8 @@ def settings_to_argv(
     """The llama-server argument list for `settings` (with `binary` first when given).
 
     Only set fields are emitted, with their canonical long spellings, in `options.FIELDS` order;
-    `extra_args` follow verbatim. `redact=True` hides the API key (for logs and display).
+    `extra_args` follow verbatim. `redact=True` hides the secrets, the API key and `-hft` (for logs and
+    display; `redact.SECRET_OPTIONS`).
     """
     out: list[str] = [os.fspath(binary)] if binary is not None else []
     for spec in FIELDS:

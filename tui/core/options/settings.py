@@ -64,7 +64,8 @@ class Settings:
         return "draft-mtp" in effective_spec_types(self.spec_type)
 
     def redacted(self) -> Settings:
-        """A copy safe for logs and history: API keys (field and extra arguments) replaced by `REDACTED`."""
+        """A copy safe for logs, history, states and the results database: the API key (field and extra
+        arguments) and every other secret option in `extra_args` (`-hft`) replaced by `REDACTED`."""
         extra = redact_argv(self.extra_args)
         return replace(self, api_key=REDACTED if self.api_key else None, extra_args=extra)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tui.core.options.argv import settings_from_argv, settings_to_argv
 from tui.core.options.reader import without
+from tui.core.options.redact import SECRET_OPTIONS
 from tui.core.options.settings import Settings
 from tui.core.config.paths import cache_dir
 from tui.core.planning.breakdown import DryRunLog
@@ -32,7 +33,7 @@ from tui.core.planning.fitchoice import FitChoice
 from tui.core.server.supervisor import Supervisor
 
 #: options that never change what llama.cpp allocates (left out of the argv and so of the cache key)
-_NO_MEMORY = ("--threads", "--threads-batch", "--host", "--port", "--api-key", "--metrics", "--alias")
+_NO_MEMORY = ("--threads", "--threads-batch", "--host", "--port", "--metrics", "--alias", *SECRET_OPTIONS)
 #: the options a dry run adds itself: a server that rejects one of these is too old for exact mode
 _OURS = ("--log-jsonl", "-lv", "--log-verbosity", "--verbosity", "--fit", "-fit", "--fit-target", "-fitt", "--no-warmup")
 #: a dry run whose server prints nothing for this long is stopped (fit logs every measurement at

@@ -17,6 +17,7 @@ import shutil
 import time
 from pathlib import Path
 
+from tui.core.config.paths import private_dir
 from tui.core.planning.gguf_meta import GGUFMeta, SplitPart
 from tui.core.planning.gguf_reader import split_name
 
@@ -64,7 +65,7 @@ def write_sparse(header: bytes, file_size: int, dest: str | Path) -> Path:
     dest = Path(dest)
     if file_size < len(header):
         raise ValueError(f"file size {file_size} is smaller than the {len(header)}-byte header")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(dest.parent)
     tmp = dest.with_name(dest.name + f".{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:

@@ -15,6 +15,7 @@ from tui.core.options import (
     find_option,
     find_removed,
 )
+from tui.core.options.redact import without_secrets
 from tui.core.options.removed import replacement_value
 from tui.core.options.settings import Settings
 from tui.core.options.validate import Problem
@@ -200,9 +201,10 @@ def _extra_entries(extra: list[str], section: str) -> list[tuple[ServerOption, s
 def settings_to_entries(settings: Settings, section: str = "model", preset_only: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """`key = value` pairs for one preset section; raises IniWriteError for anything unwritable.
 
-    host, port and api-key are never written (the router forces or strips them).
+    host, port and api-key are never written (the router forces or strips them), nor any secret in
+    `extra_args` (a preset is a plain file: the router's HF_TOKEN carries a Hugging Face token).
     """
-    extra = _extra_entries(list(settings.extra_args), section)
+    extra = _extra_entries(without_secrets(settings.extra_args), section)
     extra_opts = {o for o, _ in extra}
     out: list[tuple[str, str]] = []
     for spec in FIELDS:

@@ -3,8 +3,8 @@
 Why TOML: people edit profiles by hand and diff them; `tomllib` reads and `tomli_w` writes it.
 Why a history: every configuration mtp-tune launches is recorded automatically, so nothing tried
 is lost. Writes are atomic (temp file + `os.replace`); overwriting or deleting a profile keeps the
-old file under `profiles/.backups/`. The API key is never written to history, and only written to a
-profile when the caller asks for it explicitly.
+old file under `profiles/.backups/`. The API key and the Hugging Face token are never written to
+history, and only written to a profile when the caller asks for it explicitly; the folders are 0700.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from typing import Any
 
 import tomli_w
 
-from tui.core.config.paths import config_dir
+from tui.core.config.paths import config_dir, private_dir
 from tui.core.presets.write import PRIVATE, atomic_write_bytes
-from tui.core.options.redact import REDACTED
+from tui.core.options.redact import REDACTED, has_secret, kept_secrets, redact_argv
 from tui.core.options.settings import Settings
+from tui.core.options.validate import value_errors
 
 FORMAT = 1
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -60,12 +61,14 @@ def profile_path(name: str) -> Path:
 # --------------------------------------------------------------------------- settings <-> TOML
 
 
-def settings_to_dict(settings: Settings, *, include_api_key: bool = False) -> dict[str, Any]:
-    """The `[settings]` table: set fields only (TOML has no null), by Settings field name."""
+def settings_to_dict(settings: Settings, *, include_api_key: bool = False, include_hf_token: bool = False
+                     ) -> dict[str, Any]:
+    """The `[settings]` table: set fields only (TOML has no null), by Settings field name; secrets in
+    `extra_args` masked unless asked for (`include_api_key`, `include_hf_token`)."""
     out: dict[str, Any] = {}
     defaults = Settings()
-    if not include_api_key:
-        settings = replace(settings.redacted(), api_key=settings.api_key)
+    keep = kept_secrets(api_key=include_api_key, hf_token=include_hf_token)
+    settings = replace(settings, extra_args=redact_argv(settings.extra_args, keep=keep))
     for f in fields(Settings):
         v = getattr(settings, f.name)
         if f.name == "api_key":
@@ -150,20 +153,27 @@ def settings_from_dict(data: dict[str, Any], source: str = "profile", text: str 
         kwargs[key] = _coerce(key, kind, v, where)
     if kwargs.get("api_key") == REDACTED:
         kwargs["api_key"] = None
-    return Settings(**kwargs)
+    settings = Settings(**kwargs)
+    bad = value_errors(settings)  # the form's own check: a value llama-server refuses never loads
+    if bad:
+        raise ProfileError(f"{source}{_key_line(text, bad[0].field)}: {bad[0].message} Fix or delete that line.")
+    return settings
 
 
-def settings_to_toml(settings: Settings, *, name: str | None = None, include_api_key: bool = False, meta: dict[str, Any] | None = None) -> str:
+def settings_to_toml(settings: Settings, *, name: str | None = None, include_api_key: bool = False,
+                     meta: dict[str, Any] | None = None, include_hf_token: bool = False) -> str:
     """A profile document: `format`, optional `name` and metadata, and the `[settings]` table."""
     doc: dict[str, Any] = {"format": FORMAT}
     if name:
         doc["name"] = name
     if meta:
         doc.update(_toml_safe(meta))
-    doc["settings"] = settings_to_dict(settings, include_api_key=include_api_key)
+    doc["settings"] = settings_to_dict(settings, include_api_key=include_api_key, include_hf_token=include_hf_token)
     header = "# mtp-tune profile: llama-server settings (see `mtp-tune profile show`)\n"
     if settings.api_key and not include_api_key:
         header += "# the API key is not stored; set it in mtp-tune or pass --api-key yourself\n"
+    if has_secret(settings.extra_args, "--hf-token") and not include_hf_token:
+        header += "# the Hugging Face token is not stored; set HF_TOKEN or pass -hft yourself\n"
     return header + tomli_w.dumps(doc)
 
 
@@ -218,7 +228,7 @@ def _stamp() -> str:
 
 def _backup(path: Path) -> Path:
     """A copy of `path` under `profiles/.backups/`, created 0600 (the old content may hold a key)."""
-    backups_dir().mkdir(parents=True, exist_ok=True)
+    private_dir(backups_dir())
     dest = backups_dir() / f"{path.stem}.{_stamp()}.toml"
     data = path.read_bytes()
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
@@ -229,16 +239,19 @@ def _backup(path: Path) -> Path:
     return dest
 
 
-def save_profile(name: str, settings: Settings, *, overwrite: bool = True, include_api_key: bool = False) -> Path:
+def save_profile(name: str, settings: Settings, *, overwrite: bool = True, include_api_key: bool = False,
+                 include_hf_token: bool = False) -> Path:
     """Write profile `name`; an existing one is backed up first (or refused with `overwrite=False`)."""
     path = profile_path(name)
+    private_dir(path.parent)
     if path.exists():
         if not overwrite:
             raise ProfileError(f"profile {name!r} already exists ({path}); choose another name or allow overwriting.")
         _backup(path)
-    text = settings_to_toml(settings, name=name, include_api_key=include_api_key)
-    # a kept key: 0600 from the file's creation on, also over an existing 0644 profile
-    atomic_write_bytes(path, text.encode(), mode=PRIVATE if include_api_key and settings.api_key else None)
+    text = settings_to_toml(settings, name=name, include_api_key=include_api_key, include_hf_token=include_hf_token)
+    secret = (include_api_key and settings.api_key) or (include_hf_token and has_secret(settings.extra_args, "--hf-token"))
+    # a kept secret: 0600 from the file's creation on, also over an existing 0644 profile
+    atomic_write_bytes(path, text.encode(), mode=PRIVATE if secret else None)
     return path
 
 
@@ -314,8 +327,7 @@ class HistoryEntry:
 def record_launch(settings: Settings, server_info: dict[str, Any] | None = None) -> Path:
     """Record a launched configuration in `history/`; the API key is always redacted."""
     now = _dt.datetime.now(_dt.timezone.utc)
-    d = history_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    d = private_dir(history_dir())
     model = Path(settings.model).stem if settings.model else (settings.hf_repo or "no-model")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model)[:48].strip("-") or "model"
     base = f"{now.strftime('%Y%m%dT%H%M%S.%fZ')}-{slug}"

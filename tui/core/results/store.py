@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.core.config.paths import data_dir
+from tui.core.config.paths import data_dir, private_file
+from tui.core.config.jsonshape import ShapeError, check
+from tui.core.options.redact import redact_argv
 from tui.core.results.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
 DB_NAME = "results.sqlite"
@@ -70,12 +72,45 @@ def default_path() -> Path:
     return data_dir() / DB_NAME
 
 
+#: JSON keys whose value is an argv (a run's settings' `extra_args`, its server's `argv`).
+_ARGV_KEYS = frozenset({"extra_args", "argv"})
+
+
+def _scrub(obj: Any) -> Any:
+    """`obj` with every argv in it redacted: the database is the last writer, whatever a caller forgot."""
+    if isinstance(obj, dict):
+        return {k: redact_argv(v) if k in _ARGV_KEYS and isinstance(v, list) else _scrub(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_scrub(x) for x in obj]
+    return obj
+
+
 def _dumps(obj: Any) -> str | None:
-    return None if obj is None else json.dumps(obj, default=str, sort_keys=True)
+    return None if obj is None else json.dumps(_scrub(obj), default=str, sort_keys=True)
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+def _loads(text: str | None, where: str, hint: Any = dict[str, Any] | None) -> Any:
+    """A JSON column; ShapeError naming `where` when it is not JSON of that shape (a damaged row)."""
+    try:
+        value = None if text is None else json.loads(text)
+    except (ValueError, RecursionError):
+        raise ShapeError(f"{where} is not JSON") from None
+    check(value, hint, where)
+    return value
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """A database or row that cannot be read as one StoreError naming the file and what to do."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:  # a column of the wrong type; ShapeError is a ValueError
+        raise StoreError(f"{path} holds a damaged run ({exc}); move it aside (mtp-tune will create a new one) "
+                         "or restore it from a backup.") from None
+    except sqlite3.DatabaseError as exc:
+        busy = "locked" in str(exc) or "busy" in str(exc)
+        raise StoreError(f"{path} cannot be read ({exc}); " + ("another mtp-tune holds it: try again when it is done."
+                         if busy else "move it aside (mtp-tune will create a new one) or restore it from a backup.")) from None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -98,7 +133,11 @@ class Store:
     def __init__(self, path: str | Path | None = None, *, timeout: float = 10.0) -> None:
         self.path = Path(path) if path is not None else default_path()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # 0600 before sqlite opens it (it makes -wal and -shm with the database's mode); older ones tightened
+            private_file(self.path)
+            for side in (self.path.with_name(self.path.name + x) for x in ("-wal", "-shm")):
+                if side.exists():
+                    private_file(side)
             self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
@@ -280,15 +319,15 @@ class Store:
     # ---- reading -------------------------------------------------------------------------
 
     def _row(self, r: sqlite3.Row) -> RunRow:
-        mtp = r["mtp"]
+        mtp, run = r["mtp"], f"run {r['id']}"
         return RunRow(
             id=int(r["id"]), created_at=float(r["created_at"]),
             finished_at=None if r["finished_at"] is None else float(r["finished_at"]),
             status=str(r["status"]), error=r["error"], label=r["label"], suite=r["suite"], url=r["url"],
             model=r["model"], mtp=None if mtp is None else bool(mtp),
-            settings=_loads(r["settings_json"]), config=_loads(r["config_json"]), server=_loads(r["server_json"]),
-            hardware=_loads(r["hardware_json"]), plan=_loads(r["plan_json"]), memory=_loads(r["memory_json"]),
-            summary=_loads(r["summary_json"]), warnings=_loads(r["warnings_json"]) or [],
+            **{k: _loads(r[f"{k}_json"], f"{run}'s {k}") for k in ("settings", "config", "server", "hardware", "plan",
+                                                                   "memory", "summary")},
+            warnings=_loads(r["warnings_json"], f"{run}'s warnings", list[Any] | None) or [],
             owner_pid=r["owner_pid"], owner_host=r["owner_host"],
         )
 
@@ -303,11 +342,11 @@ class Store:
         if limit:
             q += " LIMIT ?"
             args.append(int(limit))
-        with self._lock:
+        with self._lock, _reading(self.path):
             return [self._row(r) for r in self._conn.execute(q, args).fetchall()]
 
     def get(self, run_id: int, with_requests: bool = True) -> RunRow | None:
-        with self._lock:
+        with self._lock, _reading(self.path):
             r = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
             if r is None:
                 return None
@@ -330,7 +369,8 @@ class Store:
         return {
             "seq": q["seq"], "prompt": q["prompt"], "kind": q["kind"], "repeat": q["repeat"],
             "n_predict": q["n_predict"], "started_at": q["started_at"], "ttft_ms": q["ttft_ms"],
-            "wall_ms": q["wall_ms"], "timings": _loads(q["timings_json"]), "metrics_delta": _loads(q["metrics_json"]),
+            "wall_ms": q["wall_ms"], "timings": _loads(q["timings_json"], f"request {q['seq']}'s timings"),
+            "metrics_delta": _loads(q["metrics_json"], f"request {q['seq']}'s metrics"),
             "finish_reason": q["finish_reason"], "error": q["error"], "content_chars": q["content_chars"],
         }
 
@@ -342,5 +382,10 @@ class Store:
 def open_store(path: str | Path | None = None) -> Store:
     """Open (creating or upgrading) the store and mark runs left `running` by dead processes as failed."""
     store = Store(path)
-    store.recover_stale()
+    try:
+        with _reading(store.path):
+            store.recover_stale()
+    except StoreError:
+        store.close()
+        raise
     return store

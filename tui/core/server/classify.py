@@ -86,16 +86,18 @@ def classify(
     argv: Sequence[str] | None = None,
     was_ready: bool = False,
     known_options: Iterable[str] | None = None,
+    token_given: bool = False,
 ) -> Failure:
     """Classify an ending from Popen's return code (negative = killed by that signal) and the log.
 
     `was_ready` says the server had answered /health 200 before it ended (so a crash happened while
     serving). `known_options` (from `server.binary`) lets unknown flags get a "did you mean".
+    `token_given`: a Hugging Face token went in the server's environment (never in `argv`).
     """
     lines = [ln.rstrip("\r\n") for ln in log_lines]
     msgs = [strip_prefix(ln) for ln in lines]
     sig = -exit_code if exit_code is not None and exit_code < 0 else None
-    f = _classify(exit_code, sig, lines, msgs, argv, was_ready, known_options)
+    f = _classify(exit_code, sig, lines, msgs, argv, was_ready, known_options, token_given)
     return replace(f, raw_log_path=raw_log_path, exit_code=exit_code, signal=sig)
 
 
@@ -107,12 +109,13 @@ def _classify(
     argv: Sequence[str] | None,
     was_ready: bool,
     known: Iterable[str] | None,
+    token_given: bool = False,
 ) -> Failure:
     for raw, m in zip(lines, msgs):
         f = _argument_failure(raw, m, known)
         if f:
             return f
-    f = download_failure(lines, msgs, argv)  # before the model: a failed download loads an empty path
+    f = download_failure(lines, msgs, argv, token_given=token_given)  # before the model: a failed download loads an empty path
     if f:
         return f
     f = oom_failure(lines, msgs)

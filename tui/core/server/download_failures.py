@@ -29,8 +29,12 @@ def _hide_user(url: str) -> str:
     return re.sub(r"//[^/@]+@", "//****:****@", url)
 
 
-def download_failure(lines: list[str], msgs: list[str], argv: Sequence[str] | None) -> Failure | None:
-    """The download failure the log shows, as a Failure (None if the launch did not fail downloading)."""
+def download_failure(lines: list[str], msgs: list[str], argv: Sequence[str] | None, *,
+                     token_given: bool = False) -> Failure | None:
+    """The download failure the log shows, as a Failure (None if the launch did not fail downloading).
+
+    `token_given`: the launch passed a Hugging Face token (HF_TOKEN in the server's environment, where
+    the supervisor puts `-hft`: the argv never holds it); a `-hft` in `argv` counts too."""
     read = [(raw, line) for raw in lines if (line := read_line(raw)) is not None]
     if not read:
         return None
@@ -39,17 +43,18 @@ def download_failure(lines: list[str], msgs: list[str], argv: Sequence[str] | No
     errors = [line for _, line in read if line.kind == LineKind.ERROR
               or (line.kind == LineKind.FAILED and line.detail.startswith("unable to"))]
     bad_token = any(line.kind == LineKind.HUB and "invalid token" in line.detail for _, line in read)
+    token_given = token_given or opt_value(argv, "--hf-token") is not None
     for raw, line in read:
         if line.kind != LineKind.FAILED:
             continue
-        f = _given_up(line, errors, repo, argv, bad_token, msgs)
+        f = _given_up(line, errors, repo, argv, (token_given, bad_token), msgs)
         if f is not None:
             return Failure(f.kind, f.message, f.flag_or_file, f.fix, evidence=raw)
     if any(_OPENED in m for m in msgs):
         return None  # the Hub could not be asked, but a cached copy was found and loaded
     for raw, line in read:
         if line.kind == LineKind.HUB and line.detail.startswith(("GET failed", "HTTPLIB failed")):
-            return _hub(line, repo or "the repository", argv, bad_token, raw)
+            return _hub(line, repo or "the repository", (token_given, bad_token), raw)
     return None
 
 
@@ -57,16 +62,18 @@ def _fail(message: str, flag: str | None, fix: str) -> Failure:
     return Failure(FailureKind.DOWNLOAD_FAILED, message, flag, fix)
 
 
-def _token_fix(argv: Sequence[str], bad_token: bool, repo: str) -> str:
+def _token_fix(token: tuple[bool, bool], repo: str) -> str:
+    """The fix for a 401/403, by `token`: (a token was given, llama-server called it invalid)."""
+    given, bad_token = token
     if bad_token:
         return ("llama-server ignored the token given: a Hugging Face token is hf_ followed by at least 34 letters "
                 "and digits; " + _TOKEN_FIX + ".")
-    if opt_value(list(argv), "--hf-token"):
-        return f"The token given (-hft) was refused: make sure it may read {repo} and that its terms were accepted."
+    if given:
+        return f"The token given (-hft or HF_TOKEN) was refused: make sure it may read {repo} and that its terms were accepted."
     return f"Accept the repository's terms on huggingface.co if it is gated, and {_TOKEN_FIX}."
 
 
-def _hub(line: DownloadLine, repo: str, argv: Sequence[str], bad_token: bool, raw: str) -> Failure:
+def _hub(line: DownloadLine, repo: str, token: tuple[bool, bool], raw: str) -> Failure:
     code, detail = line.number, line.detail.split(": ", 1)[-1].strip()
     if code is None:  # HTTPLIB failed: the Hub's address did not answer
         f = _fail(f"llama-server could not download {repo}: it could not reach the Hugging Face Hub ({detail}).",
@@ -74,7 +81,7 @@ def _hub(line: DownloadLine, repo: str, argv: Sequence[str], bad_token: bool, ra
                   "also starts with --offline.")
     elif code in (401, 403):
         f = _fail(f"llama-server could not download {repo}: the Hub answered {code} ({detail}), so the repository "
-                  "is gated or private.", "-hf", _token_fix(argv, bad_token, repo))
+                  "is gated or private.", "-hf", _token_fix(token, repo))
     elif code == 404:
         f = _fail(f"llama-server could not download {repo}: the Hub has no repository {repo} (404 {detail}).", "-hf",
                   "Check the -hf spelling (user/model[:quant]); a private repository also answers 404 without a "
@@ -89,7 +96,7 @@ def _available(msgs: Sequence[str]) -> list[str]:
     return [am.group(1) for m in msgs if (am := _AVAILABLE.match(m))]
 
 
-def _given_up(line: DownloadLine, errors: list[DownloadLine], repo: str, argv: Sequence[str], bad_token: bool,
+def _given_up(line: DownloadLine, errors: list[DownloadLine], repo: str, argv: Sequence[str], token: tuple[bool, bool],
               msgs: Sequence[str]) -> Failure | None:
     detail = line.detail
     if detail.startswith("no GGUF files found") or detail.endswith("not found in repository"):
@@ -109,10 +116,10 @@ def _given_up(line: DownloadLine, errors: list[DownloadLine], repo: str, argv: S
             return _fail(f"llama-server could not download the model: {reason}.".replace("..", "."), None,
                          "Check the -hf/-mu value and the network.")
         return None  # "download failed after N attempts" etc.: the final "failed to download model" line follows
-    return _url_failure(_hide_user(line.url), line.number, errors, argv, bad_token, repo)
+    return _url_failure(_hide_user(line.url), line.number, errors, token, repo)
 
 
-def _url_failure(url: str, code: int, errors: list[DownloadLine], argv: Sequence[str], bad_token: bool,
+def _url_failure(url: str, code: int, errors: list[DownloadLine], token: tuple[bool, bool],
                  repo: str) -> Failure:
     name = file_name(url)
     host = urlsplit(url).netloc or url
@@ -133,7 +140,7 @@ def _url_failure(url: str, code: int, errors: list[DownloadLine], argv: Sequence
                      "Check the network and the address (HF_ENDPOINT for -hf, the URL for -mu).")
     if code in (401, 403):
         return _fail(f"llama-server could not download {name}: {url} answered {code}, so it needs a token.",
-                     "-hf" if repo else "-mu", _token_fix(argv, bad_token, repo or host))
+                     "-hf" if repo else "-mu", _token_fix(token, repo or host))
     if code == 404:
         return _fail(f"llama-server could not download {name}: {url} answered 404 (no such file).",
                      "-hf" if repo else "-mu", "Check the URL, or the quant or file asked for in the repository.")

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from tui.core.options.redact import redact_argv
 from tui.core.options.settings import Settings
-from tui.core.config.paths import data_dir
+from tui.core.config.paths import data_dir, private_dir, private_file
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +26,11 @@ _LOG_SEQ = itertools.count(1)
 
 
 def new_log_path(log_dir: Path | None, launch_id: int) -> Path | None:
-    """A fresh log file path for one launch (None if the folder cannot be made); prunes old logs."""
+    """A fresh log file path for one launch (None if the folder cannot be made); prunes old logs.
+    The folder is private (0700): a log holds the model's path, prompts' effects and server output."""
     root = log_dir if log_dir is not None else data_dir() / "logs"
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        private_dir(root)
     except OSError:
         return None
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -45,11 +46,12 @@ def new_log_path(log_dir: Path | None, launch_id: int) -> Path | None:
 
 
 def open_launch_log(path: Path | None, launch_id: int, argv: Sequence[str]) -> BinaryIO | None:
-    """Open a launch's log for appending, with a header naming the (redacted) argv; None if it cannot."""
+    """Open a launch's log (created 0600) for appending, with a header naming the (redacted) argv; None
+    if it cannot."""
     if path is None:
         return None
     try:
-        logf = open(path, "ab", buffering=0)
+        logf = open(private_file(path), "ab", buffering=0)
         header = f"# mtp-tune launch {launch_id} at {_dt.datetime.now().isoformat(timespec='seconds')}\n"
         header += "# argv: " + " ".join(redact_argv(argv)) + "\n"
         logf.write(header.encode())

@@ -6,14 +6,22 @@ import re
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from tui.core.config.endpoint import on_hub
+from tui.core.config.text import safe_text
 from tui.core.options.argv import settings_to_argv
 from tui.core.options.reader import occurrences, value, without
+from tui.core.options.redact import env_secrets
 from tui.core.options.settings import Settings
 from tui.core.server.download_watch import Downloads
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.server.keyfile import KeyFile
 
+#: The options that make llama-server download from a URL. b11434 sends its Hugging Face token as
+#: the bearer of those downloads wherever they point (common/arg.cpp `opts.bearer_token`,
+#: download.cpp), so a launch naming one off the Hub endpoint's origin gets no HF_TOKEN.
+URL_DOWNLOAD_OPTIONS = ("--model-url", "--mmproj-url")
 #: Lines kept from the start of each launch for classification (argument and load errors come first).
 HEAD_LINES = 400
 VERBOSITY_OPTIONS = ("-lv", "-v")  # any spelling of either (the reader knows them all)
@@ -28,13 +36,14 @@ _ROUTER_EXIT = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
 
 
 def launch_argv(binary: str | Path, settings: Settings) -> tuple[list[str], str, int | None]:
-    """The argv a launch of `settings` runs (log flags added, `--host`/`--port` taken out, no key) and
-    its host and port (None: pick a free one).
+    """The argv a launch of `settings` runs (log flags added, `--host`/`--port` taken out, no secret)
+    and its host and port (None: pick a free one).
 
-    The argv is built here, at spawn, from the Settings the supervisor carries; the API key is not in
-    it (it goes through a 0600 `--api-key-file`, `keyfile`). `--host`/`--port` kept verbatim in
-    `extra_args` win, as llama-server's last-value rule says; a bad port is a ValueError naming it."""
-    given = settings_to_argv(replace(settings, api_key=None))
+    The argv is built here, at spawn, from the Settings the supervisor carries; no secret is in it:
+    the API key goes through a 0600 `--api-key-file` (`keyfile`), the Hugging Face token through the
+    child's environment (`secret_env`). `--host`/`--port` kept verbatim in `extra_args` win, as
+    llama-server's last-value rule says; a bad port is a ValueError naming it."""
+    given, _ = env_secrets(settings_to_argv(replace(settings, api_key=None)))
     host = value(given, "--host") or "127.0.0.1"
     port_s = value(given, "--port")
     rest = without(given, "--host", "--port")
@@ -49,6 +58,31 @@ def launch_argv(binary: str | Path, settings: Settings) -> tuple[list[str], str,
     if not occurrences(rest, "--log-colors"):
         argv += ["--log-colors", "off"]
     return argv, host, port
+
+
+def secret_env(settings: Settings) -> dict[str, str]:
+    """The secrets a launch of `settings` passes in its child's environment instead of the argv
+    (`-hft TOKEN` -> HF_TOKEN): an environment is readable by its owner only, an argv by anyone."""
+    return env_secrets(settings.extra_args)[1]
+
+
+def off_hub_url(settings: Settings) -> str | None:
+    """The first URL a launch of `settings` downloads from that lies off the Hub endpoint's origin
+    (`-mu`, `-mmu`), or None: llama-server would send HF_TOKEN to that host."""
+    for opt in URL_DOWNLOAD_OPTIONS:
+        url = value(list(settings.extra_args), opt)
+        if url and not on_hub(url):
+            return url
+    return None
+
+
+def withhold_token(env: dict[str, str], settings: Settings) -> str | None:
+    """Take HF_TOKEN (given by `-hft` or inherited) out of a child's `env` when the launch downloads
+    from a host that is not the Hub; returns that host, made safe to print (for the launch log), else None."""
+    url = off_hub_url(settings)
+    if url is None or env.pop("HF_TOKEN", None) is None:
+        return None
+    return safe_text(urlsplit(url).netloc or url)[:200]
 
 
 @dataclass
@@ -66,6 +100,7 @@ class Launch:
     settings: Settings = field(default_factory=Settings)  # what was asked for: the argv is built from it
     key_file: KeyFile | None = field(default=None, repr=False)  # the API key's 0600 file while it runs
     downloads: Downloads | None = field(default=None, repr=False)  # what -hf/-mu fetch (None: a model on disk)
+    token_given: bool = False  # a Hugging Face token reached the server (HF_TOKEN in its environment)
     pid: int | None = None
     ready_at: float | None = None
     ended_at: float | None = None

@@ -149,7 +149,8 @@ class LaunchThreads(HandleCore):
                 new, failure = ServerState.FAILED, launch.failure
             else:
                 failure = classify(rc, self._launch_lines(launch), raw_log_path=launch.log_path, argv=launch.argv,
-                                   was_ready=launch.ready_at is not None, known_options=self._known_options)
+                                   was_ready=launch.ready_at is not None, known_options=self._known_options,
+                                   token_given=launch.token_given)
                 launch.failure = failure
                 new = ServerState.EXITED if rc == 0 else ServerState.FAILED
                 retry = (failure.kind == FailureKind.PORT_IN_USE and launch.auto_port

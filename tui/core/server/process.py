@@ -32,8 +32,10 @@ class Stoppable(Protocol):
     def _terminate_now(self, grace: float) -> None: ...
 
 
-def child_env(base: Mapping[str, str] | None = None, keep_llama_env: bool = False) -> dict[str, str]:
-    """The one environment sanitiser: a child's environment without LLAMA_ARG_* and LLAMA_API_KEY.
+def child_env(base: Mapping[str, str] | None = None, keep_llama_env: bool = False,
+              secrets: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The one environment sanitiser: a child's environment without LLAMA_ARG_* and LLAMA_API_KEY,
+    plus `secrets` (a launch's `-hft` as HF_TOKEN: never in the argv, `launch.secret_env`).
 
     Every LLAMA_ARG_* variable is a llama-server option; a tuner must run exactly the argv it shows.
     """
@@ -41,6 +43,7 @@ def child_env(base: Mapping[str, str] | None = None, keep_llama_env: bool = Fals
     if not keep_llama_env:
         for k in [k for k in env if k.startswith("LLAMA_ARG_") or k == "LLAMA_API_KEY"]:
             del env[k]
+    env.update(secrets or {})
     return env
 
 

@@ -4,7 +4,8 @@ The supervisor owns one server process at a time. It carries the Settings it was
 one version of "what is running": history and probe labels read them) and builds the argv from them
 only at spawn, as a list (never a shell string), on 127.0.0.1 and a free port, with the log verbosity
 that prints the memory lines (`-lv 4 --log-colors off`); the API key goes through a 0600
-`--api-key-file` (`keyfile`), never the argv. The caller never blocks on the server: a reader and a
+`--api-key-file` (`keyfile`) and the Hugging Face token through the child's environment (HF_TOKEN),
+never the argv. The caller never blocks on the server: a reader and a
 watcher thread per launch follow it (`launch_threads`: log file under `data_dir()/logs/`, bounded
 tail, memory report, readiness with a bounded timeout), and one dispatcher thread per supervisor
 (`events.EventHub`) delivers state changes and log lines to listeners in order.
@@ -31,7 +32,7 @@ from tui.core.server.failures import Failure
 from tui.core.server.handle import RunningSettings
 from tui.core.server.history import new_log_path, open_launch_log, record_history
 from tui.core.server.keyfile import KeyFile, KeyFileError, split_keys
-from tui.core.server.launch import Launch, launch_argv, spawn_failure
+from tui.core.server.launch import Launch, launch_argv, secret_env, spawn_failure, withhold_token
 from tui.core.server.launch_threads import LaunchThreads
 from tui.core.server.process import child_env, free_port, register, unregister
 from tui.core.server.spawn import SpawnError, spawn
@@ -244,7 +245,12 @@ class Supervisor(LaunchThreads):
             detail = f"the free port picked before was taken meanwhile; retrying on port {port}: {detail}"
         self.events.emit_state(StateEvent(ServerState.STARTING, previous, launch_id, launch.started_at, detail=detail))
         logf = open_launch_log(launch.log_path, launch_id, argv)
-        env = child_env(self._env, self._keep_llama_env)
+        env = child_env(self._env, self._keep_llama_env, secret_env(launch.settings))
+        withheld = withhold_token(env, launch.settings)
+        if withheld and logf:
+            logf.write(f"# HF_TOKEN not passed on: {withheld} is not the Hub endpoint's origin, and "
+                       "llama-server would send it there as the bearer of the download\n".encode())
+        launch.token_given = bool(env.get("HF_TOKEN"))
         spots = watch_spots(launch.settings, env)
         launch.downloads = Downloads(spots) if spots else None
         try:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.argv import settings_to_argv
+from tui.core.options.redact import without_secrets
 from tui.core.options.settings import Settings, effective_spec_types
 from tui.core.options.validate import errors, validate
 from tui.core.sweep.axes import (
@@ -86,9 +87,10 @@ def normalize(settings: Settings) -> Settings:
 
 
 def settings_key(settings: Settings) -> str:
-    """A stable hash of what a launch runs (argv without host, port and key)."""
+    """A stable hash of what a launch runs (argv without host, port and secrets: `-hft` or HF_TOKEN is
+    the same launch)."""
     s = replace(settings, host="127.0.0.1", port=None, api_key=None)
-    return _hash(settings_to_argv(s))
+    return _hash(without_secrets(settings_to_argv(s)))
 
 
 def settings_json(settings: Settings, *, only_set: bool = True) -> dict[str, Any]:
