@@ -25,6 +25,7 @@ import pytest
 from tests.helpers.range_server import LoopbackHub, serve
 from tests.helpers.remote_cli import child_env
 from tests.helpers.supervisor_util import end_child, lines_until
+from tui.core.options.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 #: llama-server accepts a token as "hf_" and at least 34 letters and digits (it ignores others).
@@ -197,3 +198,11 @@ def test_a_launch_downloading_from_another_host_gets_no_token(canary: Canary, se
     logs = list((canary.home / "data").rglob("server-*.log"))
     assert logs and any("HF_TOKEN not passed on" in p.read_text() for p in logs), logs
     assert canary.leaks() == []
+
+
+def test_a_settings_repr_shows_no_secret() -> None:
+    """A Settings in a log line, an assertion message or a traceback keeps the token and key masked."""
+    s = Settings(model="m.gguf", api_key="the-key", extra_args=["-hft", CANARY, "--alias", "a"])
+    text = repr(s)
+    assert NEEDLE not in text and "the-key" not in text
+    assert "'--alias', 'a'" in text and "model='m.gguf'" in text and text.startswith("Settings(")

@@ -7,7 +7,7 @@ ranges of each live in `options.rules`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from tui.core.options.redact import REDACTED, redact_argv
 
@@ -68,6 +68,12 @@ class Settings:
         arguments) and every other secret option in `extra_args` (`-hft`) replaced by `REDACTED`."""
         extra = redact_argv(self.extra_args)
         return replace(self, api_key=REDACTED if self.api_key else None, extra_args=extra)
+
+    def __repr__(self) -> str:
+        """The dataclass's repr with every secret masked: a Settings in a log line, an assertion or a
+        traceback shows no token (a dataclass keeps an explicit __repr__ instead of writing its own)."""
+        safe = self.redacted()
+        return "Settings(" + ", ".join(f"{f.name}={getattr(safe, f.name)!r}" for f in fields(self) if f.repr) + ")"
 
 
 def effective_spec_types(types: list[str]) -> list[str]:

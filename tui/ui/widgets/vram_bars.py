@@ -16,6 +16,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from tui.core.config.text import safe_text
 from tui.core.gpu.types import NA, GpuDevice, GpuSnapshot
 from tui.ui.format import gib_pair, markup_safe, mib, plain
 from tui.ui.view import EXACT_LABEL, SEGMENTS, DevicePlan, PlanView
@@ -81,7 +82,7 @@ class DeviceBar(Widget):
         if self.kind == "host":
             return "host RAM"
         if self.kind == "rpc" and self.plan is not None:
-            return f"{self.plan.name} {self.plan.key[len('RPC0['):-1]}"
+            return safe_text(f"{self.plan.name} {self.plan.key[len('RPC0['):-1]}")  # an RPC server named itself
         return f"GPU{self.gpu_index}"
 
     def _cstyle(self, name: str) -> Style:
@@ -100,9 +101,9 @@ class DeviceBar(Widget):
         if self.kind in ("host", "rpc"):
             return "(remote)" if self.kind == "rpc" else ""
         if self.plan is not None:
-            return self.plan.name
+            return safe_text(self.plan.name)
         if self.live is not None and self.live.name is not NA:
-            return str(self.live.name).replace(" (simulated)", "")
+            return safe_text(self.live.name).replace(" (simulated)", "")
         return "device"
 
     def _title_line(self, width: int) -> Text:
@@ -196,7 +197,7 @@ class DeviceBar(Widget):
         foreign = [p for p in d.processes if not p.is_ours]
         if foreign:
             t.append(f" ⚠{len(foreign)}", self._cstyle("foreign"))
-            names = ", ".join(f"{p.name} {mib(_num(p.used_memory_mib))}" for p in foreign[:2])
+            names = ", ".join(f"{safe_text(p.name)} {mib(_num(p.used_memory_mib))}" for p in foreign[:2])
             more = f" +{len(foreign) - 2}" if len(foreign) > 2 else ""
             note = Text(f"\n      ⚠ not ours: {names}{more}", self._cstyle("foreign"))
             note.truncate(width)
