@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -138,27 +139,23 @@ async def test_the_picker_says_what_it_reads_while_it_runs(hub: LoopbackHub) -> 
     app = make_app(options(form_settings()))
     async with app.run_test(size=(160, 40)) as pilot:
         assert await until(pilot, lambda: planned(app))
-        hub.rate_bps = 1 << 20  # a slow link: each header read takes a quarter of a second
-        await pilot.press("v")
-        assert await until(pilot, lambda: isinstance(app.screen, VariantsScreen))
-        screen = app.screen
-        assert isinstance(screen, VariantsScreen)
+        gate = threading.Event()
+        hub.gate = gate  # every header read waits until the test has seen the picker while it reads
+        try:
+            await pilot.press("v")
+            assert await until(pilot, lambda: isinstance(app.screen, VariantsScreen))
+            screen = app.screen
+            assert isinstance(screen, VariantsScreen)
 
-        def status() -> str:
-            return str(screen.query_one("#variants-status", Static).render())
+            def status() -> str:
+                return str(screen.query_one("#variants-status", Static).render())
 
-        seen: list[tuple[str, bool, bool, str]] = []  # what each poll saw while the picker ran
-
-        def look() -> bool:
-            seen.append((status(), screen.controller.view.done, screen.query_one("#variants-table", DataTable).display,
-                         str(screen.query_one("#variants-hint", Static).render())))
-            return "reading the header of m-" in seen[-1][0] or seen[-1][1]
-
-        assert await until(pilot, look)
-        reading = [s for s in seen if "reading the header of m-" in s[0]]
-        assert reading, seen[-1]
-        _, done, table_shown, hint = reading[0]
-        assert not done and not table_shown and "headers only" in hint
+            assert await until(pilot, lambda: "reading the header of m-" in status()), status()
+            assert not screen.controller.view.done
+            assert not screen.query_one("#variants-table", DataTable).display
+            assert "headers only" in str(screen.query_one("#variants-hint", Static).render())
+        finally:
+            gate.set()
         assert await until(pilot, lambda: screen.controller.view.done)
         assert status().startswith("commit 0123456789: 3 rows: 2 fit as given, 0 with fit, 1 does not; headers: ")
         assert "range request" in status()  # what the headers cost, read now

@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 CHUNK = 1 << 20
+GATE_S = 60.0  # the most a gated body waits for its test
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class LoopbackHub:
         self.ignore_range: set[str] = set()
         self.status_for: dict[str, int] = {}
         self.rate_bps: float | None = None
+        #: when set, every file body waits (bounded) for this event: a test holds a read in flight
+        #: until it has seen what the client shows meanwhile, instead of hoping a poll catches it
+        self.gate: threading.Event | None = None
         self.routes: dict[str, Any] = {}  # path -> fn(handler, head): answers it (and records its Hit)
         self._log: list[Hit] = []
         self._in_flight = 0
@@ -292,6 +296,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self, p: Path, start: int, n: int) -> int:
         """Write `n` bytes of `p` from `start`; stop when the client goes away (a refused 200)."""
         rate = self.server.hub.rate_bps
+        gate = self.server.hub.gate
+        if gate is not None:
+            gate.wait(GATE_S)
         sent = 0
         step = CHUNK if rate is None else max(4096, int(rate / 20))
         t0 = time.monotonic()
@@ -363,9 +370,17 @@ def serve() -> Iterator[LoopbackHub]:
         t.join(timeout=10)
 
 
+#: The sockets behind `closed_port_url`, bound and never listening, held for the test process's life.
+_HELD_PORTS: list[socket.socket] = []
+
+
 def closed_port_url(name: str = "model.gguf") -> str:
-    """A loopback URL nobody listens on (the 'no network' case, without leaving this machine)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/files/{name}"
+    """A loopback URL nobody listens on (the 'no network' case, without leaving this machine).
+
+    The port stays bound (never listening: a connection is refused at once) for the rest of the test
+    run, so no other server can take it meanwhile; a port closed and handed back could be reused by a
+    server started beside the test, which then answered or hung instead of refusing."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _HELD_PORTS.append(s)
+    return f"http://127.0.0.1:{s.getsockname()[1]}/files/{name}"

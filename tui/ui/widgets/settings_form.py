@@ -80,7 +80,7 @@ class SettingsForm(VerticalScroll):
         self._initial = settings or Settings()
         self._restart_fields: frozenset[str] = frozenset()
         self._problems: dict[str, FieldProblem] = {}
-        self._running: Settings | None = None
+        self._running_settings: Settings | None = None  # not `_running`: Textual's MessagePump owns that name (its loop flag)
         self._complete = False  # all groups mounted
         self._controls: dict[str, Widget] = {}
         self._labels: dict[str, Label] = {}
@@ -122,7 +122,7 @@ class SettingsForm(VerticalScroll):
         if self._reload_when_complete:
             self._reload_when_complete = False
             self.load(self._initial)
-        running = self._running
+        running = self._running_settings
         self._problems, problems = {}, self._problems
         self.show_problems(problems.values())
         self._restart_fields = frozenset()
@@ -233,7 +233,7 @@ class SettingsForm(VerticalScroll):
 
     def mark_running(self, running: Settings | None) -> frozenset[str]:
         """Mark fields whose value differs from the running server's ("restart needed")."""
-        self._running = running
+        self._running_settings = running
         current, _ = self.read()
         changed: set[str] = set()
         if running is not None:
