@@ -12,7 +12,8 @@ import pytest
 from tests.helpers.archshapes import write_arch_shape
 from tui.core.options.argv import settings_from_argv
 from tui.core.planning import calibration as cal
-from tui.core.planning.calibrate import attach, cached_calibration, calibrate
+from tui.core.planning.cache import attach, cached_calibration
+from tui.core.planning.calibrate import calibrate
 from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.exact import exact_plan
 from tui.core.planning.gguf_reader import read_gguf
