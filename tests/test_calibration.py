@@ -64,7 +64,6 @@ def test_calibration_round_trips_and_rejects_other_formats() -> None:
     assert cal.Calibration.from_dict({**c.to_dict(), "format": cal.FORMAT - 1}) is None
 
 
-@pytest.mark.server
 def test_a_model_calibrated_by_llama_cpp_is_near_exact_on_settings_it_never_saw(
         server_bin: Path, rpc_server_bin: Path, tmp_path: Path) -> None:
     """qwen3 (an architecture no constant of the estimate was set on): calibrate, then compare the

@@ -27,7 +27,6 @@ from tui.ui.view import CALIBRATED_LABEL, ESTIMATE_LABEL, EXACT_LABEL
 from tui.ui.widgets.settings_form import SettingsForm
 from tui.ui.widgets.vram_bars import TITLE, DeviceBar
 
-pytestmark = [pytest.mark.server]
 
 DEADLINE_S = 60.0
 
