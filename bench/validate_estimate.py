@@ -38,7 +38,8 @@ from tests.helpers.archshapes import write_arch_shape  # noqa: E402
 from tests.helpers.shapemodel import write_shape_model  # noqa: E402
 from tui.core.options.argv import settings_from_argv  # noqa: E402
 from tui.core.planning import calibration as cal  # noqa: E402
-from tui.core.planning.calibrate import attach, calibrate  # noqa: E402
+from tui.core.planning.cache import attach  # noqa: E402
+from tui.core.planning.calibrate import calibrate  # noqa: E402
 from tui.core.planning.devices import DeviceSpec  # noqa: E402
 from tui.core.planning.errorband import BANDS_PATH  # noqa: E402
 from tui.core.planning.exact import exact_plan  # noqa: E402

@@ -1,5 +1,12 @@
 """Shared fixtures: the real llama-server (found or built once), generated tiny models, and a
-hermetic environment so no user config, cache or LLAMA_ARG_* variable leaks into a test."""
+hermetic environment so no user config, cache or LLAMA_ARG_* variable leaks into a test.
+
+Test tiers: a test that uses a fixture in SERVER_FIXTURES (directly or through another fixture) is marked
+`server` at collection, so `pytest -m "not server"` (the fast tier) never needs llama-server; a hand-written
+`server` marker is kept only where a test reaches the server some other way. In the fast tier the build cache
+is an empty folder and any build stops in one sentence naming the test, so a test that still reaches the
+server fails loudly instead of building llama-server (6 minutes) or leaning on a cached build.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.mark.expression import Expression  # how `-m` reads its expression: the tier is decided alike
 
 from tests.helpers.range_server import LoopbackHub, serve
 from tui.core.server import provision
@@ -19,10 +27,48 @@ DEFAULT_MODELS = ("tiny-mtp", "tiny-nomtp", "tiny-mtp-a50", "tiny-mtp-random", "
 
 _REAL_CACHE = provision.cache_dir()  # captured before any test redirects XDG dirs
 
+#: Fixtures that need the real llama-server binary (found, or built on first use).
+SERVER_FIXTURES = frozenset({"server_bin"})
+
+_FAST_TIER = pytest.StashKey[bool]()
+_CURRENT_TEST = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast tier is any run whose `-m` expression leaves out `server` tests."""
+    markexpr = config.getoption("markexpr", "") or ""
+    config.stash[_FAST_TIER] = bool(markexpr) and not Expression.compile(markexpr).evaluate(
+        lambda name, **_: name == "server")
+    config.stash[_CURRENT_TEST] = ""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `server` from the fixtures a test uses, before `-m` deselects: no hand marker to forget."""
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Remember the test being set up, so a session fixture's refusal can name it."""
+    item.config.stash[_CURRENT_TEST] = item.nodeid
+
+
+_FAST_TIER_BUILDS = 'the fast tier (-m "not server") never builds llama-server, yet this test did'
+
+
+def _fast_tier_refusal(config: pytest.Config) -> str:
+    return (f"{config.stash[_CURRENT_TEST]} reaches llama-server in the fast tier (-m \"not server\"), which "
+            "never builds or uses one: give it the server_bin fixture or a `server` marker.")
+
 
 @pytest.fixture(autouse=True)
-def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Temp XDG dirs and LLAMA_CACHE, no LLAMA_ARG_* (llama-server reads all of these)."""
+def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                 request: pytest.FixtureRequest) -> Iterator[Path]:
+    """Temp XDG dirs and LLAMA_CACHE, no LLAMA_ARG_* (llama-server reads all of these); in the fast tier
+    also no build cache and no build (see the module's docstring)."""
     root = tmp_path_factory.mktemp("env")
     for var in [v for v in os.environ if v.startswith("LLAMA_ARG_") or v in (
             "LLAMA_API_KEY", "CUDA_VISIBLE_DEVICES", "HF_TOKEN", "HF_ENDPOINT", "MODEL_ENDPOINT")]:
@@ -39,15 +85,25 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     ):
         (root / sub).mkdir()
         monkeypatch.setenv(var, str(root / sub))
-    # The build cache stays the real one: rebuilding llama-server per test would take 15 minutes.
-    monkeypatch.setenv("MTP_TUNE_CACHE_DIR", str(_REAL_CACHE))
     monkeypatch.delenv(provision.ENV_SERVER, raising=False)
+    if request.config.stash[_FAST_TIER]:
+        (root / "cache").mkdir()
+        monkeypatch.setenv("MTP_TUNE_CACHE_DIR", str(root / "cache"))
+        # A build, in this process or a child mtp-tune, reads its source package from here first: a path that
+        # is not there stops it at once, and the path says why and names the test.
+        monkeypatch.setenv(provision.ENV_SDIST, str(root / _FAST_TIER_BUILDS / request.node.nodeid))
+    else:
+        # The build cache stays the real one: rebuilding llama-server per test would take 15 minutes.
+        monkeypatch.setenv("MTP_TUNE_CACHE_DIR", str(_REAL_CACHE))
     yield root
 
 
 @pytest.fixture(scope="session")
-def server_bin() -> Path:
-    """The real llama-server: $MTP_TUNE_TEST_SERVER, else the cached build (built on first use)."""
+def server_bin(request: pytest.FixtureRequest) -> Path:
+    """The real llama-server: $MTP_TUNE_TEST_SERVER, else the cached build (built on first use); a refusal
+    naming the test in the fast tier, which a test reaches only through `request.getfixturevalue`."""
+    if request.config.stash[_FAST_TIER]:
+        pytest.fail(_fast_tier_refusal(request.config), pytrace=False)
     env = os.environ.get("MTP_TUNE_TEST_SERVER")
     if env:
         return Path(env)

@@ -12,7 +12,8 @@ import pytest
 from tests.helpers.archshapes import write_arch_shape
 from tui.core.options.argv import settings_from_argv
 from tui.core.planning import calibration as cal
-from tui.core.planning.calibrate import attach, cached_calibration, calibrate
+from tui.core.planning.cache import attach, cached_calibration
+from tui.core.planning.calibrate import calibrate
 from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.exact import exact_plan
 from tui.core.planning.gguf_reader import read_gguf
@@ -63,7 +64,6 @@ def test_calibration_round_trips_and_rejects_other_formats() -> None:
     assert cal.Calibration.from_dict({**c.to_dict(), "format": cal.FORMAT - 1}) is None
 
 
-@pytest.mark.server
 def test_a_model_calibrated_by_llama_cpp_is_near_exact_on_settings_it_never_saw(
         server_bin: Path, rpc_server_bin: Path, tmp_path: Path) -> None:
     """qwen3 (an architecture no constant of the estimate was set on): calibrate, then compare the

@@ -140,7 +140,6 @@ def test_attach_refuses_server_flags() -> None:
     assert out.returncode == 2 and "--attach" in out.stderr and "-c 4096" in out.stderr
 
 
-@pytest.mark.server
 @pytest.mark.slow
 def test_the_real_command_opens_the_tui_with_the_flags_in_the_form(tmp_path: Path, server_bin: Path,
                                                                      tiny_models: dict[str, Path]) -> None:

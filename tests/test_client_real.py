@@ -16,7 +16,6 @@ from tui.core.server.failures import FailureKind
 from tui.core.server.events import ServerState
 from tui.core.server.supervisor import Supervisor
 
-pytestmark = pytest.mark.server
 KEY = "test-key-123"
 
 

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui.core.planning import calibrate, calibration, exact
+from tui.core.planning import calibration, exact
+from tui.core.planning.cache import load_calibration
 from tui.core.remote import cache
 from tui.core.results.store import Store, StoreError, open_store
 from tui.core.sweep.state import RowResult, StateError, SweepState, load_state
@@ -179,7 +180,7 @@ CALIBRATION = calibration.Calibration("CPU", "d", ["p", 1, 2], {"main": calibrat
 @given(data=damaged(CALIBRATION))
 def test_a_damaged_calibration_is_a_miss(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "c.json").write_bytes(data)
-    got = calibrate._load(tmp_path / "c.json")
+    got = load_calibration(tmp_path / "c.json")
     if got is not None:  # what a plan then does with it: every graph's terms at some features
         for g in got.graphs.values():
             assert g.floor is None or len(g.floor) == 6
@@ -188,7 +189,7 @@ def test_a_damaged_calibration_is_a_miss(tmp_path: Path, data: bytes) -> None:
 
 def test_the_valid_calibration_is_read(tmp_path: Path) -> None:
     (tmp_path / "c.json").write_text(json.dumps(CALIBRATION))
-    assert calibrate._load(tmp_path / "c.json") is not None
+    assert load_calibration(tmp_path / "c.json") is not None
 
 
 @SETTINGS

@@ -28,7 +28,6 @@ from tui.core.server.events import ServerState
 from tui.core.server.failures import FailureKind
 from tui.core.server.supervisor import Supervisor
 
-pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parent.parent
 ARGS = ["-c", "256", "-np", "1", "-t", "1", "-tb", "1"]
 DEADLINE_S = 60.0

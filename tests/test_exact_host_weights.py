@@ -50,7 +50,6 @@ def _same_buffers(res: ExactResult, real: MemoryReport) -> None:
     assert abs(res.plan.device(HOST).components["weights"] - sum(host.values())) <= 2 * TOL  # type: ignore[union-attr]
 
 
-@pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [[], ["-lm", "none"]], ids=["mmap", "load-mode-none"])
 def test_host_buffers_equal_a_real_load(mode: list[str], qat: Path, server_bin: Path, tmp_path: Path) -> None:
@@ -64,7 +63,6 @@ def test_host_buffers_equal_a_real_load(mode: list[str], qat: Path, server_bin: 
     assert ("weights (mapped range from the file's offsets)" in notes) == (not mode)
 
 
-@pytest.mark.server
 @pytest.mark.slow
 def test_a_wrong_closed_form_never_shows_in_exact_mode(qat: Path, server_bin: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +83,6 @@ def test_a_wrong_closed_form_never_shows_in_exact_mode(qat: Path, server_bin: Pa
     _same_buffers(res, real.report)
 
 
-@pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [[], ["-lm", "none"]], ids=["mmap", "load-mode-none"])
 def test_partial_offload_and_overrides_over_a_loopback_rpc_device(mode: list[str], qat: Path, server_bin: Path,
@@ -133,7 +130,6 @@ def test_the_placement_lines_are_parsed() -> None:
     assert rep.buft_overrides == {"blk.20.ffn_up.weight": "CPU_REPACK"}
 
 
-@pytest.mark.server
 def test_the_cache_keeps_the_host_buffers(qat: Path, server_bin: Path, tmp_path: Path) -> None:
     s = settings_from_argv(["-m", str(qat), *COMMON]).settings
     first = exact_plan(s, [], server_bin, root=tmp_path)

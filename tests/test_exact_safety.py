@@ -59,7 +59,6 @@ def _tiny(tmp_path: Path, name: str = "tiny-mtp") -> Path:
 # ---- no tensor data read, none sent ----------------------------------------------------------
 
 
-@pytest.mark.server
 def test_exact_mode_reads_none_of_the_users_tensor_data(server_bin: Path, tmp_path: Path) -> None:
     model = _tiny(tmp_path)
     meta = read_gguf(model)
@@ -73,7 +72,6 @@ def test_exact_mode_reads_none_of_the_users_tensor_data(server_bin: Path, tmp_pa
     assert res.sparse_copy
 
 
-@pytest.mark.server
 def test_a_decision_never_read_sends_no_weight_to_the_users_rpc_server(server_bin: Path, rpc_server_bin: Path,
                                                                       tmp_path: Path) -> None:
     """The real load that follows an unread decision reaches the RPC device through the guard: its
@@ -116,7 +114,6 @@ def test_a_decision_never_read_sends_no_weight_to_the_users_rpc_server(server_bi
 # ---- bounded by the log's progress ------------------------------------------------------------
 
 
-@pytest.mark.server
 def test_a_decision_never_read_on_the_cpu_stops_at_the_real_load_and_keeps_the_file_unread(
         server_bin: Path, tmp_path: Path) -> None:
     model = _tiny(tmp_path)
@@ -160,7 +157,6 @@ def test_the_server_is_stopped_at_fits_first_word_of_decision(tmp_path: Path) ->
 # ---- a refusal in the server's own words ------------------------------------------------------
 
 
-@pytest.mark.server
 @pytest.mark.parametrize(("extra", "words"), [
     (["--ctx-sizee", "4096"], "rejected --ctx-sizee"),
     (["--cache-type-k", "q9"], "rejected --cache-type-k: Unsupported cache type: q9"),
@@ -192,7 +188,6 @@ def test_prune_removes_the_oldest_copies_down_to_the_cap(tmp_path: Path) -> None
     assert [c.exists() for c in copies] == [True, False, False, True]
 
 
-@pytest.mark.server
 def test_exact_mode_prunes_the_cache_and_keeps_the_copy_it_used(server_bin: Path, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "x"

@@ -55,7 +55,6 @@ def test_a_missing_part_or_a_later_part_as_m_is_one_sentence(models: tuple[Path,
 # ---- the dry run -----------------------------------------------------------------------------
 
 
-@pytest.mark.server
 def test_exact_mode_on_a_split_model_matches_the_whole_file_and_reads_no_part(
         server_bin: Path, models: tuple[Path, list[Path]], tmp_path: Path) -> None:
     whole, parts = models

@@ -14,7 +14,6 @@ from tests.helpers.supervisor_util import BASE_ARGS, FINAL, as_given, make_super
 from tui.core.server.failures import FailureKind
 from tui.core.server.events import ServerState
 
-pytestmark = pytest.mark.server
 HELPERS = Path(__file__).parent / "helpers"
 
 

@@ -17,7 +17,6 @@ def _doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-@pytest.mark.server
 def test_doctor_json_reports_real_server(server_bin: Path, tmp_path: Path) -> None:
     env = dict(os.environ, MTP_TUNE_LLAMA_SERVER=str(server_bin))
     out = _doctor(env, "--json")
@@ -32,7 +31,6 @@ def test_doctor_json_reports_real_server(server_bin: Path, tmp_path: Path) -> No
     assert data["host"]["ram_total_mib"] > 0
 
 
-@pytest.mark.server
 def test_doctor_flags_config_ini_and_env(server_bin: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "xdg" / "llama.cpp" / "config.ini"
     cfg.parent.mkdir(parents=True)

@@ -62,7 +62,6 @@ def _acceptance(server_bin: Path, model: Path, root: Path) -> tuple[int, int]:
     return drafted, accepted
 
 
-@pytest.mark.server
 @pytest.mark.parametrize("name", ["tiny-mtp", "tiny-mtp-a50", "tiny-mtp-random", "tiny-moe-mtp", "tiny-mtp-q8_0"])
 def test_real_server_acceptance_matches_generator(
     server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path, name: str
@@ -75,7 +74,6 @@ def test_real_server_acceptance_matches_generator(
     assert low <= rate <= high
 
 
-@pytest.mark.server
 def test_real_server_without_mtp_spec_has_no_draft_keys(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     with llama_server(server_bin, tiny_models["tiny-mtp"], [], tmp_path) as srv:
         t = srv.post("/completion", GREEDY)["timings"]
@@ -83,7 +81,6 @@ def test_real_server_without_mtp_spec_has_no_draft_keys(server_bin: Path, tiny_m
     assert "draft_n" not in t  # the keys are absent, not 0, when nothing was drafted
 
 
-@pytest.mark.server
 def test_real_server_refuses_mtp_on_model_without_mtp(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(ServerFailed) as info:
         with llama_server(server_bin, tiny_models["tiny-nomtp"], MTP, tmp_path):

@@ -125,7 +125,6 @@ def test_probe_rejects_non_server_binaries(tmp_path: Path) -> None:
         probe(broken)
 
 
-@pytest.mark.server
 def test_probe_real_server(server_bin: Path) -> None:
     info = probe(server_bin)
     assert info.supports_draft_mtp

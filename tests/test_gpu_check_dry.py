@@ -204,7 +204,6 @@ def test_holder_without_cuda_reports_and_is_reaped(tmp_path: Path) -> None:
     assert info["exit_code"] is not None
 
 
-@pytest.mark.server
 def test_real_launch_path_on_the_cpu_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     """The GPU run's launch path (`mtp-tune serve`, first decode, long prompt, SIGINT) on the CPU build."""
     be = RealBackend(tmp_path, server_bin.parent)
@@ -242,7 +241,6 @@ def test_short_budget_skips_cleanly_and_a_second_call_continues(tmp_path: Path) 
     assert len(third["matrix"]) == len(second["matrix"])
 
 
-@pytest.mark.server
 def test_adapter_exact_mode_on_the_cpu_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     """The adapter reaches the product's exact mode (the import paths the GPU run needs are live)."""
     from bench.gpu_check import adapter

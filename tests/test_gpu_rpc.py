@@ -14,8 +14,6 @@ from tui.core.planning.devices import device_set
 from tui.core.planning.standin import RpcServers, host_total_mib
 from tui.core.server.process import free_port
 
-pytestmark = pytest.mark.server
-
 
 def test_reads_free_and_total_memory_of_a_real_rpc_server(rpc_server_bin: Path) -> None:
     with RpcServers(rpc_server_bin, count=1) as rpc:

@@ -87,7 +87,6 @@ def _router_models(server: Path, ini: Path, root: Path) -> tuple[bool, object]:
         proc.wait(timeout=10)
 
 
-@pytest.mark.server
 @pytest.mark.parametrize("name", CASES)
 def test_golden_against_real_router(name: str, server_bin: Path, tmp_path: Path) -> None:
     exp = expected(name)

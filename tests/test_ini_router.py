@@ -23,7 +23,6 @@ from tui.core.presets.profiles import save_profile
 from tui.core.options.settings import Settings
 from tui.core.server.process import child_env
 
-pytestmark = pytest.mark.server
 
 LISTEN = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 PRESET_HEAD = "version = 1\n\n; shared by every model\n[*]\nt = 1\ntb = 1\nnp = 1\n"

@@ -19,7 +19,7 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.core.planning.reconcile import reconcile
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 COMMON = ["-t", "1", "-tb", "1", "--no-warmup", "-fit", "off"]
 MTP = ["--spec-type", "draft-mtp"]

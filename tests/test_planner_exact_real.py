@@ -39,7 +39,7 @@ from tui.core.planning.reconcile import reconcile
 from tui.core.planning.standin import RpcServers
 from tui.core.server.supervisor import Supervisor
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 COMMON = ["-t", "1", "-tb", "1", "--no-warmup"]
 #: the estimate's real-server cases, plus --fit off with the context left to the model

@@ -22,7 +22,7 @@ from tests.helpers.launch import probe_launch
 from tui.core.planning.standin import RpcServers
 from tui.core.planning.reconcile import reconcile
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 EXACT = ("weights", "kv", "draft_kv", "recurrent", "output")
 APPROX = ("compute", "draft_compute")

@@ -115,7 +115,6 @@ def test_the_tui_counts_rpc_devices_for_validation(model: str) -> None:
     assert ui_planning.device_count(two, None, opts) == 1
 
 
-@pytest.mark.server
 def test_a_real_rpc_server_is_asked_once_per_plan(model: str, rpc_server_bin: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     from tui.core.probes.session import predict_memory
@@ -147,7 +146,6 @@ def test_a_real_rpc_server_is_asked_once_per_plan(model: str, rpc_server_bin: Pa
         assert proxy.count() == 5
 
 
-@pytest.mark.server
 def test_exact_mode_dry_runs_without_the_unreachable_server(model: str, server_bin: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:

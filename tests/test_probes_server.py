@@ -29,7 +29,6 @@ from tui.core.probes.suites import ProbePrompt, Suite, long_prompt_suite, task_s
 from tui.core.results.store import Store
 from tui.core.demo.tiny_model import PRESETS, expected_acceptance_band, preset, write_tiny_model
 
-pytestmark = pytest.mark.server
 N_MAX = 3
 
 

@@ -193,7 +193,6 @@ def test_a_model_without_mtp_layers_names_the_repo_s_mtp_head(hub: LoopbackHub, 
 
 # ---- the real llama-server downloads what `sidecars` predicts ----
 
-@pytest.mark.server
 @pytest.mark.parametrize("extra", [[], ["--no-mmproj", "--spec-type", "draft-mtp"]], ids=["mmproj", "mtp"])
 def test_llama_server_downloads_what_sidecars_predict(server_bin: Path, tiny_models: dict[str, Path],
                                                       tmp_path: Path, extra: list[str]) -> None:

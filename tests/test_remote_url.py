@@ -179,7 +179,6 @@ def _part_header(part: Path) -> int:
         return parse_header(part, fh, part.stat().st_size)[3]
 
 
-@pytest.mark.server
 @pytest.mark.parametrize("case", ["tiny-moe-mtp", "qwen36-shape"])
 def test_cli_exact_plan_of_a_url_equals_the_exact_plan_of_the_file(
         case: str, hub: LoopbackHub, server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path,

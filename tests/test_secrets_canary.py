@@ -143,7 +143,6 @@ def _served(canary: Canary, server_bin: Path, *args: str) -> Iterator[int]:
         end_child(proc, server_pid)
 
 
-@pytest.mark.server
 def test_serve_gives_the_token_in_the_environment_never_the_argv(canary: Canary, server_bin: Path,
                                                                 tiny_models: dict[str, Path]) -> None:
     with _served(canary, server_bin, "-m", str(tiny_models["tiny-mtp"])) as server_pid:
@@ -154,7 +153,6 @@ def test_serve_gives_the_token_in_the_environment_never_the_argv(canary: Canary,
     assert canary.leaks() == []
 
 
-@pytest.mark.server
 @pytest.mark.timeout(240)
 def test_a_tune_downloads_with_the_token_and_keeps_it_nowhere(canary: Canary, server_bin: Path, tmp_path: Path) -> None:
     """A short tune of the gated repo: the real llama-server downloads it with the token (the Hub lets
@@ -179,7 +177,6 @@ def test_a_tune_downloads_with_the_token_and_keeps_it_nowhere(canary: Canary, se
     assert canary.leaks() == []
 
 
-@pytest.mark.server
 def test_a_launch_downloading_from_another_host_gets_no_token(canary: Canary, server_bin: Path,
                                                             tiny_models: dict[str, Path]) -> None:
     """llama-server sends its token as the bearer of a `-mu` download wherever it points; a launch whose

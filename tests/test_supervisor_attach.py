@@ -5,15 +5,11 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.supervisor_util import BASE_ARGS, MTP_ARGS, Recorder, make_supervisor
 from tui.core.server.attach import Attachment
 from tui.core.server.failures import FailureKind
 from tui.core.server.memreport import parse_log
 from tui.core.server.events import ServerState
-
-pytestmark = pytest.mark.server
 
 
 async def test_attach_follows_a_running_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:

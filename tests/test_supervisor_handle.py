@@ -38,7 +38,6 @@ def test_child_env_is_the_one_sanitiser() -> None:
     assert env == {"PATH": "/bin", "LLAMA_CACHE": "/c"}
 
 
-@pytest.mark.server
 def test_preset_check_runs_through_the_supervisor(server_bin: Path, tmp_path: Path, spawned: list[list[str]]) -> None:
     ini = tmp_path / "p.ini"
     ini.write_text("version = 1\n\n[*]\nmmap = false\n\n[a]\nmodel = /nowhere.gguf\n")
@@ -50,7 +49,6 @@ def test_preset_check_runs_through_the_supervisor(server_bin: Path, tmp_path: Pa
     assert len(spawned) == 2
 
 
-@pytest.mark.server
 def test_calibration_launch_runs_through_the_supervisor(server_bin: Path, tiny_models: dict[str, Path],
                                                          spawned: list[list[str]]) -> None:
     res = probe_launch(server_bin, ["-m", str(tiny_models["tiny-mtp"]), *BASE_ARGS], timeout_s=60)
@@ -78,7 +76,6 @@ def test_running_settings_from_server_mark_unknowns() -> None:
     assert unknown.mtp is None and unknown.label() == "MTP?"
 
 
-@pytest.mark.server
 def test_both_handles_report_what_the_server_runs(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     extra = ["--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]
     with llama_server(server_bin, tiny_models["tiny-mtp"], extra, tmp_path) as srv:
@@ -99,7 +96,6 @@ def test_both_handles_report_what_the_server_runs(server_bin: Path, tiny_models:
             assert after is not None and after.n_max == 2 and after.label() == "MTP n2"
 
 
-@pytest.mark.server
 def test_cli_attached_probe_is_labelled_from_the_server(server_bin: Path, tiny_models: dict[str, Path],
                                                          tmp_path: Path) -> None:
     """`mtp-tune probe --attach URL` (probe_attached): no settings are known, the stored run still says MTP n3."""

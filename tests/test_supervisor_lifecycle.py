@@ -24,7 +24,6 @@ from tui.core.server.process import child_env
 from tui.core.server.events import ServerState
 from tui.core.server.supervisor import Supervisor, SupervisorError
 
-pytestmark = pytest.mark.server
 HELPERS = Path(__file__).parent / "helpers"
 
 

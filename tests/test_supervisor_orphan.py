@@ -13,7 +13,6 @@ import pytest
 from tests.conftest import server_env
 from tests.helpers.supervisor_util import BASE_ARGS, pid_cmdline, pid_gone, read_line
 
-pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -13,8 +13,6 @@ from tui.core.server.failures import FailureKind
 from tui.core.server.events import ServerState
 from tui.core.server.supervisor import Supervisor
 
-pytestmark = pytest.mark.server
-
 
 @pytest.fixture(scope="module")
 def preset(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path]) -> Path:

@@ -22,7 +22,6 @@ from tui.core.options.settings import Settings
 from tui.core.server.events import ServerState
 from tui.core.server.keyfile import KeyFile, KeyFileError, split_keys
 
-pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parent.parent
 KEY = "s3cret-key-42"
 

@@ -8,12 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import server_env
 from tests.helpers.supervisor_util import end_child, lines_until, pid_gone
 
-pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parent.parent
 ENTRY = "import sys; from tui.cli import main; sys.exit(main())"
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers.supervisor_util import servers_of
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 SUITE = """
 name = "long"

@@ -6,15 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tui.core.options.settings import Settings
 from tui.core.planning.exact import exact_plan
 from tui.core.planning.standin import RpcServers
 from tui.core.sweep.planning import plan_check
 from tui.core.demo.tiny_model import preset, write_tiny_model
-
-pytestmark = [pytest.mark.server]
 
 
 def _settings(model: Path, ctx: int) -> Settings:

@@ -20,7 +20,7 @@ from tui.core.tuning.progress import TuneEvent
 from tui.core.tuning.tune_run import TuneRequest, TuneRun
 from tui.core.tuning.tune_workload import parse_workload
 
-pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 FIXED = ["-b", "512", "-ctk", "f16", "-ctv", "f16", "-fa", "auto", "--spec-draft-n-max", "3"]
 SPACE = ["--gpus", "cpu", "--axis", "ubatch=128,256", "--axis", "draft-kv=q8_0,q4_0"]

@@ -19,7 +19,7 @@ from tui.core.planning.devices import devices_now
 from tui.core.planning.standin import StandIns, host_total_mib
 from tui.core.tuning.tune_standins import StandInBackend
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 LONG = ["-c", "262144", "-b", "2048", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "auto", "-np", "1", "-t", "1"]
 

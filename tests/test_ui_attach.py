@@ -17,7 +17,6 @@ from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 
-pytestmark = [pytest.mark.server]
 
 SUITE = """\
 name = "attach-test"

@@ -17,7 +17,8 @@ import pytest
 
 from tests.test_ui_exact import CountingExact, app_with, current, demo_options, type_ctx, until
 from tui.core.planning import calibrate as calibrate_mod
-from tui.core.planning.calibrate import attach, cached_calibration, calibrate
+from tui.core.planning.cache import attach, cached_calibration
+from tui.core.planning.calibrate import calibrate
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.ui.adapters.planning import devices_for
@@ -26,7 +27,6 @@ from tui.ui.view import CALIBRATED_LABEL, ESTIMATE_LABEL, EXACT_LABEL
 from tui.ui.widgets.settings_form import SettingsForm
 from tui.ui.widgets.vram_bars import TITLE, DeviceBar
 
-pytestmark = [pytest.mark.server]
 
 DEADLINE_S = 60.0
 

@@ -7,8 +7,6 @@ import dataclasses
 import time
 from pathlib import Path
 
-import pytest
-
 from tui.core.options.settings import Settings
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions
@@ -19,7 +17,6 @@ def _ts_problems(app) -> list[str]:  # noqa: ANN001 - the App
     return [p.message for p in app.main.plan.problems if p.field == "tensor_split"]
 
 
-@pytest.mark.server
 async def test_validation_counts_rpc_devices_and_the_unreachable_one_is_named(
         rpc_server_bin: Path, tiny_models: dict[str, Path]) -> None:
     from tui.core.gpu.profiles import PROFILES

@@ -33,7 +33,6 @@ async def _until(pilot, done, what: str) -> None:  # noqa: ANN001 - Pilot, a pre
     assert done(), what
 
 
-@pytest.mark.server
 async def test_the_panel_follows_a_real_download(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path,
                                                  hub: LoopbackHub, monkeypatch: pytest.MonkeyPatch) -> None:
     hub.add_repo("user/ui", {"m-Q4_K_M.gguf": tiny_models["tiny-mtp"]})

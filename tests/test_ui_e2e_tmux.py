@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.tmux import SUITE, Tmux, alive, tmux  # noqa: F401 - tmux is the fixture
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 MTP_TUNE = Path(sys.executable).parent / "mtp-tune"

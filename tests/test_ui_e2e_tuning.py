@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers.tmux import SUITE, Tmux, alive, tmux  # noqa: F401 - tmux is the fixture
 
-pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[1]
 MTP_TUNE = Path(sys.executable).parent / "mtp-tune"

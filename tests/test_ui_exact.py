@@ -26,7 +26,6 @@ from tui.ui.options import AppOptions
 from tui.ui.view import ESTIMATE_LABEL, EXACT_LABEL, PlanView
 from tui.ui.widgets.vram_bars import DeviceBar
 
-pytestmark = [pytest.mark.server]
 
 DEADLINE_S = 60.0
 

@@ -7,8 +7,6 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-import pytest
-
 from tui.core.gpu.types import GpuSnapshot, HostMemory, Source, Status
 from tui.core.options.settings import Settings
 from tui.ui.app import make_app
@@ -127,7 +125,6 @@ def test_rerunning_the_first_command_reopens_the_demo(tmp_path: Path) -> None:
     assert options.settings.ctx_size == 4096 and options.settings.spec_draft_n_max == 2
 
 
-@pytest.mark.server
 async def test_rpc_memory_is_read_from_the_servers_into_the_bars_and_the_plan(
         rpc_server_bin: Path, tiny_models: dict[str, Path]) -> None:
     """A real loopback ggml-rpc-server and one that is not there: the first is planned and drawn with

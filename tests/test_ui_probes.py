@@ -17,7 +17,6 @@ from tui.ui.options import AppOptions
 from tui.ui.screens.runs import RunsScreen
 from tui.ui.widgets.probe_plot import ProbePlot
 
-pytestmark = [pytest.mark.server]
 
 SUITE = """\
 name = "ui-test"

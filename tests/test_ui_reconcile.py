@@ -6,8 +6,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.test_ui_exact import CountingExact, app_with, demo_options
 from tui.core.gpu.types import GpuDevice, GpuProcess, GpuSnapshot, HostMemory, ProcessKind, Source, Status
 from tui.ui.adapters.reconciling import nvml_by_device
@@ -17,7 +15,6 @@ from tui.ui.view import ReconcileRow
 DEADLINE_S = 90.0
 
 
-@pytest.mark.server
 async def test_after_a_launch_estimate_exact_and_reported_stand_side_by_side(
         server_bin: Path, rpc_server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     fn = CountingExact(tmp_path / "exact")

@@ -148,7 +148,6 @@ async def test_a_remote_model_that_cannot_be_read_is_a_one_sentence_plan_error(
         assert says in str(app.query_one("#plan-notes").render())
 
 
-@pytest.mark.server
 async def test_the_exact_plan_of_a_hub_model_arrives_labelled_exact(server_bin: Path, rpc_server_bin: Path,
                                                                     hub: LoopbackHub, tiny_models: dict[str, Path],
                                                                     tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from tui.ui.options import AppOptions
 from tui.ui.screens.search import SearchScreen
 from tui.ui.screens.main_tuning import with_value
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 async def until(pilot, predicate, timeout: float = 120.0) -> bool:  # noqa: ANN001

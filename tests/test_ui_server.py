@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 from textual.widgets import Input
 
 from tui.core.gpu.profiles import PROFILES
@@ -16,7 +15,6 @@ from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 
-pytestmark = [pytest.mark.server]
 
 DEADLINE_S = 60.0
 

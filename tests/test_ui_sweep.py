@@ -20,7 +20,7 @@ from tui.ui.options import AppOptions
 from tui.ui.screens.sweep import SweepScreen
 from tui.ui.widgets.sweep_table import SweepTable
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 SUITE = """\
 name = "sweep-ui"

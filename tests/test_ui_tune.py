@@ -262,7 +262,6 @@ async def test_an_hf_model_that_cannot_be_read_is_refused_before_anything_stops(
 # --------------------------------------------------------------------------- the real server
 
 
-@pytest.mark.server
 @pytest.mark.timeout(180)
 async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     """The main screen's server is stopped for the tune; a 2x2 space is searched, the A/B run, the best

@@ -16,7 +16,7 @@ from tui.ui.app import make_app
 from tui.ui.options import AppOptions
 from tui.ui.screens.verdict import VerdictScreen, parse_tokens
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 SUITE = """\
 name = "ab-ui"

@@ -20,7 +20,7 @@ from tui.cli._variants_table import short_flags
 from tui.core.demo.tiny_model import PRESETS, TinySpec, write_tiny_model
 from tui.core.remote.variants import TIERS
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 REPO = "tiny/Tiny-MoE-GGUF"
 FLAGS = ["--gpus", "2x1060MiB", "-np", "1", "--spec-type", "draft-mtp"]

@@ -2,6 +2,9 @@
 
 Each module in this package that defines `COMMAND` (its name), `HELP` (one line), `add_arguments(p)`
 and `run(args) -> int` is a subcommand; modules are discovered, so adding one touches no other file.
+Start-up matters (bench/bench_plan_startup.py): a command imports its own module only, `--help` and an
+unknown word list the commands from their sources without importing them, and `--version` alone reads
+the installed metadata.
 """
 
 from __future__ import annotations
@@ -10,10 +13,17 @@ import argparse
 import difflib
 import importlib
 import pkgutil
+import re
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from tui import package_version
+
+#: a module's declaration as the listing reads it: a plain one-line string literal
+_DECLARED = re.compile(r'^(COMMAND|HELP) = "([^"\\\n]*)"$', re.MULTILINE)
 
 
 def _command_names() -> dict[str, str]:
@@ -23,6 +33,23 @@ def _command_names() -> dict[str, str]:
         for info in pkgutil.iter_modules(__path__)
         if not info.name.startswith("_")
     }
+
+
+def _listing() -> dict[str, str]:
+    """Command name -> its one-line help, read from each module's source, not imported: `--help` and an
+    unknown word would otherwise load every command's dependencies (the server supervisor, httpx,
+    numpy: 0.4 s). A module that declares COMMAND or HELP some other way is imported to read them."""
+    found: dict[str, str] = {}
+    for module in _command_names().values():
+        source = (Path(__file__).parent / f"{module}.py").read_text(encoding="utf-8")
+        fields = dict(_DECLARED.findall(source))
+        if "COMMAND" in fields and "HELP" in fields:
+            found[fields["COMMAND"]] = fields["HELP"]
+        elif re.search(r"^(COMMAND|HELP)\b", source, re.MULTILINE):
+            mod = _load(module)
+            if getattr(mod, "COMMAND", None):
+                found[mod.COMMAND] = mod.HELP
+    return found
 
 
 def _load(module: str) -> ModuleType:
@@ -41,16 +68,37 @@ def _commands(only: str | None = None) -> dict[str, ModuleType]:
     return found
 
 
-def build_parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """`--version`: the installed version, looked up only when asked (importlib.metadata is 25 ms that
+    every other command would pay while building its parser)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"mtp-tune {package_version()}")
+        parser.exit()
+
+
+def build_parser(commands: dict[str, ModuleType], listed: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """The parser of `commands` (imported modules, with their arguments), plus the names and help lines
+    of `listed` ones (the top-level --help lists every command without importing it)."""
     parser = argparse.ArgumentParser(
         prog="mtp-tune",
         description="Tune llama-server's MTP speculative decoding. Without a command, opens the TUI "
         "(see `mtp-tune app --help` for its options): `mtp-tune [-m FILE | -hf REPO[:QUANT] | -mu URL | --demo] "
         "[llama-server flags]`.",
     )
-    parser.add_argument("--version", action="version", version=f"mtp-tune {package_version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, mod in sorted(commands.items()):
+    listed = listed or {}
+    for name in sorted({*commands, *listed}):
+        mod = commands.get(name)
+        if mod is None:
+            sub.add_parser(name, help=listed[name])
+            continue
         p = sub.add_parser(name, help=mod.HELP, description=(mod.__doc__ or mod.HELP).strip())
         mod.add_arguments(p)
     return parser
@@ -68,13 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = _command_names()
     if argv and not argv[0].startswith("-") and argv[0] not in names:
-        print(f"mtp-tune: {unknown_command(argv[0], list(_commands()))}", file=sys.stderr)
+        print(f"mtp-tune: {unknown_command(argv[0], list(_listing()))}", file=sys.stderr)
         return 2
     # No command, only the TUI's options and llama-server flags: the TUI.
     if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help", "--version")):
         argv = ["app", *argv]
-    commands = _commands(None if argv[0] in ("-h", "--help") else argv[0]) if argv[0] != "--version" else {}
-    parser = build_parser(commands)
+    top = argv[0] in ("-h", "--help", "--version")  # the top-level parser: no command's module is imported
+    commands = {} if top else _commands(argv[0])
+    parser = build_parser(commands, _listing() if argv[0] in ("-h", "--help") else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

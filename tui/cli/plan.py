@@ -61,7 +61,7 @@ def _draft_hint(fetched: Any) -> str:
 
 def _attach_cached_calibration(meta: object, args: argparse.Namespace) -> str:
     """Attach this model's cached calibration (nothing is run); the sentence that says so, or ""."""
-    from tui.core.planning.calibrate import attach_cached
+    from tui.core.planning.cache import attach_cached  # the cache alone: calibrate runs dry runs (a server)
     from tui.core.server import provision
 
     try:

@@ -14,12 +14,13 @@ from typing import Any
 
 from tui.cli._common import print_json
 from tui.core.config.text import safe_text
+from tui.core.planning.cache import attach
 
 
 def _calibrate(meta: Any, server: Any, res: Any, settings: Any, ds: Any, quiet: bool) -> dict[str, Any] | None:
     """The first exact run of a model also calibrates the estimate on it (a few more dry runs, cached
     with exact's results): every later plan of the model, for any settings, uses llama.cpp's terms."""
-    from tui.core.planning.calibrate import attach, calibrate
+    from tui.core.planning.calibrate import calibrate
     from tui.core.planning.plan import plan
 
     if not res.available:

@@ -4,87 +4,31 @@
 the CPU backend, `--fit off`: about a second each, 17 runs for an MTP model), fits each graph's terms
 and caches the result beside exact mode's entries (cache_dir()/exact/calibration/), keyed like them
 by the model's header hash and the llama-server binary, so a new build or another file invalidates it.
-`cached_calibration()` reads that cache without running anything; `attach()` hangs a calibration on a
-GGUFMeta, which is how every later plan of that model (any settings, any caller) finds it.
+The cache itself (its paths, the loader, `attach`, which hangs a calibration on a GGUFMeta: how every
+later plan of that model, any settings, any caller, finds it) is `planning.cache`, which runs nothing.
 Runs on the caller's thread and blocks: the TUI calls it from a worker, the CLI as part of `plan --exact`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from tui.core.config.paths import private_dir
-from tui.core.config.jsonshape import check
 from tui.core.options.argv import settings_from_argv
 from tui.core.planning import calibrated_compute
 from tui.core.planning import calibration as cal
+from tui.core.planning.cache import KIND, binary_id, calibration_path, default_root, load_calibration, save_calibration
 from tui.core.planning.devices import DeviceSpec
-from tui.core.planning.dryrun import default_root
-from tui.core.planning.exact import binary_id, exact_plan
+from tui.core.planning.exact import exact_plan
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.planning.resolve import resolve
 from tui.core.planning.sparse import header_hash
 
-KIND = "CPU"
 #: every calibration run: host only (no offload device), fit off, no repack (weights never touched);
 #: the split runs drop "-dev none" (their devices are stand-ins)
 COMMON = ("-dev", "none", "-fit", "off", "-nr")
-
-
-def _path(root: Path, meta: GGUFMeta, server_bin: Path, kind: str = KIND) -> Path:
-    """The cache entry of this model (header hash) by this build and device kind, beside exact's."""
-    payload = json.dumps([cal.FORMAT, header_hash(meta), binary_id(server_bin), kind,
-                          [p.args for p in cal.DESIGN + cal.SPLIT_DESIGN]])
-    return root / "calibration" / f"{hashlib.sha256(payload.encode()).hexdigest()[:32]}.json"
-
-
-#: an entry as `_save` writes it (`Calibration.to_dict`), checked when read: a file on the user's disk,
-#: damaged it is a miss (measured again), never a TypeError in the middle of a plan
-_ENTRY = {"format": int, "kind": str, "digest": str, "binary": list[Any], "graphs": dict[str, cal.GraphFit],
-          "seconds": float, "runs": int, "notes": list[str], "split": dict[str, float]}
-_FLOOR = tuple[float, float, float, float, float, float] | None  # GraphFit.floor's six terms
-
-
-def _load(path: Path) -> cal.Calibration | None:
-    try:
-        data = json.loads(path.read_text())
-        check(data, _ENTRY, path.name)
-        for name, g in data["graphs"].items():
-            check(g.get("floor"), _FLOOR, f"{path.name}.graphs.{name}.floor")
-    except (OSError, ValueError, RecursionError):  # ShapeError is a ValueError
-        return None
-    return cal.Calibration.from_dict(data)
-
-
-def cached_calibration(meta: GGUFMeta, server_bin: str | Path, root: Path | None = None,
-                       kind: str = KIND) -> cal.Calibration | None:
-    """The cached calibration of this model by this server, or None (nothing is run)."""
-    try:
-        return _load(_path(Path(root) if root else default_root(), meta, Path(server_bin), kind))
-    except (OSError, ValueError):  # the binary or the model file gone
-        return None
-
-
-def attach_cached(meta: GGUFMeta, server_bin: str | Path | None, root: Path | None = None) -> cal.Calibration | None:
-    """Attach the cached calibration of this model by this server, if any (reads one small file, runs
-    nothing); a model already calibrated keeps its own. Returns what the model now carries."""
-    if server_bin is None or meta.calibration is not None:
-        return meta.calibration
-    found = cached_calibration(meta, server_bin, root)
-    attach(meta, found)
-    return found
-
-
-def attach(meta: GGUFMeta, calibration: cal.Calibration | None) -> None:
-    """Make every later plan of `meta` use `calibration` (None: back to the structural estimate)."""
-    meta.calibration = calibration
 
 
 def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = None, use_cache: bool = True,
@@ -97,8 +41,8 @@ def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = Non
     root = Path(root) if root else default_root()
     if not meta.path:
         return "calibration needs a local model file (or the header copy of a remote one)."
-    path = _path(root, meta, server_bin)
-    if use_cache and (hit := _load(path)) is not None:
+    path = calibration_path(root, meta, server_bin)
+    if use_cache and (hit := load_calibration(path)) is not None:
         return hit
     hp = meta.hparams
     design = [p for p in cal.DESIGN if not p.mtp or hp.n_nextn > 0]
@@ -141,7 +85,7 @@ def calibrate(meta: GGUFMeta, server_bin: str | Path, *, root: Path | None = Non
         res.notes.append(f"no {rpc_bin.name} beside the server: the split terms stay structural")
     res.seconds = time.monotonic() - t0
     if use_cache:
-        _save(path, res)
+        save_calibration(path, res)
     return res
 
 
@@ -182,12 +126,3 @@ def split_terms(meta: GGUFMeta, server_bin: Path, rpc_bin: Path, res: cal.Calibr
                 found.setdefault(role, []).append((d.components[comp] * 2**20 - base) / unit)
     return {role: sum(v) / len(v) for role, v in found.items()}, runs
 
-
-def _save(path: Path, res: cal.Calibration) -> None:
-    try:
-        private_dir(path.parent)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(res.to_dict()))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a calibration that cannot be cached is only measured again

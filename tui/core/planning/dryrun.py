@@ -27,8 +27,8 @@ from tui.core.options.argv import settings_from_argv, settings_to_argv
 from tui.core.options.reader import without
 from tui.core.options.redact import SECRET_OPTIONS
 from tui.core.options.settings import Settings
-from tui.core.config.paths import cache_dir
 from tui.core.planning.breakdown import DryRunLog
+from tui.core.planning.cache import default_root
 from tui.core.planning.fitchoice import FitChoice
 from tui.core.server.supervisor import Supervisor
 
@@ -43,13 +43,6 @@ LOG_IDLE_S = 15.0
 #: fit started but before its decision was read, they mean this build words that decision otherwise
 RE_REAL_LOAD = re.compile(r"_Mapped model buffer size|main: model loaded|server is listening|load_all_data")
 _RE_REJECTED = re.compile(r'error: invalid argument: (\S+)|error while handling argument "([^"]+)": (.*)')
-
-
-def default_root() -> Path:
-    """Where exact mode keeps its cache entries, sparse copies and dry-run logs (`MTP_TUNE_EXACT_DIR`
-    wins: tests keep their dry runs out of the real cache, which also holds the server build)."""
-    env = os.environ.get("MTP_TUNE_EXACT_DIR")
-    return Path(env) if env else cache_dir() / "exact"
 
 
 def dry_run_args(settings: Settings, model: str | Path, *, pin: FitChoice | None = None, rpc: Sequence[str] = (),

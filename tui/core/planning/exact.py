@@ -33,7 +33,8 @@ from tui.core.options.lookup import default
 from tui.core.options.reader import without
 from tui.core.options.settings import Settings
 from tui.core.planning.breakdown import DryRunLog
-from tui.core.planning.dryrun import default_root, dry_run_args, run_dry, why_unavailable
+from tui.core.planning.cache import binary_id, default_root
+from tui.core.planning.dryrun import dry_run_args, run_dry, why_unavailable
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.errors import PlanError
 from tui.core.planning.fitchoice import FitChoice, choice_from_trace
@@ -90,12 +91,6 @@ def unavailable(reason: str, seconds: float = 0.0) -> ExactResult:
 
 
 # ---- the cache ---------------------------------------------------------------------------------
-
-
-def binary_id(path: Path) -> list[Any]:
-    """What identifies a llama-server build in a cache key (path, size, mtime)."""
-    st = path.stat()
-    return [str(path.resolve()), st.st_size, int(st.st_mtime)]
 
 
 def cache_key(digest: str, args: Sequence[str], devices: Sequence[DeviceSpec], server_bin: Path, stand_in: bool) -> str:

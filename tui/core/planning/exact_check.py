@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.core.options.settings import Settings
-from tui.core.planning.dryrun import default_root
+from tui.core.planning.cache import default_root
 from tui.core.planning.exact import exact_plan
 
 CHECK_TIMEOUT_S = 20.0

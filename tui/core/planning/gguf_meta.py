@@ -171,7 +171,7 @@ class GGUFMeta:
     #: a split model's files, the first (`path`) included; empty for a single file
     parts: list[SplitPart] = field(default_factory=list)
     #: this model's calibrated compute terms (planning.calibration.Calibration), once llama.cpp has
-    #: measured it (planning.calibrate.attach); every plan of the model then uses them
+    #: measured it (planning.cache.attach); every plan of the model then uses them
     calibration: Any = field(default=None, compare=False, repr=False)
     #: sparse.header_hash's digest, once computed (the header is read and hashed once per read model)
     digest: str | None = field(default=None, compare=False, repr=False)

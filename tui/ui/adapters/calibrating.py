@@ -1,6 +1,6 @@
 """The calibrated estimate in the TUI: a model's compute terms fitted on llama.cpp's own dry runs.
 
-A model read for the screen gets its cached calibration at once (core `calibrate.attach_cached`, from
+A model read for the screen gets its cached calibration at once (core `cache.attach_cached`, from
 `planning.model_meta`: nothing is run). After the first exact result for a model, the controller
 (tui/ui/controllers/calibration.py) runs `calibrate` on a worker; its handler hangs the result on the
 model's GGUFMeta (`take`), so every later plan of that model, any settings, is the calibrated
@@ -58,7 +58,7 @@ def run(model: str, server_bin: Path, cancel: threading.Event,
 def take(meta: Any, result: Any) -> str | None:
     """A finished calibration (the UI thread): attach it to `meta` and say None, or the one
     sentence why the structural estimate stays ("" for a cancelled run: nothing to say)."""
-    from tui.core.planning.calibrate import attach
+    from tui.core.planning.cache import attach
     from tui.core.planning.calibration import Calibration
 
     if isinstance(result, Calibration) and meta is not None:

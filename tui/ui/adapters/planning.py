@@ -55,7 +55,7 @@ def model_meta(path: str, server_bin: Path | None = None) -> Any:
     with _META_LOCK:
         cached = _META.get(key)
     if cached is None:
-        from tui.core.planning.calibrate import attach_cached
+        from tui.core.planning.cache import attach_cached
 
         cached = read_gguf(p)
         attach_cached(cached, server_bin)  # before anyone else sees it
