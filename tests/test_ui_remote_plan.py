@@ -7,7 +7,9 @@ repo, tag or host that does not answer is a one-sentence plan error, not a trace
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,6 +49,9 @@ async def until(pilot, cond: Callable[[], bool]) -> bool:  # noqa: ANN001 - Pilo
     while not cond() and time.monotonic() < deadline:
         await pilot.pause(0.02)
     await pilot.pause()
+    if not cond():  # say where every thread is: a plan that never comes is otherwise a bare `assert False`
+        for tid, frame in sys._current_frames().items():
+            print(f"--- thread {tid}\n" + "".join(traceback.format_stack(frame)[-12:]))
     return cond()
 
 
