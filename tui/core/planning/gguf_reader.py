@@ -8,12 +8,15 @@ decoded). Parsed with `struct` over a growing in-memory window; the file is neve
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tui.core.planning import header_cache
+from tui.core.planning.header_cache import Header
 from tui.core.planning.gguf_meta import GGML_TYPES, ArrayInfo, GGUFError, GGUFMeta, SplitPart, TensorInfo
 from tui.core.planning.hparams import hparams_from_kv
 
@@ -243,8 +246,6 @@ def split_name(prefix: str, no: int, count: int) -> str:
     return f"{prefix}-{no + 1:05d}-of-{count:05d}.gguf"
 
 
-#: one file's header: version, size, alignment, data offset, key/values, tensors, warnings
-Header = tuple[int, int, int, int, dict[str, Any], list[TensorInfo], list[str]]
 
 
 def _read_header(p: Path) -> Header:
@@ -258,7 +259,15 @@ def _read_header(p: Path) -> Header:
     except OSError as exc:
         raise GGUFError(f"{p}: cannot be opened ({exc.strerror}). Check the path and its permissions.") from None
     with fh:
-        return parse_header(p, fh, p.stat().st_size)
+        st = os.fstat(fh.fileno())
+        entry = header_cache.entry_path(p, st)
+        cached = header_cache.load(entry) if entry is not None else None
+        if cached is not None and cached[1] == st.st_size:
+            return cached
+        header = parse_header(p, fh, st.st_size)
+    if entry is not None:
+        header_cache.save(entry, header)
+    return header
 
 
 def parse_header(p: Path, fh: Any, file_size: int, readahead: Any = local_readahead) -> Header:
