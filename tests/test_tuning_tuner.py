@@ -11,7 +11,7 @@ from typing import Any
 from tests.helpers.fake_machine import FakeBackendBase
 from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure, FailureKind
-from tui.core.sweep.backend import LaunchOutcome
+from tui.core.lab.launcher import LaunchOutcome
 from tui.core.sweep.definition import settings_from_json, settings_key
 from tui.core.sweep.planning import PlanVerdict
 from tui.core.sweep.state import RowResult
@@ -105,7 +105,7 @@ class Fake(FakeBackendBase):
         return got
 
     def machine(self) -> Machine:
-        fs = (lambda s, be, ev: smallest_fit_target(s, backend=be, cancel=ev)) if self.fit else None
+        fs = (lambda s, la, ev: smallest_fit_target(s, launcher=la, cancel=ev)) if self.fit else None
         return Machine(self, self.measure, self.plan, fs, self.clock)
 
 
