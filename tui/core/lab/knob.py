@@ -30,8 +30,6 @@ from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX
 Knob = Literal["fit_target", "ctx_size"]
 #: One fit-target step: the bound a search pins, and the step to the safe side after a failure.
 FIT_STEP_MIB = 64
-#: llama.cpp's own --fit-target when none is given.
-DEFAULT_FIT_TARGET_MIB = 1024
 
 KNOB_UNITS: dict[str, str] = {"fit_target": "MiB", "ctx_size": "tokens"}
 KNOB_FLAGS: dict[str, str] = {"fit_target": "--fit-target", "ctx_size": "--ctx-size"}

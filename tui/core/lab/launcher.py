@@ -29,8 +29,8 @@ from typing import Any, Protocol
 import httpx
 
 from tui.core.lab.failures import classify_memory
-from tui.core.lab.knob import DEFAULT_FIT_TARGET_MIB
 from tui.core.options.settings import Settings
+from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
 from tui.core.planning.standin import fit_targets
 from tui.core.server.events import ServerState
 from tui.core.server.failures import Failure, FailureKind

@@ -26,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tui.core.lab.failures import knob_outcome
-from tui.core.lab.knob import (CTX_STEP, DEFAULT_FIT_TARGET_MIB, FIT_STEP_MIB, MIN_CTX, Knob, KnobFinding, KnobTry,
-                               ctx_start, fit_target_limit, search_knob)
+from tui.core.lab.knob import (CTX_STEP, FIT_STEP_MIB, MIN_CTX, Knob, KnobFinding, KnobTry, ctx_start, fit_target_limit,
+                               search_knob)
 from tui.core.lab.launcher import LaunchOutcome, Launcher
 from tui.core.options.settings import Settings
+from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
 
 #: Launches with a searched answer (or the next safer values) before giving up on it.
 RELAUNCH_TRIES = 3

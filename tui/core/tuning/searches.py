@@ -31,10 +31,11 @@ from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.lab.failures import knob_outcome
-from tui.core.lab.knob import DEFAULT_FIT_TARGET_MIB, FIT_STEP_MIB, Knob, KnobFinding, KnobTry, search_knob
+from tui.core.lab.knob import FIT_STEP_MIB, Knob, KnobFinding, KnobTry, search_knob
 from tui.core.lab.launcher import CountingLauncher, LaunchOutcome, Launcher, open_launcher
 from tui.core.lab.recovery import Recovery, choose_knob, with_knob
 from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, plan_largest_ctx
+from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
 
 

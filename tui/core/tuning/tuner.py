@@ -34,7 +34,7 @@ from typing import Any, Literal
 from tui.core.lab.failures import FailureClass, failure_class, probe_failure_class, search_failure_class
 from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.launcher import CountingLauncher, LaunchOutcome
-from tui.core.lab.recovery import Recovery
+from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_json
 from tui.core.sweep.pace import Pace
@@ -263,7 +263,7 @@ class Tuner:
             rec.settings = settings_json(settings.redacted())
         out = self._launch(rec, settings)
         if not out.ok and out.memory_failure and rec.fit_target is not None:
-            out = self._step_up(rec, c, settings, out)
+            out = self._step_up(rec, c, WHERE[failure_class(out)]) or out
         try:
             if not out.ok:
                 self._fail(rec, c, failure_class(out), out.reason)
@@ -281,21 +281,27 @@ class Tuner:
             raise _Stop("cancelled")
         return out
 
-    def _step_up(self, rec: TrialRecord, c: Candidate, settings: Settings, failed: LaunchOutcome) -> LaunchOutcome:
-        """The searched fit-target ran out of memory this time (the bound did not hold): step to the
-        safe side and launch again (`lab.recovery`, a few steps at most)."""
-        first, where = int(rec.fit_target or 0), WHERE[failure_class(failed)]
+    def _step_up(self, rec: TrialRecord, c: Candidate, where: str) -> LaunchOutcome | None:
+        """The fit-target found for this memory key ran out of memory (`where`: at launch or in the
+        probe; the bound did not hold): step to the safe side and launch again (`lab.recovery`),
+        `RELAUNCH_TRIES` steps above the found value at most. None when they are spent."""
+        step = self.options.fit_step_mib
+        first = found = int(rec.fit_target or 0)
+        found = int((rec.fit or {}).get("value") or found)
+        left = RELAUNCH_TRIES - (first - found) // step
+        if left <= 0:
+            return None
         self._be.stop()
         t, n = self.machine.clock(), self._be.n
-        r = self._recovery.relaunch("fit_target", settings, first + self.options.fit_step_mib)
+        r = self._recovery.relaunch("fit_target", c.settings, first + step, tries=left)
         rec.launches += self._be.n - n
         rec.seconds += self.machine.clock() - t
         if r.out.cancelled:
             raise _Stop("cancelled")
         self._mem.remember_fit(c, r.value)
-        steps = (r.value - first) // self.options.fit_step_mib
+        steps = (r.value - found) // step
         rec.fit_target, rec.settings = r.value, settings_json(r.settings.redacted())
-        rec.reason = f"--fit-target {first} {where}; " + ("one step up" if steps == 1 else f"{steps} steps up")
+        rec.reason = f"--fit-target {found} {where}; " + ("one step up" if steps == 1 else f"{steps} steps up")
         return r.out
 
     def _race(self, rec: TrialRecord, c: Candidate, out: LaunchOutcome) -> None:
@@ -315,8 +321,18 @@ class Tuner:
             more.fill_e2e(self.workload)
             rec.samples.extend(more)
             if more.error:
+                cls = probe_failure_class(more.error)
+                moved = None
+                if rec.samples.n == 0 and cls != "other" and rec.fit_target is not None and not self._cancel.is_set():
+                    moved = self._step_up(rec, c, "ran out of memory in the probe")
+                if moved is not None and moved.ok:  # measure again, one step safer
+                    out, rec.samples = moved, Samples()
+                    continue
+                if moved is not None:
+                    self._fail(rec, c, failure_class(moved), moved.reason)
+                    return
                 if rec.samples.n == 0:
-                    self._fail(rec, c, probe_failure_class(more.error), f"the probe failed: {more.error}")
+                    self._fail(rec, c, cls, f"the probe failed: {more.error}")
                     return
                 why = f"the probe failed after {rec.samples.n} passes: {more.error}"
                 break
