@@ -154,14 +154,15 @@ def hub(monkeypatch: pytest.MonkeyPatch, hermetic_env: Path) -> Iterator[Loopbac
 
 @pytest.fixture
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every Settings the lab's supervisor launcher launched, in order (the real launch still runs)."""
+    """Every Settings the lab's supervisor launcher launched, in order, as sent (on stand-ins: translated
+    onto them); the real launch still runs."""
     from tui.core.lab.launcher import SupervisorLauncher
 
     seen: list[Any] = []
     real = SupervisorLauncher.launch
 
     def spy(self: SupervisorLauncher, settings: Any, cancel: Any) -> Any:
-        seen.append(settings)
+        seen.append(self.translate(settings))
         return real(self, settings, cancel)
 
     monkeypatch.setattr(SupervisorLauncher, "launch", spy)

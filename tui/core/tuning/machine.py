@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from tui.core.options.settings import Settings
 from tui.core.lab.launcher import LaunchOutcome, Launcher
