@@ -1,6 +1,6 @@
 """The laptop experiment of bench/bench_tune.py: one `mtp-tune tune --gpus rtx3060-laptop-6g --stand-ins`
 command, MTP on/off x ubatch x draft KV, each row's smallest fit-target searched by real launches on a
-loopback ggml-rpc-server capped at the simulated GPU's free memory (tuning/tune_standins.py)."""
+loopback ggml-rpc-server capped at the simulated GPU's free memory (the stand-ins option of lab/launcher.py)."""
 
 from __future__ import annotations
 

@@ -155,15 +155,16 @@ def hub(monkeypatch: pytest.MonkeyPatch, hermetic_env: Path) -> Iterator[Loopbac
 
 @pytest.fixture
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every Settings the sweep's supervisor backend launched, in order (the real launch still runs)."""
-    from tui.core.sweep.backend import SupervisorBackend
+    """Every Settings the lab's supervisor launcher launched, in order, as sent (on stand-ins: translated
+    onto them); the real launch still runs."""
+    from tui.core.lab.launcher import SupervisorLauncher
 
     seen: list[Any] = []
-    real = SupervisorBackend.launch
+    real = SupervisorLauncher.launch
 
-    def spy(self: SupervisorBackend, settings: Any, cancel: Any) -> Any:
-        seen.append(settings)
+    def spy(self: SupervisorLauncher, settings: Any, cancel: Any) -> Any:
+        seen.append(self.translate(settings))
         return real(self, settings, cancel)
 
-    monkeypatch.setattr(SupervisorBackend, "launch", spy)
+    monkeypatch.setattr(SupervisorLauncher, "launch", spy)
     return seen

@@ -1,4 +1,4 @@
-"""The sweep runner's decisions with a scripted backend and prober (no server): planning skips,
+"""The sweep runner's decisions with a scripted launcher and prober (no server): planning skips,
 the knob search after first-decode OOMs, stepping safer when the probe runs out of memory, budget,
 cancel, a server dying mid-group, resume, events and ETA. The real server runs in test_sweep_real."""
 
@@ -18,10 +18,11 @@ from tui.core.probes.hygiene import ProbeWarning
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import build_definition
 from tui.core.sweep.results import build_table
-from tui.core.sweep.backend import LaunchOutcome, classify_memory
+from tui.core.lab.failures import classify_memory
+from tui.core.lab.launcher import LaunchOutcome
 from tui.core.sweep.events import SweepError, SweepEvent
 from tui.core.sweep.planning import PlanVerdict
-from tui.core.sweep.recovery import choose_knob
+from tui.core.lab.recovery import choose_knob
 from tui.core.sweep.runner import Sweep
 
 SUITE = '[[prompts]]\nname = "p"\nprompt = "Say hello."\n'
@@ -38,7 +39,7 @@ def base(**kw: Any) -> Settings:
     return Settings(model="/m.gguf", ctx_size=kw.pop("ctx_size", 4096), parallel=1, **kw)
 
 
-class FakeBackend:
+class FakeLauncher:
     """Launch outcomes decided by `rule(settings) -> LaunchOutcome`."""
 
     def __init__(self, rule: Callable[[Settings], LaunchOutcome] | None = None) -> None:
@@ -99,9 +100,9 @@ class FakeProber:
         return self.rule(settings, n_predict)
 
 
-def make(defn: Any, backend: FakeBackend, prober: FakeProber | None = None, planner: Any = None,
+def make(defn: Any, launcher: FakeLauncher, prober: FakeProber | None = None, planner: Any = None,
          events: list[SweepEvent] | None = None, tmp: Path | None = None) -> Sweep:
-    return Sweep(defn, backend=backend, prober=prober or FakeProber(), planner=planner, store=None,
+    return Sweep(defn, launcher=launcher, prober=prober or FakeProber(), planner=planner, store=None,
                  on_event=events.append if events is not None else None, state_root=tmp)
 
 
@@ -113,7 +114,7 @@ def oom_outcome(on_device: bool = True, first_decode: bool = False, headroom: in
 
 def test_all_rows_run_and_best_is_found(suite: str, tmp_path: Path) -> None:
     defn = build_definition(base(), ["mtp=on,off", "ub=256,512"], suite=suite, repeat=3)
-    be, events = FakeBackend(), []
+    be, events = FakeLauncher(), []
     sw = make(defn, be, events=events, tmp=tmp_path)
     out = sw.run()
     assert out.stopped == "done" and out.launches == 4 == len(be.launched)
@@ -133,7 +134,7 @@ def test_predicted_oom_is_skipped_unless_try_anyway(suite: str, tmp_path: Path) 
         return PlanVerdict("oom", "CUDA0 needs 9000 MiB of 8192 MiB free") if s.ubatch_size == 512 else PlanVerdict("tight", "CUDA0 close")
 
     defn = build_definition(base(), ["ub=256,512"], suite=suite, repeat=1)
-    be = FakeBackend()
+    be = FakeLauncher()
     sw = make(defn, be, planner=planner, tmp=tmp_path)
     sw.run()
     t = build_table(defn, sw.state)
@@ -144,7 +145,7 @@ def test_predicted_oom_is_skipped_unless_try_anyway(suite: str, tmp_path: Path) 
     # try-anyway re-runs only the skipped row, and says it was launched against the prediction.
     defn2 = build_definition(base(), ["ub=256,512"], suite=suite, repeat=1, try_anyway=True)
     assert defn2.sweep_id == defn.sweep_id
-    be2 = FakeBackend()
+    be2 = FakeLauncher()
     sw2 = make(defn2, be2, planner=planner, tmp=tmp_path)
     sw2.run()
     assert [s.ubatch_size for s in be2.launched] == [512]
@@ -154,7 +155,7 @@ def test_predicted_oom_is_skipped_unless_try_anyway(suite: str, tmp_path: Path) 
 
 def test_planner_certain_failure_is_invalid_without_launch(suite: str, tmp_path: Path) -> None:
     defn = build_definition(base(), ["mtp=on,off"], suite=suite, repeat=1)
-    be = FakeBackend()
+    be = FakeLauncher()
     sw = make(defn, be, planner=lambda s: PlanVerdict("invalid", "no MTP layers") if s.mtp_enabled else None, tmp=tmp_path)
     sw.run()
     t = build_table(defn, sw.state)
@@ -168,7 +169,7 @@ def test_first_decode_oom_triggers_a_fit_target_search(suite: str, tmp_path: Pat
         return LaunchOutcome(True, url="http://fake") if ft >= 1500 else oom_outcome(first_decode=True)
 
     defn = build_definition(Settings(model="/m.gguf", parallel=1), ["mtp=on"], suite=suite, repeat=1)
-    be = FakeBackend(rule)
+    be = FakeLauncher(rule)
     events: list[SweepEvent] = []
     sw = make(defn, be, events=events, tmp=tmp_path)
     sw.run()
@@ -190,7 +191,7 @@ def test_fit_headroom_skips_values_where_fit_changes_nothing(suite: str, tmp_pat
         return LaunchOutcome(True, url="http://fake") if ft >= 7000 else oom_outcome(headroom=6900)
 
     defn = build_definition(Settings(model="/m.gguf"), ["ub=512"], suite=suite, repeat=1)
-    sw = make(defn, FakeBackend(rule), tmp=tmp_path)
+    sw = make(defn, FakeLauncher(rule), tmp=tmp_path)
     sw.run()
     f = build_table(defn, sw.state).rows[0].finding
     assert f is not None and f["value"] == 7040 and f["origin"] == 1024 and f["start"] == 6848
@@ -202,7 +203,7 @@ def test_host_oom_searches_the_context(suite: str, tmp_path: Path) -> None:
         return LaunchOutcome(True, url="http://fake") if (s.ctx_size or 0) <= 10000 else oom_outcome(on_device=False)
 
     defn = build_definition(base(ctx_size=65536), ["ub=512"], suite=suite, repeat=1)
-    sw = make(defn, FakeBackend(rule), tmp=tmp_path)
+    sw = make(defn, FakeLauncher(rule), tmp=tmp_path)
     sw.run()
     row = build_table(defn, sw.state).rows[0]
     assert row.finding and row.finding["knob"] == "ctx_size" and row.finding["value"] == 9984
@@ -218,7 +219,7 @@ def test_probe_out_of_memory_after_a_search_steps_safer(suite: str, tmp_path: Pa
         return tg_run(50.0) if s.fit_target[0] >= 1600 else tg_run(0, status="failed", error="HTTP 500: std::bad_alloc")
 
     defn = build_definition(Settings(model="/m.gguf"), ["ub=512"], suite=suite, repeat=1)
-    sw = make(defn, FakeBackend(rule), FakeProber(probe), tmp=tmp_path)
+    sw = make(defn, FakeLauncher(rule), FakeProber(probe), tmp=tmp_path)
     sw.run()
     row = build_table(defn, sw.state).rows[0]
     assert row.status == "ok" and row.settings["fit_target"] == [1600]
@@ -233,7 +234,7 @@ def test_other_launch_failures_are_classified_and_the_sweep_goes_on(suite: str, 
         return LaunchOutcome(False, failure=bad) if s.cache_type_k_draft == "q4_1" else LaunchOutcome(True, url="u")
 
     defn = build_definition(base(), ["mtp=on", "ctkd=q4_1,f16", "n-predict=64,128"], suite=suite, repeat=1)
-    be = FakeBackend(rule)
+    be = FakeLauncher(rule)
     sw = make(defn, be, tmp=tmp_path)
     sw.run()
     t = build_table(defn, sw.state)
@@ -244,7 +245,7 @@ def test_other_launch_failures_are_classified_and_the_sweep_goes_on(suite: str, 
 
 
 def test_server_dying_mid_group_fails_the_rest_of_the_group(suite: str, tmp_path: Path) -> None:
-    be = FakeBackend()
+    be = FakeLauncher()
     crash = Failure(FailureKind.CRASH, "llama-server crashed (SIGSEGV) while serving a request.")
 
     def probe(s: Settings, n: int | None) -> FakeRun:
@@ -264,14 +265,14 @@ def test_server_dying_mid_group_fails_the_rest_of_the_group(suite: str, tmp_path
 
 def test_budget_stops_before_the_next_launch_and_resume_finishes(suite: str, tmp_path: Path) -> None:
     defn = build_definition(base(), ["ub=128,256,512"], suite=suite, repeat=1, budget_min=1e-9)
-    be = FakeBackend()
+    be = FakeLauncher()
     out = make(defn, be, tmp=tmp_path).run()
     assert out.stopped == "budget" and be.launched == []
-    t = build_table(defn, make(defn, FakeBackend(), tmp=tmp_path).state)
+    t = build_table(defn, make(defn, FakeLauncher(), tmp=tmp_path).state)
     assert [r.status for r in t.rows] == ["pending"] * 3 and not t.complete
     assert "not run yet" in t.render()
     defn2 = build_definition(base(), ["ub=128,256,512"], suite=suite, repeat=1)
-    out2 = make(defn2, FakeBackend(), tmp=tmp_path).run()
+    out2 = make(defn2, FakeLauncher(), tmp=tmp_path).run()
     assert out2.stopped == "done" and out2.launches == 3
 
 
@@ -285,14 +286,14 @@ def test_cancel_keeps_finished_rows_and_resume_skips_them(suite: str, tmp_path: 
             return FakeRun("cancelled", {})
         return tg_run(70.0)
 
-    be = FakeBackend()
+    be = FakeLauncher()
     sw = make(defn, be, FakeProber(probe), tmp=tmp_path)
     holder["sw"] = sw
     out = sw.run()
     assert out.stopped == "cancelled" and out.ran == [defn.grid()[0].key]
     assert set(sw.state.rows) == {defn.grid()[0].key}
     saved = sw.state.rows[defn.grid()[0].key].to_json()
-    be2 = FakeBackend()
+    be2 = FakeLauncher()
     sw2 = make(defn, be2, tmp=tmp_path)
     out2 = sw2.run()
     assert [s.ubatch_size for s in be2.launched] == [256, 512] and out2.stopped == "done"
@@ -305,7 +306,7 @@ def test_a_broken_event_callback_does_not_stop_the_sweep(suite: str, tmp_path: P
         raise RuntimeError("ui bug")
 
     defn = build_definition(base(), ["ub=128"], suite=suite, repeat=1)
-    sw = Sweep(defn, backend=FakeBackend(), prober=FakeProber(), planner=None, store=None, on_event=boom,
+    sw = Sweep(defn, launcher=FakeLauncher(), prober=FakeProber(), planner=None, store=None, on_event=boom,
                state_root=tmp_path)
     assert sw.run().stopped == "done"
 
@@ -315,7 +316,7 @@ def test_missing_server_and_bad_suite_are_explained(tmp_path: Path) -> None:
     with pytest.raises(SweepError, match="llama-server binary"):
         Sweep(defn, planner=None, store=None, state_root=tmp_path)
     with pytest.raises(SweepError, match="not a built-in suite"):
-        Sweep(defn, backend=FakeBackend(), planner=None, store=None, state_root=tmp_path).run()
+        Sweep(defn, launcher=FakeLauncher(), planner=None, store=None, state_root=tmp_path).run()
 
 
 def test_failed_launches_are_recorded_in_the_store(suite: str, tmp_path: Path) -> None:
@@ -324,7 +325,7 @@ def test_failed_launches_are_recorded_in_the_store(suite: str, tmp_path: Path) -
     store = open_store(tmp_path / "r.sqlite")
     bad = Failure(FailureKind.MISSING_MODEL, "The model file /m.gguf does not exist.", "/m.gguf")
     defn = build_definition(base(), ["ub=128"], suite=suite, repeat=1)
-    sw = Sweep(defn, backend=FakeBackend(lambda s: LaunchOutcome(False, failure=bad)), prober=FakeProber(),
+    sw = Sweep(defn, launcher=FakeLauncher(lambda s: LaunchOutcome(False, failure=bad)), prober=FakeProber(),
                planner=None, store=store, state_root=tmp_path)
     sw.run()
     row = build_table(defn, sw.state).rows[0]
@@ -357,7 +358,7 @@ def test_memory_classification_from_the_log() -> None:
 
 def test_the_same_sweep_cannot_run_twice_at_once(suite: str, tmp_path: Path) -> None:
     defn = build_definition(base(), ["ub=128"], suite=suite, repeat=1)
-    other = make(defn, FakeBackend(), tmp=tmp_path)
+    other = make(defn, FakeLauncher(), tmp=tmp_path)
     seen: list[str] = []
 
     def probe(s: Settings, n: int | None) -> FakeRun:
@@ -366,6 +367,6 @@ def test_the_same_sweep_cannot_run_twice_at_once(suite: str, tmp_path: Path) -> 
         seen.append(str(e.value))
         return tg_run(10.0)
 
-    assert make(defn, FakeBackend(), FakeProber(probe), tmp=tmp_path).run().stopped == "done"
+    assert make(defn, FakeLauncher(), FakeProber(probe), tmp=tmp_path).run().stopped == "done"
     assert seen and str(os.getpid()) in seen[0]
     assert other.run().stopped == "done"  # free again afterwards (nothing left to run)

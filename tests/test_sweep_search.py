@@ -8,18 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tui.core.sweep.search import KnobFinding, Trial, ctx_start, fit_target_limit, search_knob
+from tui.core.lab.knob import KnobFinding, KnobTry, ctx_start, fit_target_limit, search_knob
 
 
 def fit_world(bound: int, overshoot_from: int | None = None) -> tuple[list[int], object]:
     """fit-target v works when bound <= v (< overshoot_from, where fit gives up)."""
     tried: list[int] = []
 
-    def attempt(v: int) -> Trial:
+    def attempt(v: int) -> KnobTry:
         tried.append(v)
         if overshoot_from is not None and v >= overshoot_from:
-            return Trial(v, "overshoot", "fit cannot keep that much free")
-        return Trial(v, "ok" if v >= bound else "oom")
+            return KnobTry(v, "overshoot", "fit cannot keep that much free")
+        return KnobTry(v, "ok" if v >= bound else "oom")
 
     return tried, attempt
 
@@ -64,8 +64,8 @@ def test_nothing_in_range_works() -> None:
 
 
 def test_other_failures_stop_the_search() -> None:
-    def attempt(v: int) -> Trial:
-        return Trial(v, "failed", "unknown option --foo") if v > 1100 else Trial(v, "oom")
+    def attempt(v: int) -> KnobTry:
+        return KnobTry(v, "failed", "unknown option --foo") if v > 1100 else KnobTry(v, "oom")
 
     f = search_knob("fit_target", attempt, start=1024, step=64, limit=8192)  # type: ignore[arg-type]
     assert not f.converged and "unknown option --foo" in f.message and "does not fix" in f.message
@@ -74,8 +74,8 @@ def test_other_failures_stop_the_search() -> None:
 def test_ctx_search_goes_down_and_finds_the_largest_context() -> None:
     fits = 100_000
 
-    def attempt(v: int) -> Trial:
-        return Trial(v, "ok" if v <= fits else "oom")
+    def attempt(v: int) -> KnobTry:
+        return KnobTry(v, "ok" if v <= fits else "oom")
 
     start = ctx_start(262144, None)
     f = search_knob("ctx_size", attempt, start=start, step=256, limit=256)  # type: ignore[arg-type]
@@ -87,24 +87,24 @@ def test_ctx_search_goes_down_and_finds_the_largest_context() -> None:
 def test_cancel_and_trial_budget() -> None:
     cancel = threading.Event()
 
-    def attempt(v: int) -> Trial:
+    def attempt(v: int) -> KnobTry:
         if v >= 1216:
             cancel.set()
-        return Trial(v, "oom")
+        return KnobTry(v, "oom")
 
     f = search_knob("fit_target", attempt, start=1024, step=64, limit=8192, cancel=cancel)  # type: ignore[arg-type]
     assert not f.converged and f.message == "search cancelled." and [t.value for t in f.trials] == [1088, 1152, 1280]
-    seen: list[Trial] = []
-    f2 = search_knob("fit_target", lambda v: Trial(v, "oom" if v < 5000 else "ok"), start=1024, step=1, limit=10**6,
+    seen: list[KnobTry] = []
+    f2 = search_knob("fit_target", lambda v: KnobTry(v, "oom" if v < 5000 else "ok"), start=1024, step=1, limit=10**6,
                      max_trials=5, on_trial=seen.append)  # type: ignore[arg-type]
     assert not f2.converged and "after 5 launches" in f2.message and len(seen) == 5
 
 
 def test_no_room() -> None:
-    f = search_knob("fit_target", lambda v: Trial(v, "ok"), start=4096, step=64, limit=4100)  # type: ignore[arg-type]
+    f = search_knob("fit_target", lambda v: KnobTry(v, "ok"), start=4096, step=64, limit=4100)  # type: ignore[arg-type]
     assert not f.converged and "no room" in f.message and f.trials == []
     with pytest.raises(ValueError):
-        search_knob("fit_target", lambda v: Trial(v, "ok"), start=0, step=0, limit=10)  # type: ignore[arg-type]
+        search_knob("fit_target", lambda v: KnobTry(v, "ok"), start=0, step=0, limit=10)  # type: ignore[arg-type]
 
 
 def test_helpers() -> None:
@@ -115,9 +115,9 @@ def test_helpers() -> None:
 def test_a_context_search_starts_at_half_the_context() -> None:
     tried: list[int] = []
 
-    def attempt(v: int) -> Trial:
+    def attempt(v: int) -> KnobTry:
         tried.append(v)
-        return Trial(v, "ok" if v <= 200_000 else "oom")
+        return KnobTry(v, "ok" if v <= 200_000 else "oom")
 
     f = search_knob("ctx_size", attempt, start=262144, step=256, limit=256, first_jump=511)  # type: ignore[arg-type]
     assert tried[0] == 262144 - 511 * 256 and f.converged and f.value == 199936

@@ -35,7 +35,7 @@ def no_launch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]
         raise AssertionError("a server step was reached")
 
     monkeypatch.setattr("tui.core.server.provision.ensure_server", refuse)
-    monkeypatch.setattr("tui.core.sweep.backend.SupervisorBackend.launch", refuse)
+    monkeypatch.setattr("tui.core.lab.launcher.SupervisorLauncher.launch", refuse)
     return {"bin": str(fake), "marker": marker, "calls": calls}
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from tui.core.options.settings import Settings
 from tui.core.results.store import Store
-from tui.core.sweep.backend import SupervisorBackend
+from tui.core.lab.launcher import open_launcher
 from tui.core.demo.tiny_model import preset, write_tiny_model
 from tui.core.tuning.ab import run_ab
 from tui.core.tuning.progress import TuneEvent
@@ -107,7 +107,7 @@ def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict
     suite.write_text(SUITE.replace("n_predict = 96", "n_predict = 4000"))  # long enough to be in flight
     cancel = threading.Event()
     in_flight = threading.Event()
-    backend = SupervisorBackend(server_bin)
+    launcher = open_launcher(server_bin)
 
     def on_event(e: TuneEvent) -> None:
         if e.kind == "probe" and e.probe is not None and e.probe.event == "first_token":
@@ -116,7 +116,7 @@ def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict
     box: dict[str, Any] = {}
     with Store(tmp_path / "results.sqlite") as store:
         t = threading.Thread(target=lambda: box.update(v=run_ab(base(tiny_models["tiny-mtp"]), str(suite), passes=2,
-                                                                 backend=backend, store=store, on_event=on_event,
+                                                                 launcher=launcher, store=store, on_event=on_event,
                                                                  cancel=cancel)))
         t.start()
         assert in_flight.wait(60), "the first request never streamed"
@@ -129,9 +129,9 @@ def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict
         assert v.status == "cancelled" and v.label == "inconclusive"
         (row,) = store.list_runs()
         assert row.status == "cancelled"
-    sup = backend._sup
+    sup = launcher._sup
     assert sup is not None and sup.state.final  # the server was stopped, not left running
-    backend.close()
+    launcher.close()
 
 
 def test_a_side_that_cannot_start_fails_the_run(server_bin: Path, tiny_models: dict[str, Path], suite_file: Path) -> None:

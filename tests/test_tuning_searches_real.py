@@ -19,7 +19,7 @@ from tests.test_sweep_real import _vm_peak_kb, base, limited_rpc_server  # noqa:
 from tui.core.options.settings import Settings
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
-from tui.core.sweep.search import CTX_STEP
+from tui.core.planning.largest_ctx import CTX_STEP
 from tui.core.demo.tiny_model import preset, write_tiny_model
 from tui.core.tuning.progress import TuneEvent
 from tui.core.tuning.searches import largest_ctx, plan_largest_ctx, smallest_fit_target

@@ -11,7 +11,7 @@ from typing import Any
 from tests.helpers.fake_machine import FakeBackendBase
 from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure, FailureKind
-from tui.core.sweep.backend import LaunchOutcome
+from tui.core.lab.launcher import LaunchOutcome
 from tui.core.sweep.definition import settings_from_json, settings_key
 from tui.core.sweep.planning import PlanVerdict
 from tui.core.sweep.state import RowResult
@@ -105,7 +105,7 @@ class Fake(FakeBackendBase):
         return got
 
     def machine(self) -> Machine:
-        fs = (lambda s, be, ev: smallest_fit_target(s, backend=be, cancel=ev)) if self.fit else None
+        fs = (lambda s, la, ev: smallest_fit_target(s, launcher=la, cancel=ev)) if self.fit else None
         return Machine(self, self.measure, self.plan, fs, self.clock)
 
 
@@ -214,6 +214,34 @@ def test_an_oom_at_the_found_fit_target_steps_up_once_instead_of_retrying() -> N
         same = [s for s, _ in f.launched[flakes[0] + 1:] if settings_key(s) == settings_key(f.launched[flakes[0]][0])]
         assert same == []  # the failing allocation is never launched again
         assert {x.fit_target for x in res.records if x.measured and x.memory_key == r.memory_key} == {first + 64}
+
+
+class ProbeOOM(Fake):
+    """The fit-target a search found loads and decodes a few tokens, but the probe runs out of memory
+    the first time each memory key is measured (the bound is too close for a full request)."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.ran_out: dict[str, Settings] = {}
+
+    def measure(self, out: LaunchOutcome, wl: Any, n: int) -> Samples:
+        assert self.current is not None
+        key = memory_key(self.current)
+        if key not in self.ran_out:
+            self.ran_out[key] = self.current
+            self.current = None  # the server died of it
+            return Samples(error="HTTP 500: ggml_backend_cuda_buffer_type_alloc_buffer: failed to allocate")
+        return super().measure(out, wl, n)
+
+
+def test_a_probe_out_of_memory_at_the_found_fit_target_steps_to_the_safe_side() -> None:
+    f = ProbeOOM(0, fit=True)
+    res = run(f)
+    stepped = [r for r in res.records if r.reason and "ran out of memory in the probe" in r.reason]
+    assert stepped and all(r.measured for r in stepped)  # measured one step safer, not failed
+    for r in stepped:
+        assert r.fit_target == r.fit["value"] + 64 and "one step up" in r.reason  # type: ignore[index]
+        assert settings_key(f.ran_out[r.memory_key]) != settings_key(settings_from_json(r.settings))
 
 
 def test_the_budget_stops_it_with_the_best_so_far() -> None:

@@ -193,7 +193,7 @@ async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_m
         await pilot.press("g")
         assert await until(pilot, lambda: app.tuning._sweep is not None and app.tuning.sweep_view is not None
                            and "requests" in app.tuning.sweep_view.message)
-        sup = app.tuning._sweep.backend._sup
+        sup = app.tuning._sweep.launcher.inner._sup
         assert sup is not None and sup.pid is not None
         pid = sup.pid
         assert Path(f"/proc/{pid}").exists()

@@ -98,7 +98,7 @@ def _prepare(args: argparse.Namespace) -> Any:
         base = check_server_args(with_defaults(server_args), base=Settings(metrics=False), device_count=ds.count or None)
     except (WorkloadError, SpaceError, UsageError, ServerArgsError, ValueError) as e:
         return fail(str(e))
-    from tui.core.tuning.tune_standins import stand_ins_problem
+    from tui.core.lab.launcher import stand_ins_problem
 
     if args.stand_ins and (why := stand_ins_problem(args.gpus, ds)):
         return fail(why)

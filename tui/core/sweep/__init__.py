@@ -14,16 +14,14 @@ from tui.core.sweep.axes import Axis, Limits, Objective, SweepDefinitionError, p
 from tui.core.sweep.definition import Configuration, SweepDefinition, build_definition
 from tui.core.sweep.best import save_best
 from tui.core.sweep.results import SweepTable, TableRow, build_table
-from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
 from tui.core.sweep.events import SweepError, SweepEvent, SweepOutcome
 from tui.core.sweep.planning import PlanVerdict, default_planner
 from tui.core.sweep.runner import Sweep
-from tui.core.sweep.search import KnobFinding, Trial, search_knob
 from tui.core.sweep.state import RowResult, SweepState, StateError, list_states, load_state
 
 __all__ = [
-    "Axis", "Backend", "Configuration", "KnobFinding", "LaunchOutcome", "Limits", "Objective", "PlanVerdict", "RowResult",
-    "StateError", "SupervisorBackend", "Sweep", "SweepDefinition", "SweepDefinitionError", "SweepError", "SweepEvent",
-    "SweepOutcome", "SweepState", "SweepTable", "TableRow", "Trial", "build_definition", "build_table",
-    "default_planner", "list_states", "load_state", "parse_axis", "parse_objective", "save_best", "search_knob",
+    "Axis", "Configuration", "Limits", "Objective", "PlanVerdict", "RowResult",
+    "StateError", "Sweep", "SweepDefinition", "SweepDefinitionError", "SweepError", "SweepEvent",
+    "SweepOutcome", "SweepState", "SweepTable", "TableRow", "build_definition", "build_table",
+    "default_planner", "list_states", "load_state", "parse_axis", "parse_objective", "save_best",
 ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.core.sweep.definition import Configuration
-from tui.core.sweep.search import Trial
+from tui.core.lab.knob import KnobTry
 from tui.core.sweep.state import RowResult, SweepState
 
 
@@ -34,7 +34,7 @@ class SweepEvent:
     message: str = ""
     launches: int = 0
     probe: Any = None  # probes.run_types.ProbeProgress for kind "probe"
-    trial: Trial | None = None
+    trial: KnobTry | None = None
 
 
 EventFn = Callable[[SweepEvent], None]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from tui.core.lab.knob import KnobFinding
+from tui.core.lab.launcher import LaunchOutcome
 from tui.core.options.settings import Settings
-from tui.core.sweep.backend import LaunchOutcome
 from tui.core.sweep.definition import Configuration, settings_json
-from tui.core.sweep.search import KnobFinding
 from tui.core.sweep.state import RowResult
 
 

@@ -5,12 +5,16 @@ For each launch group (configurations that differ only in generation length shar
 1. plan first: a predicted OOM is recorded as `predicted_oom` and skipped, unless `try_anyway`;
 2. launch the real llama-server and wait until it is ready, then decode a few tokens, because MTP
    OOMs often come at the first decode rather than at load;
-3. a memory allocation failure at either point starts the knob search (`search.py`): the smallest
-   `--fit-target` that works on GPU/RPC devices, the largest `--ctx-size` on the CPU backend. The
-   answer is recorded as a finding and the row is measured with it;
+3. a memory allocation failure at either point starts the lab's recovery (`lab.recovery`): the
+   smallest `--fit-target` that works on GPU/RPC devices, the largest `--ctx-size` on the CPU
+   backend. The answer is recorded as a finding and the row is measured with it; a probe that runs
+   out of memory with it steps to the safe side, a few times at most;
 4. probe every configuration of the group and record the run in the results store;
-5. any other failure is classified (`failures.classify`, refined by `backend.classify_memory`),
-   recorded, and the sweep goes on.
+5. any other failure is classified (`lab.failures`), recorded, and the sweep goes on.
+
+Launches go through the lab's one launcher (`lab.launcher.open_launcher`), counted by a
+`CountingLauncher`: a sweep's trials are kept in its state and the results store, never in the
+user's launch history.
 
 State is saved after every row (`state.py`), so an interrupted sweep resumes where it stopped.
 `Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
@@ -28,16 +32,18 @@ from typing import Any
 
 from tui.core.options.settings import Settings
 from tui.core.probes.suites import Suite, SuiteError, get_suite
+from tui.core.lab.failures import failure_kind, probe_failure_class
+from tui.core.lab.knob import KnobFinding, KnobTry
+from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, CountingLauncher, LaunchOutcome, Launcher, aim_first_decode,
+                                   open_launcher)
+from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery, choose_knob
 from tui.core.server.failures import Failure
-from tui.core.sweep.backend import DEFAULT_READY_TIMEOUT, Backend, LaunchOutcome, SupervisorBackend
 from tui.core.sweep.definition import Configuration, SweepDefinition, settings_json
 from tui.core.sweep.events import EventFn, SweepError, SweepEvent, SweepOutcome
 from tui.core.sweep.pace import Current, Pace
 from tui.core.sweep.planning import PlanCheck, PlanVerdict, default_planner
 from tui.core.sweep.probing import Prober, default_prober
-from tui.core.sweep.recovery import RELAUNCH_TRIES, Recovery
 from tui.core.sweep.rows import ctx_warning, memory_summary, row_from_run
-from tui.core.sweep.search import KnobFinding
 from tui.core.sweep.state import RowResult, StateError, SweepLock, open_state
 
 # --------------------------------------------------------------------------- the sweep
@@ -55,7 +61,7 @@ class Sweep:
         definition: SweepDefinition,
         *,
         server_bin: str | Path | None = None,
-        backend: Backend | None = None,
+        launcher: Launcher | None = None,
         prober: Prober | None = None,
         planner: PlanCheck | None | str = "default",
         store: Any = "default",
@@ -66,12 +72,12 @@ class Sweep:
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
     ) -> None:
         self.definition = definition
-        if backend is None:
+        if launcher is None:
             if server_bin is None:
                 raise SweepError("no llama-server binary given: pass server_bin (mtp-tune finds or builds one with "
                                  "`mtp-tune doctor`, or set $MTP_TUNE_LLAMA_SERVER).")
-            backend = SupervisorBackend(server_bin, env=env, ready_timeout=ready_timeout)
-        self.backend = backend
+            launcher = open_launcher(server_bin, env=env, ready_timeout=ready_timeout)
+        self.launcher = CountingLauncher(launcher, on_launch=self._counted)
         self.prober = prober or default_prober()
         self.planner: PlanCheck | None = default_planner() if planner == "default" else planner  # type: ignore[assignment]
         self._store_arg = store
@@ -81,9 +87,8 @@ class Sweep:
         self._fresh = fresh
         self.state = open_state(definition.sweep_id, definition.to_json(), state_root, fresh=fresh)
         self._cancel = threading.Event()
-        self._recovery = Recovery(self.backend, self._launch, self._emit, self._cancel, definition.fit_step_mib)
+        self._recovery = Recovery(self.launcher, self._cancel, definition.fit_step_mib)
         self._t0 = time.monotonic()
-        self._launches = 0
         self._ran: list[str] = []
         self._done = 0
         self._total = 0
@@ -124,7 +129,7 @@ class Sweep:
             self._fresh = False
             return self._run()
         finally:
-            self.backend.close()
+            self.launcher.close()
             if self._store_arg == "default" and self.store is not None:
                 with contextlib.suppress(Exception):
                     self.store.close()
@@ -148,7 +153,7 @@ class Sweep:
         if self.on_event is None:
             return
         ev = SweepEvent(kind, self._done, self._total, round(self._elapsed(), 3),
-                        self._pace.eta(self._pending, self._current), launches=self._launches, **kw)
+                        self._pace.eta(self._pending, self._current), launches=self.launcher.n, **kw)
         try:
             self.on_event(ev)
         except Exception:  # a broken UI callback must not stop the sweep
@@ -161,10 +166,7 @@ class Sweep:
         except SuiteError as e:
             raise SweepError(str(e)) from None
         self._open_store()
-        p0 = suite.prompts[0]
-        if hasattr(self.backend, "first_decode_messages"):
-            self.backend.first_decode_messages = [dict(m) for m in p0.messages] if p0.messages else None  # type: ignore[attr-defined]
-            self.backend.first_decode_prompt = p0.raw  # type: ignore[attr-defined]
+        aim_first_decode(self.launcher, suite.prompts[0])
         self._t0 = time.monotonic()
         configs = d.configurations()
         self._total = len(configs)
@@ -204,13 +206,13 @@ class Sweep:
             if self._cancel.is_set():
                 stopped = "cancelled"
                 break
-        self.backend.stop()
+        self.launcher.stop()
         session["finished_at"] = time.time()
-        session["launches"] = self._launches
+        session["launches"] = self.launcher.n
         session["stopped"] = stopped
         st.save()
         self._emit("finished", message=stopped)
-        return SweepOutcome(st, stopped, self._elapsed(), self._launches, list(self._ran))
+        return SweepOutcome(st, stopped, self._elapsed(), self.launcher.n, list(self._ran))
 
     def _finish_row(self, c: Configuration, row: RowResult) -> None:
         row.finished_at = time.time()
@@ -244,10 +246,9 @@ class Sweep:
         except Exception as e:  # a planner that cannot read the model must not stop the sweep
             return PlanVerdict("unknown", f"the planner could not plan this configuration: {e}")
 
-    def _launch(self, settings: Settings) -> LaunchOutcome:
-        self._launches += 1
+    def _counted(self, settings: Settings) -> None:
+        """Every launch of the sweep, the recovery's included, counts in its state."""
         self.state.launches += 1
-        return self.backend.launch(settings, self._cancel)
 
     def _run_group(self, group: list[Configuration], suite: Suite) -> None:
         d = self.definition
@@ -276,16 +277,22 @@ class Sweep:
         started = time.time()
         self._emit("launching", row=first, message=f"launching {first.label()}")
         t0 = time.monotonic()
-        out = self._launch(settings)
+        out = self.launcher.launch(settings, self._cancel)
         if out.cancelled:
             return
         finding: KnobFinding | None = None
         finding_entry: dict[str, Any] = {}
         if not out.ok and out.memory_failure:
-            finding, out, settings = self._recovery.search(first, settings, out)
+            flag = choose_knob(settings, out).replace("_", "-")
+
+            def on_try(t: KnobTry) -> None:
+                self._emit("search_trial", row=first, trial=t, message=f"{flag} {t.value}: {t.outcome}")
+
+            finding, out, settings = self._recovery.search(settings, out, on_try=on_try)
             if self._cancel.is_set():
-                self.backend.stop()
+                self.launcher.stop()
                 return
+            self._emit("search_done", row=first, message=finding.message)
             finding_entry = {"row": first.key, "launch_key": first.launch_key, "label": first.label(), **finding.to_json()}
             self.state.findings.append(finding_entry)
         self._pace.launched(time.monotonic() - t0)
@@ -293,9 +300,7 @@ class Sweep:
             reason = out.reason
             if finding is not None and not finding.converged:
                 reason += f" Search for a working {finding.flag}: {finding.message}"
-            kind = out.failure.kind.value if out.failure is not None else None
-            if out.memory_failure and kind not in ("oom_device", "oom_host"):
-                kind = "oom_device" if out.memory_on_device else "oom_host"
+            kind = failure_kind(out)
             rid = self._record_store_failure(first, settings, reason, plan)
             for c in group:
                 self._finish_row(c, RowResult(c.key, "failed", reason=reason, failure_kind=kind,
@@ -303,7 +308,7 @@ class Sweep:
                                               memory=memory_summary(out), warnings=list(warnings),
                                               finding=finding.to_json() if finding else None, run_id=rid,
                                               launch=self.state.launches, log_path=out.log_path, started_at=started))
-            self.backend.stop()
+            self.launcher.stop()
             return
         mem = memory_summary(out)
         mem_warn = ctx_warning(settings, mem)
@@ -327,11 +332,11 @@ class Sweep:
                 return
             tries = 0
             while (run.status != "ok" and finding is not None and finding.converged and tries < RELAUNCH_TRIES
-                   and self._recovery.probe_ran_out_of_memory(run)):
+                   and self._probe_ran_out_of_memory(run)):
                 # The search's answer loaded and decoded a few tokens, but the probe ran out of
                 # memory: the bound is too close. Step to the safe side and measure again.
                 tries += 1
-                moved = self._recovery.step_safer(finding, settings, run)
+                moved = self._recovery.step_safer(finding, settings, run.error or "")
                 if moved is None:
                     break
                 settings, out = moved
@@ -344,13 +349,19 @@ class Sweep:
             row = row_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
             row.started_at = row_started
             if run.status != "ok":
-                f = self.backend.failure()
+                f = self.launcher.failure()
                 if f is not None:
                     dead = f
                     row.reason = f"{f.explain()} (during the probe: {run.error})"
                     row.failure_kind = f.kind.value
             self._finish_row(c, row)
-        self.backend.stop()
+        self.launcher.stop()
+
+    def _probe_ran_out_of_memory(self, run: Any) -> bool:
+        """The searched answer's probe failed for memory: an allocation error in any reply, or the
+        server ended by one (only the knob changed, so a crash or a kill counts too)."""
+        texts = [run.error or ""] + [getattr(r, "error", None) or "" for r in (run.requests or [])]
+        return probe_failure_class(texts, self.launcher.failure(), knob_changed=True) == "oom_decode"
 
     def _probe(self, c: Configuration, settings: Settings, out: LaunchOutcome, plan: dict[str, Any] | None,
                suite: Suite) -> Any:

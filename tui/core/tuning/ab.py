@@ -1,8 +1,8 @@
 """MTP on vs off, measured the way drift cannot decide it: passes interleaved A B A B.
 
 Both sides are the same settings and suite; only `--spec-type` differs (draft-mtp added, or
-removed). Each pass launches the server with its side's settings (the sweep's backend: ready, then
-a first decode), probes the suite once (`probes.runner` through the sweep's prober), records the
+removed). Each pass launches the server with its side's settings (the lab's launcher: ready, then
+a first decode; never recorded in the launch history, so quitting mid-A/B restores nothing), probes the suite once (`probes.runner` through the sweep's prober), records the
 run in the results store, and stops the server, so slow drift (clocks, thermals, other load) hits
 both sides alike instead of favouring whichever ran first. The verdict is `verdict.decide` over
 the passes; a UI recomputes it for another workload with `MtpVerdict.for_workload`.
@@ -21,10 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher,
+                                   supervised)
 from tui.core.probes.records import PassStats
 from tui.core.probes.suites import Suite, get_suite
 from tui.core.options.settings import Settings, effective_spec_types
-from tui.core.sweep.backend import DEFAULT_READY_TIMEOUT, Backend, LaunchOutcome, SupervisorBackend
 from tui.core.sweep.definition import settings_json
 from tui.core.sweep.probing import Prober, default_prober
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
@@ -54,7 +55,7 @@ def run_ab(
     workload: tuple[int, int] = DEFAULT_WORKLOAD,
     passes: int = DEFAULT_PASSES,
     *,
-    backend: Backend | None = None,
+    launcher: Launcher | None = None,
     server_bin: str | Path | None = None,
     prober: Prober | None = None,
     on_event: EventFn | None = None,
@@ -78,12 +79,12 @@ def run_ab(
         raise ABError(f"passes must be at least 1, not {passes}")
     if isinstance(suite, str):
         suite = get_suite(suite)
-    own_backend = backend is None
-    if backend is None:
+    own_launcher = launcher is None
+    if launcher is None:
         if server_bin is None:
-            raise ABError("no llama-server binary given: pass server_bin or a backend (`mtp-tune doctor` finds one).")
-        backend = SupervisorBackend(server_bin, env=env, ready_timeout=ready_timeout)
-    _first_decode_from_suite(backend, suite)
+            raise ABError("no llama-server binary given: pass server_bin or a launcher (`mtp-tune doctor` finds one).")
+        launcher = open_launcher(server_bin, env=env, ready_timeout=ready_timeout)
+    aim_first_decode(launcher, suite.prompts[0])  # the suite's first prompt, as a sweep's check sends
     prober = prober or default_prober()
     cancel = new_cancel(cancel)
     own_store = store == "default"
@@ -107,7 +108,7 @@ def run_ab(
                 with_mtp(settings, side == "on")
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
             prog.emit("launching", f"launching MTP {side} (pass {i + 1}/{passes})", side=side, pass_index=i)
-            out = backend.launch(launched, cancel)
+            out = launcher.launch(launched, cancel)
             if out.cancelled or cancel.is_set():
                 status = "cancelled"
                 break
@@ -119,28 +120,29 @@ def run_ab(
                 prog.emit("launch_failed", error, side=side, pass_index=i)
                 break
             prog.emit("ready", f"MTP {side} ready in {out.seconds:.1f} s", side=side, pass_index=i)
-            rs = backend.running_settings() if isinstance(backend, SupervisorBackend) else None
+            real = supervised(launcher)
+            rs = real.running_settings() if real is not None else None
             running = rs.settings if rs is not None and rs.settings is not None else launched
             if rs is not None:  # labelled from what the server runs, not from what was asked
                 label = f"A/B {ab_id} {rs.label()} pass {i + 1}/{passes}"
             run = _probe(prober, out, suite, label, running, n_predict, cancel, store, prog, side, i)
-            backend.stop()
+            launcher.stop()
             if run.run_id is not None:
                 run_ids.append(int(run.run_id))
             if run.status == "cancelled" or cancel.is_set():
                 status = "cancelled"
                 break
             if run.status != "ok":
-                f = backend.failure()
+                f = launcher.failure()
                 status, error = "failed", f"MTP {side} pass {i + 1}: {f.explain() if f else run.error}"
                 break
             samples += _samples(run, side, i, n)
             prog.step()
             prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side, pass_index=i)
     finally:
-        backend.stop()
-        if own_backend:
-            backend.close()
+        launcher.stop()
+        if own_launcher:
+            launcher.close()
         if own_store and store is not None:
             with contextlib.suppress(Exception):
                 store.close()
@@ -148,14 +150,6 @@ def run_ab(
                     run_ids=run_ids)
     prog.emit("cancelled" if status == "cancelled" else "finished", result.answer)
     return result
-
-
-def _first_decode_from_suite(backend: Backend, suite: Suite) -> None:
-    """The first-decode check sends the suite's first prompt, as a sweep's does."""
-    if isinstance(backend, SupervisorBackend):
-        p0 = suite.prompts[0]
-        backend.first_decode_messages = [dict(m) for m in p0.messages] if p0.messages else None
-        backend.first_decode_prompt = p0.raw
 
 
 def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,

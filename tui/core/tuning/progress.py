@@ -32,7 +32,7 @@ class TuneEvent:
     message: str = ""
     side: str | None = None  # A/B: "off" | "on"
     pass_index: int | None = None  # A/B: 0-based pass of that side
-    trial: Any = None  # searches: sweep.search.Trial
+    trial: Any = None  # searches: lab.knob.KnobTry
     probe: Any = None  # probes.run_types.ProbeProgress for kind "probe"
 
 

@@ -4,11 +4,15 @@ Both answer a question a user otherwise settles by hand, one launch at a time:
 
 * `largest_ctx`: plan first (a binary search over the context with the memory planner, instant),
   then confirm with a real launch that survives a first decode; if it does not, step down with the
-  sweep's knob search (`sweep.search.search_knob`: gallop, then bisect to one 256-cell block).
+  lab's knob search (`lab.knob.search_knob`: gallop, then bisect to one 256-cell block).
 * `smallest_fit_target`: the smallest `--fit-target` (MiB `--fit` keeps free per device) that
   survives a first decode, to one 64 MiB step: what a laptop user does by hand. From a failing value
-  the sweep's own recovery searches upward (`sweep.recovery.Recovery`); from a working value the
-  knob search climbs from the floor (0) to it, so the answer is the smallest working value either way.
+  the lab's recovery searches upward (`lab.recovery.Recovery`, as a sweep's row does); from a working
+  value the knob search comes down from it, so the answer is the smallest working value either way.
+  A tune seeds it with the answer of the nearest memory footprint it knows.
+
+These are strategies only: every launch goes through the lab's launcher (`lab.launcher`), every
+outcome is judged by `lab.failures`.
 
 Each returns a `SearchResult`: the input settings with the answer applied (what a UI offers as the
 new setting) and the evidence (every trial with its outcome). Progress goes to `on_event`; setting
@@ -18,7 +22,7 @@ new setting) and the evidence (every trial with its outcome). Progress goes to `
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +30,13 @@ from tui.core.options.settings import Settings
 from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
-from tui.core.sweep.backend import Backend, LaunchOutcome, SupervisorBackend
-from tui.core.sweep.recovery import Recovery, choose_knob, judge
+from tui.core.lab.failures import knob_outcome
+from tui.core.lab.knob import FIT_STEP_MIB, Knob, KnobFinding, KnobTry, search_knob
+from tui.core.lab.launcher import CountingLauncher, LaunchOutcome, Launcher, open_launcher
+from tui.core.lab.recovery import Recovery, choose_knob, with_knob
 from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, plan_largest_ctx
-from tui.core.sweep.search import KnobFinding, Knob, Trial, search_knob
+from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
-
-FIT_STEP_MIB = 64
-DEFAULT_FIT_TARGET_MIB = 1024
 
 
 @dataclass
@@ -44,7 +47,7 @@ class SearchResult:
     value: int | None
     settings: Settings | None
     message: str
-    trials: list[Trial] = field(default_factory=list)  # every launch, in order, with its outcome
+    trials: list[KnobTry] = field(default_factory=list)  # every launch, in order, with its outcome
     finding: KnobFinding | None = None  # the knob search's own record, when one ran
     planned: int | None = None  # largest_ctx: the planner's answer before any launch
     plan_trials: list[tuple[int, str]] = field(default_factory=list)  # (ctx, risk) the planner was asked
@@ -60,38 +63,38 @@ class SearchResult:
                 "trials": [t.to_json() for t in self.trials], "finding": self.finding.to_json() if self.finding else None}
 
 
-class _Launcher:
-    """Launches with one knob changed, records every trial and reports it."""
+class _Run:
+    """One search's launches with one knob changed: every launch reported, every trial recorded."""
 
-    def __init__(self, knob: Knob, settings: Settings, backend: Backend, cancel: threading.Event, prog: Progress) -> None:
-        self.knob, self.settings, self.backend, self.cancel, self.prog = knob, settings, backend, cancel, prog
-        self.trials: list[Trial] = []
+    def __init__(self, knob: Knob, settings: Settings, launcher: Launcher, cancel: threading.Event, prog: Progress) -> None:
+        self.knob, self.settings, self.cancel, self.prog = knob, settings, cancel, prog
+        self.launcher = CountingLauncher(launcher, on_launch=self._launching)
+        self.trials: list[KnobTry] = []
 
     def with_value(self, v: int) -> Settings:
-        return replace(self.settings, fit_target=[v]) if self.knob == "fit_target" else replace(self.settings, ctx_size=v)
+        return with_knob(self.settings, self.knob, v)
+
+    def _launching(self, s: Settings) -> None:
+        self.prog.emit("launching", f"launching with {_flag(self.knob)} {_value(self.knob, s)}")
 
     def launch(self, s: Settings) -> LaunchOutcome:
-        self.prog.emit("launching", f"launching with {_flag(self.knob)} {_value(self.knob, s)}")
-        return self.backend.launch(s, self.cancel)
+        return self.launcher.launch(s, self.cancel)
 
-    def record(self, t: Trial) -> None:
+    def record(self, t: KnobTry) -> None:
         self.trials.append(t)
         self.prog.step()
         self.prog.emit("trial", f"{_flag(self.knob)} {t.value}: {t.outcome}" + (f" ({t.detail})" if t.detail else ""), trial=t)
 
-    def trial(self, v: int) -> Trial:
-        o = self.launch(self.with_value(v))
-        outcome, detail = judge(self.knob, o)
-        self.backend.stop()
-        t = Trial(v, outcome, detail, round(o.seconds, 3))  # type: ignore[arg-type]
-        self.record(t)
+    def trial(self, v: int) -> KnobTry:
+        t, _ = self.outcome(v)
+        self.launcher.stop()
         return t
 
-    def outcome(self, v: int) -> tuple[Trial, LaunchOutcome]:
+    def outcome(self, v: int) -> tuple[KnobTry, LaunchOutcome]:
         """One launch at `v`, kept running (stopped by the caller); for the recovery's start."""
         o = self.launch(self.with_value(v))
-        outcome, detail = judge(self.knob, o)
-        t = Trial(v, outcome, detail, round(o.seconds, 3))  # type: ignore[arg-type]
+        outcome, detail = knob_outcome(self.knob, o)
+        t = KnobTry(v, outcome, detail, round(o.seconds, 3))
         self.record(t)
         return t, o
 
@@ -104,12 +107,12 @@ def _value(knob: Knob, s: Settings) -> Any:
     return (s.fit_target[0] if s.fit_target else DEFAULT_FIT_TARGET_MIB) if knob == "fit_target" else s.ctx_size
 
 
-def _backend(backend: Backend | None, server_bin: str | Path | None) -> tuple[Backend, bool]:
-    if backend is not None:
-        return backend, False
+def _launcher(launcher: Launcher | None, server_bin: str | Path | None) -> tuple[Launcher, bool]:
+    if launcher is not None:
+        return launcher, False
     if server_bin is None:
-        raise ValueError("no llama-server binary given: pass server_bin or a backend (`mtp-tune doctor` finds one).")
-    return SupervisorBackend(server_bin), True
+        raise ValueError("no llama-server binary given: pass server_bin or a launcher (`mtp-tune doctor` finds one).")
+    return open_launcher(server_bin), True
 
 
 # --------------------------------------------------------------------------- largest context
@@ -126,7 +129,7 @@ def this_machine(settings: Settings, profile: str | None = None) -> tuple[list[D
 
 def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, meta: GGUFMeta | None = None,
                 host_total_mib: float | None = None, host_free_mib: float | None = None, upper: int | None = None,
-                backend: Backend | None = None, server_bin: str | Path | None = None,
+                launcher: Launcher | None = None, server_bin: str | Path | None = None,
                 on_event: EventFn | None = None, cancel: threading.Event | None = None) -> SearchResult:
     """The largest `--ctx-size` that loads and survives a first decode: planned, then confirmed.
 
@@ -154,8 +157,8 @@ def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, 
     if planned is None:
         return SearchResult("ctx_size", None, None, f"the planner predicts an OOM even at --ctx-size {MIN_CTX}; "
                             "lower the micro-batch, quantize the KV cache or offload less.", plan_trials=seen)
-    be, own = _backend(backend, server_bin)
-    run = _Launcher("ctx_size", settings, be, cancel, prog)
+    be, own = _launcher(launcher, server_bin)
+    run = _Run("ctx_size", settings, be, cancel, prog)
     try:
         first = run.trial(planned)
         if first.outcome == "ok":
@@ -176,7 +179,7 @@ def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, 
             be.close()
 
 
-def _done(run: _Launcher, value: int | None, message: str, finding: KnobFinding | None, planned: int | None,
+def _done(run: _Run, value: int | None, message: str, finding: KnobFinding | None, planned: int | None,
           seen: list[tuple[int, str]], prog: Progress) -> SearchResult:
     cancelled = run.cancel.is_set()
     if cancelled:
@@ -190,14 +193,14 @@ def _done(run: _Launcher, value: int | None, message: str, finding: KnobFinding 
 # --------------------------------------------------------------------------- smallest fit-target
 
 
-def smallest_fit_target(settings: Settings, *, backend: Backend | None = None, server_bin: str | Path | None = None,
+def smallest_fit_target(settings: Settings, *, launcher: Launcher | None = None, server_bin: str | Path | None = None,
                         step: int = FIT_STEP_MIB, floor: int = 0, on_event: EventFn | None = None,
                         cancel: threading.Event | None = None) -> SearchResult:
     """The smallest `--fit-target` (one value for every device) that survives a first decode."""
     cancel = new_cancel(cancel)
     prog = Progress(0, on_event)
-    be, own = _backend(backend, server_bin)
-    run = _Launcher("fit_target", settings, be, cancel, prog)
+    be, own = _launcher(launcher, server_bin)
+    run = _Run("fit_target", settings, be, cancel, prog)
     current = int(settings.fit_target[0]) if settings.fit_target else DEFAULT_FIT_TARGET_MIB
     try:
         first, out = run.outcome(current)
@@ -217,8 +220,7 @@ def smallest_fit_target(settings: Settings, *, backend: Backend | None = None, s
             return _done(run, None, "the allocation failed where --fit cannot help (host memory, --fit off, or both "
                          "the context and -ngl fixed); search the context instead.", None, None, [], prog)
         be.stop()
-        rec = Recovery(be, run.launch, lambda kind, **kw: _recovery_event(run, kw), cancel, step)
-        finding, final_out, final = rec.search(None, settings, out)  # type: ignore[arg-type]
+        finding, _, _ = Recovery(run.launcher, cancel, step).search(settings, out, on_try=run.record)
         be.stop()
         value = finding.value if finding.converged else None
         return _done(run, value, f"smallest --fit-target: {value} MiB ({finding.message})" if value is not None
@@ -229,15 +231,15 @@ def smallest_fit_target(settings: Settings, *, backend: Backend | None = None, s
             be.close()
 
 
-def _search_down(run: _Launcher, current: int, floor: int, step: int) -> tuple[int, str]:
+def _search_down(run: _Run, current: int, floor: int, step: int) -> tuple[int, str]:
     """From a working `current`, the smallest working value down to `floor`: the knob search run
     with the outcomes mirrored (a working value is what it steps past, the first failure is the
     bound), so it gallops down from the current value instead of climbing from the floor."""
     mirrored = {"ok": "oom", "oom": "ok"}
 
-    def trial(v: int) -> Trial:
+    def trial(v: int) -> KnobTry:
         t = run.trial(v)  # recorded with its real outcome
-        return Trial(v, mirrored.get(t.outcome, t.outcome), t.detail, t.seconds)  # type: ignore[arg-type]
+        return KnobTry(v, mirrored.get(t.outcome, t.outcome), t.detail, t.seconds)  # type: ignore[arg-type]
 
     f = search_knob("fit_target", trial, start=current, step=step, limit=floor, cancel=run.cancel)
     works = [t.value for t in run.trials if t.outcome == "ok"]
@@ -250,10 +252,3 @@ def _search_down(run: _Launcher, current: int, floor: int, step: int) -> tuple[i
     last = run.trials[-1] if run.trials else None
     why = f"--fit-target {last.value}: {last.detail or last.outcome}" if last else "no launch"
     return low, f"the search stopped ({why}); {low} MiB is the smallest value that worked"
-
-
-def _recovery_event(run: _Launcher, kw: dict[str, Any]) -> None:
-    """The sweep recovery's `search_trial` events as this search's trials."""
-    t = kw.get("trial")
-    if isinstance(t, Trial):
-        run.record(t)

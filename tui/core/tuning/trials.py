@@ -1,5 +1,5 @@
 """What a tune records: every candidate it considered, with its settings, plan, status, figures and
-why it was pruned, failed or dropped; and how a launch failure is classified.
+why it was pruned, failed or dropped (a failure classified by `lab.failures`).
 
 Why a record per candidate (not per launch): a report says, for each configuration, what happened
 to it; a resume needs exactly that to skip what is known (measured samples, failures, predictions).
@@ -15,11 +15,10 @@ from typing import Any, Literal
 
 from tui.core.config.jsonshape import check, fields
 from tui.core.probes.stats import Summary, summarize
-from tui.core.sweep.backend import ALLOC_FAIL, LaunchOutcome
+from tui.core.lab.failures import FailureClass
 from tui.core.sweep.state import RowResult
 from tui.core.tuning.workload import Workload
 
-FailureClass = Literal["oom_load", "oom_decode", "other"]
 #: `ok`: measured and still in the running; `eliminated`: measured and clearly slower than its side's
 #: leader after the short probe; `predicted_oom` / `invalid`: pruned by the planner or the validator;
 #: `dominated`: pruned because it needs at least the memory of a launch that ran out; `failed`.
@@ -83,28 +82,6 @@ class Samples:
             return None
         return cls(list(d.get("pp_tps") or []), list(d.get("tg_tps") or []), list(d.get("acceptance") or []),
                    list(d.get("e2e_s") or []), d.get("error"))
-
-
-def classify(o: LaunchOutcome) -> FailureClass:
-    """A failed launch: out of memory while loading, at the first decode, or something else."""
-    if o.memory_failure:
-        return "oom_decode" if o.at_first_decode else "oom_load"
-    return "other"
-
-
-def classify_search(trials: list[Any]) -> FailureClass:
-    """Why a fit-target search found nothing, from its last trial (`sweep.search.Trial`)."""
-    last = trials[-1] if trials else None
-    if last is None or last.outcome == "failed":
-        return "other"
-    if last.outcome == "oom" and "first decode" in (last.detail or ""):
-        return "oom_decode"
-    return "oom_load"  # oom at load, or fit could not keep that much free (overshoot)
-
-
-def classify_probe(error: str) -> FailureClass:
-    """A probe that broke mid-run: an allocation error means memory ran out while decoding."""
-    return "oom_decode" if ALLOC_FAIL.search(error or "") else "other"
 
 
 @dataclass

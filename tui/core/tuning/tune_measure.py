@@ -1,4 +1,5 @@
-"""The tune's measurement over the real server (see `tune_run`); launches are counted by `machine.CountingBackend`.
+"""The tune's measurement over the real server (see `tune_run`); launches are counted by the tuner's
+`lab.launcher.CountingLauncher`.
 
 `Measure` is the tuner's `measure` callable: `n` passes of the workload through the probe runner,
 one stored run per call (a warm-up only on a launch's first call), the complete passes returned as
@@ -12,11 +13,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tui.core.lab.launcher import LaunchOutcome, SupervisorLauncher
 from tui.core.options.settings import Settings
 from tui.core.probes.hygiene import check_memory_report
 from tui.core.probes.run_types import RunConfig, RunContext
 from tui.core.probes.suites import Suite
-from tui.core.sweep.backend import LaunchOutcome, SupervisorBackend
 from tui.core.sweep.definition import settings_json
 from tui.core.tuning.trials import Samples
 from tui.core.tuning.tune_state import TuneState
@@ -56,14 +57,14 @@ def samples_of(run: Any) -> Samples:
 class Measure:
     """The tuner's `measure`: `n` passes of the workload against the running server."""
 
-    def __init__(self, spec: WorkloadSpec, backend: SupervisorBackend, state: TuneState, store: Any, *, tune_id: str,
+    def __init__(self, spec: WorkloadSpec, launcher: SupervisorLauncher, state: TuneState, store: Any, *, tune_id: str,
                  cancel: threading.Event) -> None:
-        self.backend, self.state, self.store, self.tune_id, self.cancel = backend, state, store, tune_id, cancel
+        self.launcher, self.state, self.store, self.tune_id, self.cancel = launcher, state, store, tune_id, cancel
         self.spec, self.prober = spec, make_prober(spec.exact_output)
         self.text = state.prompt() if spec.shape is not None else None
         self._last: LaunchOutcome | None = None
         if self.text is not None:
-            backend.first_decode_prompt = self.text
+            launcher.first_decode_prompt = self.text
 
     def suite(self, url: str | None, api_key: str | None) -> Suite:
         if self.spec.suite is not None:
@@ -74,11 +75,11 @@ class Measure:
                 raise WorkloadError("no running server to cut the workload's prompt with")
             self.text = cut_prompt(url, round(self.spec.shape.in_tokens), api_key=api_key)
             self.state.set_prompt(self.text)
-            self.backend.first_decode_prompt = self.text  # later launches decode the workload's own prompt first
+            self.launcher.first_decode_prompt = self.text  # later launches decode the workload's own prompt first
         return shape_suite(self.spec.shape, self.text)
 
     def __call__(self, out: LaunchOutcome, workload: Workload, n: int) -> Samples:
-        rs = self.backend.running_settings()
+        rs = self.launcher.running_settings()
         settings = rs.settings if rs is not None and rs.settings is not None else Settings()
         try:
             suite = self.suite(out.url, settings.api_key)

@@ -1,7 +1,9 @@
 """`mtp-tune tune` on the real machine: the tuner's injected callables made of the existing pieces.
 
-* launches: the sweep's `SupervisorBackend` (ready, then a first decode of the workload's longest
-  prompt), one supervisor for the whole tune, so every child is stopped on exit, Ctrl-C or SIGTERM;
+* launches: the lab's launcher (`lab.launcher.open_launcher`: ready, then a first decode of the
+  workload's longest prompt), one supervisor for the whole tune, so every child is stopped on exit,
+  Ctrl-C or SIGTERM; trials are kept in the tune's state and the results store, never in the
+  user's launch history. With `--stand-ins` the same launcher sends every launch to capped stand-ins;
 * measure: the probe runner over the workload (`tune_workload`), one stored run per call, its
   complete passes as the tuner's per-pass samples;
 * plan: `sweep.planning.plan_check(exact=True)`: llama.cpp's own dry run for every candidate that
@@ -28,8 +30,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, open_launcher,
+                                   stand_in_note, stand_ins_problem)
 from tui.core.options.settings import Settings
-from tui.core.sweep.backend import DEFAULT_READY_TIMEOUT, SupervisorBackend
 from tui.core.sweep.definition import settings_from_json
 from tui.core.sweep.state import StateError
 from tui.core.tuning import race
@@ -41,7 +44,6 @@ from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_defini
 from tui.core.tuning.tune_measure import Measure, make_prober
 from tui.core.tuning.tune_hygiene import gpu_hygiene
 from tui.core.tuning.tune_model import TuneModel
-from tui.core.tuning.tune_standins import StandInBackend, stand_in_note, stand_ins_problem
 from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tuning.tuner import TuneOptions, Tuner
 from tui.core.tuning.machine import Machine
@@ -73,7 +75,7 @@ class TuneRequest:
     state_root: Path | None = None
     options: TuneOptions = field(default_factory=TuneOptions)
     model: TuneModel | None = None  # what to read and plan (`tune_model`); None: base.model, on disk
-    stand_ins: bool = False  # simulated GPUs: launch on memory-capped stand-ins (`tune_standins`)
+    stand_ins: bool = False  # simulated GPUs: launch on memory-capped stand-ins (`lab.launcher`)
 
     def header_path(self) -> Path:
         return self.model.path if self.model is not None else Path(str(self.base.model)).expanduser()
@@ -173,11 +175,9 @@ class TuneRun:
         try:
             with contextlib.ExitStack() as stack:
                 stand_ins = self._stand_ins(stack)
-                backend = SupervisorBackend(self.req.server_bin, ready_timeout=self.req.ready_timeout) \
-                    if stand_ins is None else StandInBackend(self.req.server_bin, stand_ins,
-                                                             ready_timeout=self.req.ready_timeout)
-                stack.callback(backend.close)
-                return self._run(st, backend)
+                launcher = open_launcher(self.req.server_bin, stand_ins=stand_ins, ready_timeout=self.req.ready_timeout)
+                stack.callback(launcher.close)
+                return self._run(st, launcher)
         finally:
             try:
                 st.save()
@@ -212,10 +212,10 @@ class TuneRun:
         st.add_launches(1)
         self.emit("launching", f"launch {self.launches}: {what}")
 
-    def _sizing(self, st: TuneState, backend: SupervisorBackend, why: str, fn: Callable[[str], T]) -> T:
+    def _sizing(self, st: TuneState, launcher: SupervisorLauncher, why: str, fn: Callable[[str], T]) -> T:
         """`fn(url)` against the lightest launch of the model (its tokenizer is all it is for)."""
         self._launched(st, why)
-        out = backend.launch(sizing_settings(self.req.base), self.cancel)
+        out = launcher.launch(sizing_settings(self.req.base), self.cancel)
         try:
             if out.cancelled:
                 raise TuneError("cancelled while sizing the workload; nothing was tuned yet.")
@@ -226,9 +226,9 @@ class TuneRun:
             except WorkloadError as e:
                 raise TuneError(f"the workload could not be sized: {e}") from None
         finally:
-            backend.stop()
+            launcher.stop()
 
-    def _workload(self, st: TuneState, backend: SupervisorBackend) -> Workload:
+    def _workload(self, st: TuneState, launcher: SupervisorLauncher) -> Workload:
         spec = self.req.workload
         if spec.shape is not None:
             return spec.shape
@@ -237,7 +237,7 @@ class TuneRun:
             return known
         suite = spec.suite
         assert suite is not None
-        w = self._sizing(st, backend, "sizing the suite with the model's tokenizer",
+        w = self._sizing(st, launcher, "sizing the suite with the model's tokenizer",
                          lambda url: count_suite(url, suite, api_key=self.req.base.api_key))
         st.set_workload(w)
         st.save()
@@ -245,16 +245,13 @@ class TuneRun:
                            f"request on average, the longest {w.longest} tokens")
         return w
 
-    def _run(self, st: TuneState, backend: SupervisorBackend) -> TuneOutcome:
+    def _run(self, st: TuneState, launcher: SupervisorLauncher) -> TuneOutcome:
         from tui.core.planning.gguf_reader import read_gguf
         from tui.core.tuning.searches import smallest_fit_target
 
         req = self.req
-        workload = self._workload(st, backend)  # before the first-decode prompt: the sizing launch has a small context
-        first = req.workload.first_decode()
-        if first is not None:
-            backend.first_decode_messages = [dict(m) for m in first.messages] if first.messages else None
-            backend.first_decode_prompt = first.raw
+        workload = self._workload(st, launcher)  # before the first-decode prompt: the sizing launch has a small context
+        aim_first_decode(launcher, req.workload.first_decode())
         try:
             space = space_for_model(req.base, read_gguf(str(req.header_path())), workload, floors=req.floors,
                                     values=req.values or None)
@@ -263,20 +260,20 @@ class TuneRun:
         self._space = space
         fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
         notes = [*space.notes, *(req.model.notes if req.model else ())]
-        if isinstance(backend, StandInBackend):
-            notes.append(stand_in_note(backend.stand_ins.simulated))
+        if launcher.stand_ins is not None:
+            notes.append(stand_in_note(launcher.stand_ins.simulated))
         elif req.gpus not in (None, "cpu") and not fit:
             notes.append(f"--gpus {req.gpus}: candidates are planned against the simulated GPUs but run on this machine, "
                          "which cannot run out of their memory, so no --fit-target is searched (--stand-ins launches "
                          "them on stand-ins capped at the GPUs' memory).")
-        measure = Measure(req.workload, backend, st, self.store, tune_id=self.tune_id, cancel=self.cancel)
+        measure = Measure(req.workload, launcher, st, self.store, tune_id=self.tune_id, cancel=self.cancel)
         if fit and measure.text is None and req.workload.shape is not None:
             # On a GPU the fit-target search's first decodes must see the workload's own prompt.
-            self._sizing(st, backend, "cutting the workload's prompt with the model's tokenizer",
+            self._sizing(st, launcher, "cutting the workload's prompt with the model's tokenizer",
                          lambda url: measure.suite(url, req.base.api_key))
         hygiene = gpu_hygiene(self.devices, req.gpus)
-        machine = Machine(backend, measure, _planner(req),
-                          (lambda s, be, ev: smallest_fit_target(s, backend=be, cancel=ev)) if fit else None,
+        machine = Machine(launcher, measure, _planner(req),
+                          (lambda s, la, ev: smallest_fit_target(s, launcher=la, cancel=ev)) if fit else None,
                           on_launch=lambda s: self._launched(st, _brief(s)), hygiene=hygiene)
         previous = st.previous()
         resumed = len(previous)
@@ -291,7 +288,7 @@ class TuneRun:
                 hygiene.close()
         if self._error is not None:
             raise TuneError(str(self._error))
-        ab, ab_note = self._ab(st, backend, space, workload, result, measure)
+        ab, ab_note = self._ab(st, launcher, space, workload, result, measure)
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.state.launches,
                            time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
@@ -339,7 +336,7 @@ class TuneRun:
             left = min(left, max(0.0, self.req.budget_s - (time.monotonic() - self._t0)))
         return round(left, 1)
 
-    def _ab(self, st: TuneState, backend: SupervisorBackend, space: Space, workload: Workload, result: TuneResult,
+    def _ab(self, st: TuneState, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
             measure: Measure) -> tuple[MtpVerdict | None, str]:
         from tui.core.tuning.ab import run_ab
 
@@ -369,7 +366,7 @@ class TuneRun:
                 self.emit("ab", f"A/B: {ev.message}", eta_s=ev.eta_s)
 
         v = run_ab(launch_settings(space, on), suite, (round(workload.in_tokens), round(workload.out_tokens)), n,
-                   backend=backend, prober=make_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
+                   launcher=launcher, prober=make_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
                    cancel=self.cancel, store=self.store, off_settings=launch_settings(space, off))
         if v.status == "complete":
             st.set_ab(on.key, off.key, n, v)

@@ -17,9 +17,10 @@ cost. So the tune
    two sides with a leader each, so the MTP-off best is known beside the overall best; the side
    that leads after the two starting points is walked first and seeds the other with its values.
 
-A failed launch is classified (`trials.classify`) and never retried blindly: an out-of-memory
-failure kills its memory key and everything at or above it; on a GPU the first one after a fit
-search steps the fit-target up once (the bound did not hold), which is a different allocation.
+A failed launch is classified (`lab.failures`) and never retried blindly: an out-of-memory
+failure kills its memory key and everything at or above it; on a GPU one right after a fit search
+steps the fit-target to the safe side (`lab.recovery`: the bound did not hold), which is a
+different allocation, a few steps at most.
 The budget is checked before each candidate (`sweep.pace.Pace`): the result is the best so far.
 """
 
@@ -30,17 +31,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from tui.core.lab.failures import FailureClass, failure_class, probe_failure_class, search_failure_class
+from tui.core.lab.knob import FIT_STEP_MIB
+from tui.core.lab.launcher import CountingLauncher, LaunchOutcome
+from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery
 from tui.core.options.settings import Settings
-from tui.core.sweep.backend import LaunchOutcome
 from tui.core.sweep.definition import settings_json
 from tui.core.sweep.pace import Pace
 from tui.core.tuning import race
-from tui.core.tuning.machine import CountingBackend, Machine, PaceWork
+from tui.core.tuning.machine import Machine, PaceWork
 from tui.core.tuning.memory import WHERE, MemoryBook
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
-from tui.core.tuning.searches import FIT_STEP_MIB
 from tui.core.tuning.space import Axis, Candidate, Space
-from tui.core.tuning.trials import FailureClass, Samples, TrialRecord, classify, classify_probe, classify_search
+from tui.core.tuning.trials import Samples, TrialRecord
 from tui.core.tuning.tune_result import TuneResult, build_result
 from tui.core.tuning.workload import Workload
 
@@ -85,7 +88,9 @@ class Tuner:
         self._known = {r.key: r for r in self.previous}
         self._mem = MemoryBook()
         self._pace = Pace()
-        self._be = CountingBackend(self.machine.backend, self.machine.clock, self._pace, self.machine.on_launch)
+        self._be = CountingLauncher(self.machine.launcher, clock=self.machine.clock, on_launch=self.machine.on_launch,
+                                    on_launched=self._pace.launched)
+        self._recovery = Recovery(self._be, self._cancel, self.options.fit_step_mib)
         self._prog = Progress(0, self.on_event)
         self._t0 = 0.0
         for r in self._known.values():
@@ -258,16 +263,10 @@ class Tuner:
             rec.settings = settings_json(settings.redacted())
         out = self._launch(rec, settings)
         if not out.ok and out.memory_failure and rec.fit_target is not None:
-            value = rec.fit_target + self.options.fit_step_mib  # the bound did not hold this time
-            self._be.stop()
-            first = WHERE[classify(out)]
-            out = self._launch(rec, replace(settings, fit_target=[value]))
-            self._mem.remember_fit(c, value)
-            rec.fit_target, rec.settings = value, settings_json(replace(settings, fit_target=[value]).redacted())
-            rec.reason = f"--fit-target {value - self.options.fit_step_mib} {first}; one step up"
+            out = self._step_up(rec, c, WHERE[failure_class(out)]) or out
         try:
             if not out.ok:
-                self._fail(rec, c, classify(out), out.reason)
+                self._fail(rec, c, failure_class(out), out.reason)
             else:
                 self._race(rec, c, out)
         finally:
@@ -281,6 +280,29 @@ class Tuner:
         if out.cancelled:
             raise _Stop("cancelled")
         return out
+
+    def _step_up(self, rec: TrialRecord, c: Candidate, where: str) -> LaunchOutcome | None:
+        """The fit-target found for this memory key ran out of memory (`where`: at launch or in the
+        probe; the bound did not hold): step to the safe side and launch again (`lab.recovery`),
+        `RELAUNCH_TRIES` steps above the found value at most. None when they are spent."""
+        step = self.options.fit_step_mib
+        first = found = int(rec.fit_target or 0)
+        found = int((rec.fit or {}).get("value") or found)
+        left = RELAUNCH_TRIES - (first - found) // step
+        if left <= 0:
+            return None
+        self._be.stop()
+        t, n = self.machine.clock(), self._be.n
+        r = self._recovery.relaunch("fit_target", c.settings, first + step, tries=left)
+        rec.launches += self._be.n - n
+        rec.seconds += self.machine.clock() - t
+        if r.out.cancelled:
+            raise _Stop("cancelled")
+        self._mem.remember_fit(c, r.value)
+        steps = (r.value - found) // step
+        rec.fit_target, rec.settings = r.value, settings_json(r.settings.redacted())
+        rec.reason = f"--fit-target {found} {where}; " + ("one step up" if steps == 1 else f"{steps} steps up")
+        return r.out
 
     def _race(self, rec: TrialRecord, c: Candidate, out: LaunchOutcome) -> None:
         rec.samples = Samples()
@@ -299,8 +321,18 @@ class Tuner:
             more.fill_e2e(self.workload)
             rec.samples.extend(more)
             if more.error:
+                cls = probe_failure_class(more.error)
+                moved = None
+                if rec.samples.n == 0 and cls != "other" and rec.fit_target is not None and not self._cancel.is_set():
+                    moved = self._step_up(rec, c, "ran out of memory in the probe")
+                if moved is not None and moved.ok:  # measure again, one step safer
+                    out, rec.samples = moved, Samples()
+                    continue
+                if moved is not None:
+                    self._fail(rec, c, failure_class(moved), moved.reason)
+                    return
                 if rec.samples.n == 0:
-                    self._fail(rec, c, classify_probe(more.error), f"the probe failed: {more.error}")
+                    self._fail(rec, c, cls, f"the probe failed: {more.error}")
                     return
                 why = f"the probe failed after {rec.samples.n} passes: {more.error}"
                 break
@@ -342,7 +374,7 @@ class Tuner:
         value = res.value if res.found else None
         self._mem.remember_fit(c, value)
         if value is None:
-            self._fail(rec, c, classify_search(res.trials), res.message)
+            self._fail(rec, c, search_failure_class(res.trials), res.message)
         return value
 
     def _candidate(self, r: TrialRecord) -> Candidate | None:

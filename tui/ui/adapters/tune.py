@@ -133,7 +133,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     except (ModelError, WorkloadError, SpaceError, UsageError, GGUFError, OSError, ValueError) as e:
         text = str(e)
         return text if not text.startswith("invalid literal") else "min ctx: a whole number of tokens, or empty."
-    from tui.core.tuning.tune_standins import stand_ins_problem
+    from tui.core.lab.launcher import stand_ins_problem
 
     gpus = gpus_of(options)
     if setup.stand_ins and stand_ins_problem(gpus):  # the core's rule, said the TUI's way

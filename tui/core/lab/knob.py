@@ -1,4 +1,5 @@
-"""The search for the knob value that turns a memory allocation failure into a working launch.
+"""The knob search: the value of one knob that turns a memory allocation failure into a working
+launch (each launch judged by `failures.knob_outcome`; `recovery` drives it with real launches).
 
 On GPUs (and llama.cpp RPC devices) the knob is `--fit-target`: the MiB `--fit` keeps free per
 device. Raising it makes fit shrink the context (or move layers) until the allocation succeeds; the
@@ -23,20 +24,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX  # noqa: F401  (re-exported: the recovery and searches use them)
+from tui.core.lab.failures import Outcome
+from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX
 
 Knob = Literal["fit_target", "ctx_size"]
-#: Trial outcomes: `ok` loads and decodes; `oom` fails to allocate; `overshoot` the knob is past what
-#: it can do (fit gave up); `failed` another failure (the knob does not explain it); `cancelled`.
-Outcome = Literal["ok", "oom", "overshoot", "failed", "cancelled"]
+#: One fit-target step: the bound a search pins, and the step to the safe side after a failure.
+FIT_STEP_MIB = 64
 
 KNOB_UNITS: dict[str, str] = {"fit_target": "MiB", "ctx_size": "tokens"}
 KNOB_FLAGS: dict[str, str] = {"fit_target": "--fit-target", "ctx_size": "--ctx-size"}
 
 
 @dataclass(frozen=True)
-class Trial:
-    """One launch of the search."""
+class KnobTry:
+    """One launch of the search (not a lab trial: a knob value and how it launched)."""
 
     value: int
     outcome: Outcome
@@ -57,7 +58,7 @@ class KnobFinding:
     limit: int
     value: int | None = None  # the answer; None when nothing in range works
     converged: bool = False
-    trials: list[Trial] = field(default_factory=list)
+    trials: list[KnobTry] = field(default_factory=list)
     message: str = ""
     cause: str = ""  # the failure that started the search
     origin: int | None = None  # the configuration's own value, when the search could start further on
@@ -84,20 +85,20 @@ class KnobFinding:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KnobFinding:
         f = cls(d["knob"], int(d["start"]), int(d["step"]), int(d["limit"]), d.get("value"), bool(d.get("converged")),
-                [Trial(**t) for t in d.get("trials", [])], d.get("message", ""), d.get("cause", ""), d.get("origin"))
+                [KnobTry(**t) for t in d.get("trials", [])], d.get("message", ""), d.get("cause", ""), d.get("origin"))
         return f
 
 
 def search_knob(
     knob: Knob,
-    try_value: Callable[[int], Trial],
+    try_value: Callable[[int], KnobTry],
     *,
     start: int,
     step: int,
     limit: int,
     cause: str = "",
     cancel: threading.Event | None = None,
-    on_trial: Callable[[Trial], None] | None = None,
+    on_trial: Callable[[KnobTry], None] | None = None,
     max_trials: int = 40,
     first_jump: int = 1,
 ) -> KnobFinding:
@@ -116,12 +117,12 @@ def search_knob(
     if i_max < 1:
         finding.message = f"no room to search: {finding.flag} {start} is already at the limit {limit} {finding.unit}."
         return finding
-    tried: dict[int, Trial] = {}
+    tried: dict[int, KnobTry] = {}
 
     def value(i: int) -> int:
         return start + direction * step * i
 
-    def attempt(i: int) -> Trial:
+    def attempt(i: int) -> KnobTry:
         if i in tried:
             return tried[i]
         if cancel is not None and cancel.is_set():
@@ -131,7 +132,7 @@ def search_knob(
         t0 = time.monotonic()
         t = try_value(value(i))
         if not t.seconds:
-            t = Trial(t.value, t.outcome, t.detail, round(time.monotonic() - t0, 3))
+            t = KnobTry(t.value, t.outcome, t.detail, round(time.monotonic() - t0, 3))
         tried[i] = t
         finding.trials.append(t)
         if on_trial is not None:
