@@ -39,7 +39,8 @@ from tui.core.tuning.machine import CountingBackend, Machine, PaceWork
 from tui.core.tuning.memory import WHERE, MemoryBook
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
 from tui.core.tuning.searches import FIT_STEP_MIB
-from tui.core.tuning.space import Axis, Candidate, Space
+from tui.core.lab.axis import Axis
+from tui.core.tuning.space import Candidate, Space
 from tui.core.tuning.trials import FailureClass, Samples, TrialRecord, classify, classify_probe, classify_search
 from tui.core.tuning.tune_result import TuneResult, build_result
 from tui.core.tuning.workload import Workload
