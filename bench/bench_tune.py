@@ -14,7 +14,7 @@ dry run for every candidate, the real server, the probe runner) with the same re
   (the defaults n-max 3 / ubatch 512 / draft KV f16, and the far corner n-max 1 / ubatch 64 / q8_0)
   and once more from the first, for the run-to-run noise.
 
-Judged with the tuner's own noise rule (`tuning.race`, i.e. `probes.stats.verdict` on per-pass
+Judged with the tuner's own noise rule (`lab.ranking`, i.e. `probes.stats.verdict` on per-pass
 seconds per request): a search reached the grid's best when the configuration it answered is, in the
 grid's own measurements, the grid's fastest or "same" as it; the median gap is printed beside it.
 The MTP-on best is judged the same way against the grid's MTP-on side. Goal: at most 1/3 of the
@@ -49,7 +49,7 @@ from _tune_laptop import laptop, render_laptop  # noqa: E402
 
 from tui.core.options.settings import Settings  # noqa: E402
 from tui.core.probes.stats import SAME  # noqa: E402
-from tui.core.tuning import race  # noqa: E402
+from tui.core.lab import ranking  # noqa: E402
 from tui.core.tuning.space import Floors  # noqa: E402
 from tui.core.tuning.trials import TrialRecord  # noqa: E402
 from tui.core.tuning.tune_result import fmt_seconds  # noqa: E402
@@ -177,13 +177,13 @@ def judge(grid: Run, pick: TrialRecord | None, side: bool | None) -> tuple[str, 
     if pick is None:
         return "nothing picked", False
     pool = [r for r in grid.records if side is None or r.mtp == side]
-    lead = race.leader(pool)
+    lead = ranking.leader(pool)
     twin = next((r for r in pool if r.key == pick.key), None)
     if lead is None or twin is None:
         return "not in the grid", False
     if twin is lead:
         return f"the grid's fastest (#{lead.number})", True
-    v = race.versus(lead, twin)
+    v = ranking.versus(lead, twin)
     ok = v.label == SAME
     return (f"{'same as' if ok else v.label + ' than'} the grid's fastest #{lead.number} ({label(lead)}) in the "
             f"grid's figures: {v.rel_change:+.1%} vs noise {v.noise:.1%}" if v.rel_change is not None and v.noise is not None
@@ -194,7 +194,7 @@ def cross(a: TrialRecord | None, b: TrialRecord | None) -> str:
     """`b` (a search's pick, its own passes) against `a` (the grid's pick): the verdict on seconds."""
     if a is None or b is None:
         return "-"
-    v = race.versus(a, b)
+    v = ranking.versus(a, b)
     return f"{v.label} ({v.rel_change:+.1%}, noise {v.noise:.1%})" if v.rel_change is not None and v.noise is not None \
         else v.label
 
@@ -297,8 +297,8 @@ def render(args: argparse.Namespace, blocks: list[tuple[int, list[Run], list[Run
                          f"{figures(r.best)} | {reached} | {label(r.best_on)}: "
                          f"{fmt_seconds(r.best_on.e2e()) if r.best_on else '-'} | {label(r.best_off)}: "
                          f"{fmt_seconds(r.best_off.e2e()) if r.best_off else '-'} |")
-        lead = race.leader(grid.records)
-        lead_on = race.leader([r for r in grid.records if r.mtp])
+        lead = ranking.leader(grid.records)
+        lead_on = ranking.leader([r for r in grid.records if r.mtp])
         lines += ["", f"The grid's fastest: {label(lead)}, {figures(lead)}. The grid's answer (the cheapest within the "
                   f"noise of its fastest, the tuner's tie rule): {label(grid.best)}, {len(grid.same) + 1 if grid.best else 0} "
                   f"of {len(grid.records)} configurations within that noise. Its fastest with MTP on: {label(lead_on)}, "

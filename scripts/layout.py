@@ -32,7 +32,7 @@ EXPERIMENTS = (
 
 #: what each count looks for in the experiments' code
 COUNTS = {
-    "launcher constructions": re.compile(r"\b(?:SupervisorBackend|StandInBackend|TrialLauncher|StandInLauncher)\("),
+    "launcher constructions": re.compile(r"\b(?:SupervisorBackend|StandInBackend|SupervisorLauncher)\("),
     "launch-history writers (record_history=True or default)": re.compile(r"\bSupervisor\((?![^)]*record_history=False)"),
     "functions that decide 'best'": re.compile(r"^\s*def (?:_?best|choose|_best)\b", re.M),
     "calls of the noise rule (stats.verdict / versus)": re.compile(r"\b(?:verdict|versus)\(\s*\w"),

@@ -55,13 +55,15 @@ def test_overlapping_ranges_are_within_noise() -> None:
     assert v.label == SAME and not v.is_real and "overlap" in v.reason
 
 
-def test_separated_but_smaller_than_spread_is_within_noise() -> None:
-    # Ranges do not touch, but together they span 41 % of A's median while the shift is 12 %.
+def test_separated_but_smaller_than_spread_is_inconclusive() -> None:
+    # Ranges do not touch, but together they span 41 % of A's median while the shift is 12 %: not a
+    # real difference, and not a tie either (the ranges are apart), so neither is claimed.
     a = summarize([90.0, 100.0, 110.0])
     b = summarize([111.0, 112.0, 132.0])
     assert b is not None and a is not None and b.min > a.max
     v = verdict(a, b)
-    assert v.label == SAME and "not above the noise" in v.reason
+    assert v.label == INCONCLUSIVE and not v.is_real and "ranges apart but the change" in v.reason
+    assert "within the noise" in v.reason and v.noise is not None
 
 
 def test_single_runs_are_inconclusive_even_when_far_apart() -> None:

@@ -228,7 +228,8 @@ def test_cli_killed_midway_resumes_without_relaunching(server_bin: Path, tiny_mo
         if r["key"] in finished:
             assert r["tg_tps"] == finished[r["key"]]["tg_tps"]  # kept, not re-measured
     assert out["best"]["status"] == "ok"
-    assert out["best"]["tg_tps"] == max(r["tg_tps"] for r in out["rows"])
+    top = max(out["rows"], key=lambda r: r["tg_tps"])  # the fastest, or a cheaper row within its noise (lab.ranking)
+    assert out["best"]["number"] == top["number"] or top["number"] in out["within_noise"]
     # --save-best wrote the profile and the INI section in one step.
     profile = Path(out["saved"]["profile"])
     ini = Path(out["saved"]["ini"]).read_text()

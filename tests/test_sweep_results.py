@@ -68,6 +68,18 @@ def test_table_best_and_within_noise(tmp_path: Path) -> None:
     json.dumps(d)  # serialisable
 
 
+def test_the_best_is_the_cheapest_row_within_the_noise_of_the_fastest(tmp_path: Path) -> None:
+    """The sweep ranks as the tune does (`lab.ranking`): #2 leads on TG, #1 overlaps it and has the
+    smaller micro-batch, so #1 is the best and #2 is within its noise; a row apart is not."""
+    defn = build_definition(Settings(model="/m.gguf"), ["ub=256,512,1024"], repeat=3)
+    g = defn.grid()
+    rows = {g[0].key: ok_row(g[0], [99, 100, 102]), g[1].key: ok_row(g[1], [100, 101, 103]),
+            g[2].key: ok_row(g[2], [97, 97.5, 98])}
+    t = build_table(defn, state_for(defn, rows, tmp_path))
+    assert t.best is t.rows[0] and [r.number for r in t.within_noise] == [2]
+    assert t.rows[1].vs_best == "same" and t.rows[2].vs_best == "inconclusive"  # apart, but within the noise
+
+
 def test_single_pass_rows_have_unknown_noise(tmp_path: Path) -> None:
     defn = build_definition(Settings(model="/m.gguf"), ["ub=128,256"], repeat=1)
     g = defn.grid()
@@ -130,7 +142,8 @@ def test_save_best_writes_profile_and_ini_section(tmp_path: Path) -> None:
     defn = build_definition(Settings(model="/models/m.gguf", ctx_size=4096, parallel=1, port=9999),
                             ["mtp=on,off", "ub=256,512"], repeat=3)
     g = defn.grid()
-    rows = {c.key: ok_row(c, [100.0 + i, 101.0 + i, 102.0 + i]) for i, c in enumerate(g)}
+    # ranges apart: the last row is the best outright (a row within its noise would win by being cheaper)
+    rows = {c.key: ok_row(c, [100.0 + 10 * i, 101.0 + 10 * i, 102.0 + 10 * i]) for i, c in enumerate(g)}
     t = build_table(defn, state_for(defn, rows, tmp_path))
     ini = tmp_path / "presets.ini"
     ini.write_text("version = 1\n\n[other]\nmodel = /x.gguf\n")

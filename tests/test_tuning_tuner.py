@@ -15,7 +15,7 @@ from tui.core.lab.launcher import LaunchOutcome
 from tui.core.sweep.definition import settings_from_json, settings_key
 from tui.core.sweep.planning import PlanVerdict
 from tui.core.sweep.state import RowResult
-from tui.core.tuning import race
+from tui.core.lab import ranking
 from tui.core.tuning.searches import smallest_fit_target
 from tui.core.tuning.space import KV_QUALITY, build_space, memory_key
 from tui.core.tuning.trials import PRUNED, Samples, TrialRecord
@@ -128,7 +128,7 @@ def test_it_finds_the_grids_best_in_a_third_of_the_launches() -> None:
             assert res.launches == len(f.launched) and grid.launches == len(g.launched)
             assert res.launches * 3 <= grid.launches, (fit, seed, res.launches, grid.launches)
             assert res.best is not None and grid.best is not None
-            assert race.versus(grid.best, res.best).label != race.WORSE  # the grid's best, within the noise
+            assert ranking.versus(grid.best, res.best).label != ranking.WORSE  # the grid's best, within the noise
             optimum = min(g.e2e(r.settings) for r in grid.records if r.measured)
             assert f.e2e(res.best.settings) <= optimum * 1.05
             assert res.best.mtp and res.best_mtp_off is not None and not res.best_mtp_off.mtp
@@ -285,7 +285,7 @@ def test_same_within_noise_prefers_mtp_off_and_the_smaller_ubatch() -> None:
     f = Fake(4, mtp_gain=False, ub_matters=False)
     res = run(f)
     assert res.best is not None and not res.best.mtp and res.best.settings["ubatch_size"] == 256, res.message
-    assert res.best_mtp_on is not None and res.mtp_vs_off is not None and res.mtp_vs_off["label"] == race.SAME
+    assert res.best_mtp_on is not None and res.mtp_vs_off is not None and res.mtp_vs_off["label"] == ranking.SAME
 
 
 def test_a_prompt_heavy_workload_can_pick_mtp_off() -> None:
@@ -294,7 +294,7 @@ def test_a_prompt_heavy_workload_can_pick_mtp_off() -> None:
     sp = build_space(BASE, wl, has_mtp=True, values={"batch": (2048,)})
     res = tune(sp, wl, f.machine())
     assert res.best is not None and not res.best.mtp and res.best_mtp_off is res.best
-    assert res.best_mtp_on is not None and res.mtp_vs_off["label"] == race.WORSE  # type: ignore[index]
+    assert res.best_mtp_on is not None and res.mtp_vs_off["label"] == ranking.WORSE  # type: ignore[index]
 
 
 def test_it_is_deterministic_given_the_seed() -> None:
@@ -310,35 +310,37 @@ def test_the_noise_rule_picks_the_cheapest_of_the_tied() -> None:
     on = rec(1, True, 512, [9.9, 10.0, 10.1, 10.0])
     off = rec(2, False, 512, [10.0, 10.1, 10.2, 10.1])
     big = rec(3, False, 1024, [10.0, 10.05, 10.1, 9.95])
-    best, same = race.choose([on, off, big])
+    best, same = ranking.choose([on, off, big])
     assert best is off and {r.number for r in same} == {1, 3}
     fast = rec(4, True, 2048, [8.0, 8.1, 8.05, 8.02])
-    assert race.choose([on, off, big, fast])[0] is fast  # clearly faster beats cheaper
+    assert ranking.choose([on, off, big, fast])[0] is fast  # clearly faster beats cheaper
     slow = TrialRecord(5, "k5", "m5", {}, {}, False, "t", samples=Samples([1, 1], [1, 1], [], [12.0, 12.2]))
-    assert race.next_step(off, slow)[0] == 0 and "slower" in race.next_step(off, slow)[1]
+    assert ranking.next_step(off, slow)[0] == 0 and "slower" in ranking.next_step(off, slow)[1]
     maybe = TrialRecord(6, "k6", "m6", {}, {"ubatch_size": 256}, False, "t", samples=Samples([1, 1], [1, 1], [], [10.1, 10.2]))
-    assert race.next_step(off, maybe) == (2, "same as #2 within the noise: it may win the tie")
-    assert race.pareto([on, fast])  # PP/TG front exists for the plot
+    assert ranking.next_step(off, maybe) == (2, "same as #2 within the noise: it may win the tie")
+    assert ranking.pareto([on, fast])  # PP/TG front exists for the plot
 
 
 def test_one_slow_pass_of_the_leader_does_not_tie_a_candidate_whose_range_is_apart() -> None:
     """The bench's case (bench/RESULTS.md, `-t 2`): the leader's four passes hold one slow pass, so the
     verdict's noise (both ranges end to end) covers MTP off 13 % slower in median; the ranges do not
-    overlap, so MTP off is no tie and the leader stays the answer."""
+    overlap, so the verdict calls it inconclusive (not the same), MTP off is no tie and the leader stays
+    the answer."""
     def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> TrialRecord:
         return TrialRecord(n, f"k{n}", f"m{n}", {"mtp": mtp}, {"ubatch_size": ub, "spec_draft_n_max": 4}, mtp, "t",
                            samples=Samples([1.0] * len(e2e), [1.0] * len(e2e), [], list(e2e)))
 
     lead = rec(1, True, 256, [0.522, 0.531, 0.535, 0.596])
     off = rec(2, False, 64, [0.603, 0.605, 0.606, 0.617])
-    assert race.versus(lead, off).label == race.SAME  # the verdict's wider rule calls them the same
-    assert not race.overlaps(lead, off)
-    best, tied = race.choose([lead, off])
+    v = ranking.versus(lead, off)
+    assert v.label == ranking.INCONCLUSIVE and "ranges apart" in v.reason  # not beyond the noise, and no tie
+    assert ranking.versus(off, lead).label == ranking.INCONCLUSIVE
+    best, tied = ranking.choose([lead, off])
     assert best is lead and tied == []
-    step = race.next_step(lead, rec(3, False, 64, [0.603, 0.617]))
+    step = ranking.next_step(lead, rec(3, False, 64, [0.603, 0.617]))
     assert step[0] == 0 and "cannot tie" in step[1]  # no more passes for it on this launch
     touching = rec(4, False, 64, [0.590, 0.597, 0.601, 0.606])  # its fastest pass beats the leader's slowest
-    assert race.choose([lead, off, touching])[0] is touching
+    assert ranking.choose([lead, off, touching])[0] is touching
 
 
 def test_samples_give_end_to_end_seconds_per_pass() -> None:

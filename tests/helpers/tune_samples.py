@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tui.core.options.settings import Settings
-from tui.core.tuning.race import RUNGS
+from tui.core.lab.ranking import RUNGS
 from tui.core.tuning.space import build_space
 from tui.core.tuning.trials import Samples, TrialRecord
 from tui.core.tuning.tune_result import build_result
@@ -77,10 +77,11 @@ def verdict() -> Any:
 
 def outcome() -> TuneOutcome:
     recs = records()
-    res = build_result(recs, RUNGS, 9, 10, "converged", 1421.0, WORKLOAD)
+    ab = verdict()
+    res = build_result(recs, RUNGS, 9, 10, "converged", 1421.0, WORKLOAD, ab)  # as tune_run: the A/B decides on/off
     space = build_space(Settings(model="/models/Qwen3.5-9B-Q4_K_M.gguf", batch_size=2048), WORKLOAD, has_mtp=True,
                         values={"ubatch": (512, 1024, 2048), "draft-kv": ("q8_0", "q4_0")})
-    return TuneOutcome("tune-1a2b3c4d5e6f", res, space, WORKLOAD, verdict(),
+    return TuneOutcome("tune-1a2b3c4d5e6f", res, space, WORKLOAD, ab,
                        f"#{res.best_mtp_on.number} (MTP on) against #{res.best_mtp_off.number} (MTP off), 3 passes each",
                        15, 15, 1603.0, "rtx3060-laptop-6g", True, None, [])
 

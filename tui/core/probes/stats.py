@@ -5,14 +5,22 @@ The rule (documented here because every comparison in mtp-tune uses it):
 * Each side is a list of repeated measurements of the same thing (e.g. TG t/s of one suite pass, repeated).
 * `spread` of a side is its relative range, (max - min) / median. The *noise* of a comparison is the
   combined range of both sides relative to A's median: ((max_a - min_a) + (max_b - min_b)) / median_a.
-* A difference is called (`better` / `worse`) only when BOTH hold:
-  1. the two ranges [min, max] do not overlap, and
-  2. the relative difference of the medians, (median_b - median_a) / median_a, exceeds the noise; that is,
-     the medians are further apart than the two runs' ranges laid end to end.
-  Both conditions are symmetric, so swapping A and B swaps better and worse and never changes `same`.
-  Otherwise the verdict is `same` ("within noise").
+* The verdict has three zones:
+  1. the two ranges [min, max] overlap -> `same` ("within the noise");
+  2. the ranges are apart AND the relative difference of the medians, (median_b - median_a) / median_a,
+     exceeds the noise (the medians are further apart than the two ranges laid end to end) ->
+     `better` / `worse`;
+  3. the ranges are apart but the change is not beyond the noise -> `inconclusive` ("ranges apart but
+     the change is within the noise"): neither a real difference nor a tie.
+  All conditions are symmetric, so swapping A and B swaps better and worse and never changes the rest.
 * With fewer than 2 samples on either side the noise cannot be measured and the verdict is
   `inconclusive`, whatever the numbers say: a single run has crowned the wrong setting often enough.
+
+Why the middle zone is not `same`: one slow pass widens the noise so far that two settings whose
+ranges do not even touch (one 11 % slower in median, no pass of it as fast as the other's slowest)
+were called the same, and a tune then said "the same within the noise" beside an A/B that said "MTP
+loses". `same` is kept for ranges that overlap, which is also what ranking ties on
+(`lab.ranking`, the one place that says "best" and "cheaper").
 
 Why this strict: with 3 repeats per side and no real change, non-overlapping ranges happen by chance
 1 time in 10; with the second condition, about 1.4 times in 100 (5 repeats: well under 1 in 1000), while a
@@ -108,7 +116,8 @@ def verdict(a: Summary | None, b: Summary | None, higher_is_better: bool = True)
     if overlap:
         return Verdict(SAME, rel, noise, "ranges overlap")
     if abs(rel) <= noise:
-        return Verdict(SAME, rel, noise, f"change {abs(rel):.1%} is not above the noise {noise:.1%}")
+        return Verdict(INCONCLUSIVE, rel, noise,
+                       f"ranges apart but the change {abs(rel):.1%} is within the noise {noise:.1%}")
     up = rel > 0
     label = BETTER if up == higher_is_better else WORSE
     return Verdict(label, rel, noise, f"ranges apart and change {abs(rel):.1%} > noise {noise:.1%}")

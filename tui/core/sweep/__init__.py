@@ -10,7 +10,8 @@ Typical use (a UI runs `Sweep.run()` in a worker thread and shows the events):
     save_best(table, "my-best")                                # TOML profile + [my-best] INI section
 """
 
-from tui.core.sweep.axes import Axis, Limits, Objective, SweepDefinitionError, parse_axis, parse_objective
+from tui.core.lab.axis import Axis
+from tui.core.sweep.axes import Limits, Objective, SweepDefinitionError, parse_axis, parse_objective
 from tui.core.sweep.definition import Configuration, SweepDefinition, build_definition
 from tui.core.sweep.best import save_best
 from tui.core.sweep.results import SweepTable, TableRow, build_table

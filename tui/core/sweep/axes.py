@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from tui.core.lab.axis import Axis
 from tui.core.options import FALSEY, FIELD_BY_NAME, TRUTHY, FieldSpec, field_for_option, find_option
 from tui.core.options.settings import Settings
 from tui.core.options.validate import value_errors
@@ -30,24 +31,6 @@ class SweepDefinitionError(ValueError):
 
 
 # --------------------------------------------------------------------------- axes
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One swept dimension. `field` is a Settings field, `n_predict`, or `extra:<flag>` for an option
-    without a Settings field (passed verbatim in extra_args)."""
-
-    name: str  # as the user wrote it (`ub`, `ctkd`, `n-predict`, `mtp`): the table's column header
-    field: str
-    values: tuple[Any, ...]  # parsed values, JSON-serialisable
-    texts: tuple[str, ...]  # the values as the user wrote them
-
-    @property
-    def is_n_predict(self) -> bool:
-        return self.field == "n_predict"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "field": self.field, "values": list(self.values), "texts": list(self.texts)}
 
 
 def _field_spec_for(name: str) -> tuple[str, FieldSpec | None, str | None]:
@@ -108,7 +91,7 @@ def parse_axis(text: str) -> Axis:
             if (too_big := int32_problem(f"--axis {name}", v)) is not None:
                 raise SweepDefinitionError(too_big)
             vals.append(v)
-        return Axis("n-predict", "n_predict", tuple(vals), texts)
+        return Axis("n-predict", ("n_predict",), tuple(vals), texts)
     if bare == "mtp":
         vals = []
         for t in texts:
@@ -118,13 +101,13 @@ def parse_axis(text: str) -> Axis:
                 vals.append([])
             else:
                 raise SweepDefinitionError(f"--axis mtp: {t!r} is not on or off.")
-        return Axis("mtp", "spec_type", tuple(vals), texts)
+        return Axis("mtp", ("spec_type",), tuple(vals), texts)
     label, spec, extra_flag = _field_spec_for(name)
     if spec is None:
         assert extra_flag is not None
         for t in texts:
             _refuse_never_launching(name, Settings(extra_args=[extra_flag, t]))
-        return Axis(bare, f"extra:{extra_flag}", texts, texts)
+        return Axis(bare, (f"extra:{extra_flag}",), texts, texts)
     if spec.field in FORBIDDEN_AXES:
         raise SweepDefinitionError(
             f"--axis {name}: {label} cannot be swept ({'run one sweep per model' if spec.field in ('model', 'hf_repo') else 'mtp-tune sets it for every launch'})."
@@ -146,7 +129,7 @@ def parse_axis(text: str) -> Axis:
             except BadValue as exc:
                 raise SweepDefinitionError(f"--axis {name}: {exc}") from None
         _refuse_never_launching(name, replace(Settings(), **{spec.field: vals[-1]}))
-    return Axis(bare, spec.field, tuple(vals), texts)
+    return Axis(bare, (spec.field,), tuple(vals), texts)
 
 
 def _refuse_never_launching(name: str, alone: Settings) -> None:

@@ -2,9 +2,11 @@
 ones within the noise of it, and where MTP starts to pay along a generation-length axis (`best.py`
 saves the best as a TOML profile and a `--models-preset` INI section).
 
-"Within the noise" uses the same rule as every comparison in mtp-tune (`probes.stats.verdict`): a
-row is as good as the best when its range over passes overlaps the best's or the difference is not
-above the measured spread. With one pass per row the noise is unknown and no row is called equal.
+"Best" and "within the noise" are `lab.ranking`'s, the rule every ranking in mtp-tune uses: the
+leader is the row with the best median objective (preferring rows measured with every repeat), the
+rows within the noise are those whose range over passes overlaps the leader's, and the best is the
+cheapest of them (MTP off, smaller micro-batch, less memory, shorter draft). With one pass per row
+the noise is unknown and no row is called equal.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.core.lab import ranking
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
 from tui.core.options.settings import Settings
 from tui.core.sweep.axes import Objective, format_axis_value
@@ -77,6 +80,7 @@ class MtpPoint:
     tg_off: float
     gain: float  # relative TG change with MTP on
     verdict: str  # better | worse | same | inconclusive (MTP on vs off)
+    noise: float | None = None  # the verdict's noise; None when unknown (one pass a side)
 
 
 @dataclass
@@ -174,7 +178,7 @@ def build_table(definition: SweepDefinition, state: SweepState) -> SweepTable:
                     tr.reason = c.duplicate_reason
                     for attr in ("tg_tps", "pp_tps", "acceptance", "tg", "pp", "score", "memory_mib", "memory", "run_id"):
                         setattr(tr, attr, getattr(orig, attr))
-    best, within, noise_known = _best(rows, obj)
+    best, within, noise_known = _best(rows, obj, definition.repeat)
     pays = mtp_pays(definition, configs, rows) if any(a.is_n_predict for a in definition.axes) else []
     _ = by_key
     return SweepTable(definition.sweep_id, [a.name for a in definition.axes], obj, rows, best, within, noise_known, pays,
@@ -193,22 +197,27 @@ def _row(c: Configuration, r: RowResult, values: dict[str, str], obj: Objective)
     )
 
 
-def _best(rows: list[TableRow], obj: Objective) -> tuple[TableRow | None, list[TableRow], bool]:
+def _cost(obj: Objective) -> Any:
+    def cost(r: TableRow) -> tuple[Any, ...]:
+        med = r.score.median if r.score is not None else None
+        then = None if med is None else -med if obj.higher_is_better else med
+        return (*ranking.cost_order(mtp=bool(r.settings.get("spec_type")), ubatch=r.settings.get("ubatch_size"),
+                                    vram_mib=r.memory_mib, draft_n_max=r.settings.get("spec_draft_n_max"), then=then),
+                r.number)
+    return cost
+
+
+def _best(rows: list[TableRow], obj: Objective, repeat: int) -> tuple[TableRow | None, list[TableRow], bool]:
+    """(best, the other rows within the noise of the leader, whether the noise is known): `lab.ranking`."""
     cands = [r for r in rows if r.status == "ok" and r.score is not None]
-    if not cands:
+    best, lead, within = ranking.best_of(cands, lambda r: r.score, _cost(obj), higher_is_better=obj.higher_is_better,
+                                         full=repeat)
+    if best is None or lead is None:
         return None, [], False
-    pick = max if obj.higher_is_better else min
-    best = pick(cands, key=lambda r: r.score.median)  # type: ignore[union-attr]
-    best.vs_best = "best"
-    within: list[TableRow] = []
     noise_known = best.score is not None and best.score.n >= 2
-    for r in cands:
-        if r is best:
-            continue
-        v = verdict(best.score, r.score, higher_is_better=obj.higher_is_better)
-        r.vs_best = v.label
-        if v.label == SAME:
-            within.append(r)
+    for r in cands:  # each row against the leader: the rows `same` as it are the ones the best was chosen from
+        r.vs_best = verdict(lead.score, r.score, higher_is_better=obj.higher_is_better).label
+    best.vs_best = "best"
     for r in rows:
         if r.status == "duplicate" and r.same_as is not None:
             orig = next((x for x in rows if x.number == r.same_as), None)
@@ -240,7 +249,8 @@ def mtp_pays(definition: SweepDefinition, configs: list[Configuration], rows: li
             if off is None or not off.tg_tps or r.tg_tps is None:
                 continue
             v = verdict(off.tg, r.tg, higher_is_better=True)
-            pts.append(MtpPoint(int(c.n_predict or 0), r.tg_tps, off.tg_tps, (r.tg_tps - off.tg_tps) / off.tg_tps, v.label))
+            pts.append(MtpPoint(int(c.n_predict or 0), r.tg_tps, off.tg_tps, (r.tg_tps - off.tg_tps) / off.tg_tps, v.label,
+                               v.noise))
         if len(pts) < 1:
             continue
         pays_from = None
@@ -257,7 +267,7 @@ def mtp_pays(definition: SweepDefinition, configs: list[Configuration], rows: li
 def _pays(p: MtpPoint) -> bool:
     if p.verdict in (BETTER,):
         return True
-    if p.verdict == "inconclusive":
+    if p.verdict == "inconclusive" and p.noise is None:  # noise unknown: the median is all there is
         return p.gain > 0
     return False
 

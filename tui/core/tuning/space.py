@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from tui.core.lab.axis import Axis
 from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
@@ -74,19 +75,6 @@ class Floors:
         for name, t in (("--kv-floor", self.kv), ("--draft-kv-floor", self.draft_kv)):
             if t not in KV_QUALITY:
                 raise SpaceError(f"{name} {t}: not a KV cache type; use one of {', '.join(CACHE_TYPES)}.")
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One searched dimension: the Settings fields it sets and its values, in walk order for
-    `ordered` axes (sorted) or as a set to try (`ordered` False); `start` is where a walk begins."""
-
-    name: str
-    fields: tuple[str, ...]
-    values: tuple[Any, ...]
-    start: Any
-    ordered: bool
-    mtp_only: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,7 +274,8 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
         if not free or not v or (mtp_only and True not in branches):
             return
         start = v[0]
-        axes.append(Axis(name, free, tuple(sorted(v, key=_sort_key)) if ordered else v, start, ordered, mtp_only))
+        axes.append(Axis(name, free, tuple(sorted(v, key=_sort_key)) if ordered else v, start=start, ordered=ordered,
+                         mtp_only=mtp_only))
 
     add("draft-n-max", ("spec_draft_n_max",), True, mtp_only=True)
     add("ubatch", ("ubatch_size",), True)

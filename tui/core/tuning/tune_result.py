@@ -2,7 +2,11 @@
 noise of the best, and the evidence (every record), with one paragraph that says it.
 
 Kept apart from the loop so a report (CLI, TUI, `--json`) and a resume rebuild it from records
-alone: `build_result(records, ...)` is pure.
+alone: `build_result(records, ...)` is pure. "Best" and "within the noise" are `lab.ranking`'s.
+
+MTP on against off: when the tune ran its final interleaved A/B, the answer reports that verdict
+(stronger evidence: both sides measured in turn on one machine state) instead of the trials' own
+on/off comparison, so the message, `mtp_vs_off` and the A/B can never disagree.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
-from tui.core.tuning import race
+from tui.core.lab import ranking
 from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
+from tui.core.tuning.verdict import MtpVerdict
 from tui.core.tuning.workload import Workload
 
 
@@ -30,7 +35,7 @@ class TuneResult:
     stopped: str  # converged | complete (grid) | budget | cancelled
     elapsed_s: float
     message: str
-    mtp_vs_off: dict[str, Any] | None = None  # the best MTP-on against the best MTP-off (stats verdict)
+    mtp_vs_off: dict[str, Any] | None = None  # the best MTP-on against the best MTP-off (stats verdict; "source": ab | trials)
     pareto: list[TrialRecord] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -70,15 +75,13 @@ def _txt(v: Any) -> str:
 
 
 def build_result(records: Sequence[TrialRecord], rungs: Sequence[int], launches: int, grid_size: int, stopped: str,
-                 elapsed_s: float, workload: Workload) -> TuneResult:
-    """The answer from the records (pure: a resume or a report calls it again)."""
-    best, same = race.choose(records, rungs)
-    off, _ = race.choose([r for r in records if not r.mtp], rungs)
-    on, _ = race.choose([r for r in records if r.mtp], rungs)
-    vs = None
-    if off is not None and on is not None:
-        v = race.versus(off, on)
-        vs = {"on": on.number, "off": off.number, **v.to_json()}
+                 elapsed_s: float, workload: Workload, ab: MtpVerdict | None = None) -> TuneResult:
+    """The answer from the records (pure: a resume or a report calls it again); `ab`, the final
+    interleaved A/B when there is one, decides "MTP on against off"."""
+    best, same = ranking.choose(records, rungs)
+    off, _ = ranking.choose([r for r in records if not r.mtp], rungs)
+    on, _ = ranking.choose([r for r in records if r.mtp], rungs)
+    vs = _mtp_vs_off(on, off, ab)
     parts: list[str] = []
     if best is None:
         parts.append(f"No configuration could be measured for {workload.label}.")
@@ -90,9 +93,7 @@ def build_result(records: Sequence[TrialRecord], rungs: Sequence[int], launches:
         if off is not None and off is not best:
             parts.append(f"Best with MTP off: {_describe(off)}.")
         if vs is not None:
-            label = vs["label"]
-            parts.append("MTP on against off: " + ("the same within the noise." if label == race.SAME else
-                                                  f"{fmt_rel(vs['rel_change'])} time ({label})."))
+            parts.append(_mtp_sentence(vs, ab))
     measured = sum(1 for r in records if r.status in MEASURED)
     pruned = sum(1 for r in records if r.status in PRUNED)
     failed = sum(1 for r in records if r.status == "failed")
@@ -103,4 +104,26 @@ def build_result(records: Sequence[TrialRecord], rungs: Sequence[int], launches:
     elif stopped == "cancelled":
         parts.append("Cancelled: this is the best so far.")
     return TuneResult(best, off, on, same, list(records), launches, grid_size, stopped, elapsed_s, " ".join(parts), vs,
-                      race.pareto(records))
+                      ranking.pareto(records))
+
+
+def _mtp_vs_off(on: TrialRecord | None, off: TrialRecord | None, ab: MtpVerdict | None) -> dict[str, Any] | None:
+    """MTP on judged against off on seconds per request: the A/B's verdict when it ran, else the trials'."""
+    if off is None or on is None:
+        return None
+    if ab is not None:
+        return {"on": on.number, "off": off.number, "source": "ab", **ab.e2e.to_json()}
+    return {"on": on.number, "off": off.number, "source": "trials", **ranking.versus(off, on).to_json()}
+
+
+def _mtp_sentence(vs: dict[str, Any], ab: MtpVerdict | None) -> str:
+    label = vs["label"]
+    src = "" if ab is None else f" (interleaved A/B, {min(ab.off.passes, ab.on.passes)} passes each" + \
+        ("" if ab.status == "complete" else f", {ab.status}") + ")"
+    if label == ranking.SAME:
+        said = "the same within the noise."
+    elif label == ranking.INCONCLUSIVE:
+        said = f"inconclusive ({vs['reason']})."
+    else:
+        said = ("MTP wins" if label == ranking.BETTER else "MTP loses") + f", {fmt_rel(vs['rel_change'])} time."
+    return f"MTP on against off{src}: {said}"

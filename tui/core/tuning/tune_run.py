@@ -35,11 +35,11 @@ from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, ai
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_from_json
 from tui.core.sweep.state import StateError
-from tui.core.tuning import race
+from tui.core.lab import ranking
 from tui.core.tuning.progress import EventFn, TuneEvent
 from tui.core.tuning.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
-from tui.core.tuning.tune_result import TuneResult, fmt_seconds
+from tui.core.tuning.tune_result import TuneResult, build_result, fmt_seconds
 from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_definition, tune_id
 from tui.core.tuning.tune_measure import Measure, make_prober
 from tui.core.tuning.tune_hygiene import gpu_hygiene
@@ -289,6 +289,9 @@ class TuneRun:
         if self._error is not None:
             raise TuneError(str(self._error))
         ab, ab_note = self._ab(st, launcher, space, workload, result, measure)
+        if ab is not None:  # the A/B is the stronger evidence on MTP on against off: the answer says it
+            result = build_result(result.records, self.req.options.rungs, result.launches, result.grid_size, result.stopped,
+                                  result.elapsed_s, workload, ab)
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.state.launches,
                            time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
@@ -314,7 +317,7 @@ class TuneRun:
         measured = sum(1 for r in recs if r.status in MEASURED)
         pruned = sum(1 for r in recs if r.status in PRUNED)
         failed = sum(1 for r in recs if r.status == "failed")
-        best, _ = race.choose(recs, self.req.options.rungs)
+        best, _ = ranking.choose(recs, self.req.options.rungs)
         b = "none yet" if best is None else f"#{best.number} {fmt_seconds(best.e2e())} s/request"
         if best is not None and best.e2e() is not None and best.e2e().n > 1:  # type: ignore[union-attr]
             b += f" (spread {best.e2e().spread:.1%})"  # type: ignore[union-attr]

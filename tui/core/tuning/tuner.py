@@ -9,7 +9,7 @@ cost. So the tune
    the real tune) for every candidate that gets this far; nothing predicted not to fit is launched;
 2. on a GPU, runs the smallest-fit-target search once per memory key, seeded with the answer of the
    nearest memory key already known (two launches instead of a gallop from 1024 MiB);
-3. races inside each launch (`race.next_step`): a short probe for all, more passes only for
+3. races inside each launch (`ranking.next_step`): a short probe for all, more passes only for
    candidates that can still win, judged by the noise rule against their side's leader;
 4. walks the axes one at a time from each side's leader (coordinate descent: ordered axes step
    while they improve, in the better direction only; the others try each value), cycling until
@@ -38,11 +38,12 @@ from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_json
 from tui.core.sweep.pace import Pace
-from tui.core.tuning import race
+from tui.core.lab import ranking
+from tui.core.lab.axis import Axis
 from tui.core.tuning.machine import Machine, PaceWork
 from tui.core.tuning.memory import WHERE, MemoryBook
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
-from tui.core.tuning.space import Axis, Candidate, Space
+from tui.core.tuning.space import Candidate, Space
 from tui.core.tuning.trials import Samples, TrialRecord
 from tui.core.tuning.tune_result import TuneResult, build_result
 from tui.core.tuning.workload import Workload
@@ -56,7 +57,7 @@ PLATEAU_STEPS = 1
 @dataclass(frozen=True)
 class TuneOptions:
     strategy: Literal["search", "grid"] = "search"  # grid: every candidate, to the last rung (the reference)
-    rungs: tuple[int, ...] = race.RUNGS
+    rungs: tuple[int, ...] = ranking.RUNGS
     budget_s: float | None = None
     max_cycles: int = 3  # walks of each axis per side, at most
     fit_step_mib: int = FIT_STEP_MIB
@@ -201,7 +202,7 @@ class Tuner:
                 if now is rec:
                     improved, flat = True, 0
                     continue
-                if now is not None and flat < PLATEAU_STEPS and race.overlaps(now, rec):
+                if now is not None and flat < PLATEAU_STEPS and ranking.versus(now, rec).label == ranking.SAME:
                     flat += 1
                     continue
                 break
@@ -310,7 +311,7 @@ class Tuner:
         rungs = self.options.rungs if self.options.strategy == "search" else (self.options.rungs[-1],)
         why = ""
         while True:
-            add, why = race.next_step(ref, rec, rungs)
+            add, why = ranking.next_step(ref, rec, rungs)
             if add <= 0:
                 break
             t = self.machine.clock()
@@ -338,8 +339,8 @@ class Tuner:
                 break
             if self._cancel.is_set():
                 break
-        rec.verdict = race.verdict_json(ref, rec)
-        if ref is not None and self.options.strategy == "search" and race.versus(ref, rec).label == race.WORSE:
+        rec.verdict = ranking.verdict_json(ref, rec)
+        if ref is not None and self.options.strategy == "search" and ranking.versus(ref, rec).label == ranking.WORSE:
             rec.status = "eliminated"
         if rec.status == "eliminated" or rec.samples.n < rungs[-1] or rec.samples.error:
             rec.reason = why if not rec.reason else f"{rec.reason}; {why}"
@@ -396,7 +397,7 @@ class Tuner:
             self._prog.emit("hygiene", f"before #{rec.number}: {w}", trial=rec)
 
     def _leader(self, mtp: bool) -> TrialRecord | None:
-        return race.leader([r for r in self.records if r.mtp == mtp], self.options.rungs)
+        return ranking.leader([r for r in self.records if r.mtp == mtp], self.options.rungs)
 
     def _median(self, mtp: bool) -> float | None:
         lead = self._leader(mtp)

@@ -201,18 +201,18 @@ def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: boo
               ab: str = "", break_even: str = "", notes: Sequence[str] = (), tune_id: str = "",
               error: str | None = None) -> TuneView:
     """The tune screen's content from the records so far (or the finished run's `result`)."""
-    from tui.core.tuning import race
+    from tui.core.lab import ranking
     from tui.core.tuning.trials import MEASURED, PRUNED
 
     recs = list(result.records if result is not None else records)
     if result is not None:
         best, same, off, on, front = result.best, result.same_as_best, result.best_mtp_off, result.best_mtp_on, result.pareto
     else:
-        rungs = tuple(rungs) or race.RUNGS
-        best, same = race.choose(recs, rungs)
-        off, _ = race.choose([r for r in recs if not r.mtp], rungs)
-        on, _ = race.choose([r for r in recs if r.mtp], rungs)
-        front = race.pareto(recs)
+        rungs = tuple(rungs) or ranking.RUNGS
+        best, same = ranking.choose(recs, rungs)
+        off, _ = ranking.choose([r for r in recs if not r.mtp], rungs)
+        on, _ = ranking.choose([r for r in recs if r.mtp], rungs)
+        front = ranking.pareto(recs)
     marks: dict[int, str] = {r.number: MARKS["same"] for r in same}
     for key, r in (("on", on), ("off", off), ("best", best)):
         if r is not None:

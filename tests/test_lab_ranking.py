@@ -1,0 +1,68 @@
+"""The one ranking rule (`lab.ranking`): the three-zone verdict decides ties, the cheapest of the
+leader's ties is the best in the sweep as in the tune, and a tune's answer on MTP on against off is
+its final A/B's when it ran one (so the answer and the A/B cannot disagree)."""
+
+from __future__ import annotations
+
+from tui.core.lab import ranking
+from tui.core.probes.stats import summarize
+from tui.core.tuning.trials import Samples, TrialRecord
+from tui.core.tuning.tune_result import build_result
+from tui.core.tuning.verdict import PassSample, decide
+from tui.core.tuning.workload import shape
+
+
+def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> TrialRecord:
+    return TrialRecord(n, f"k{n}", f"m{n}", {"mtp": mtp, "ubatch": ub}, {"ubatch_size": ub}, mtp, "t",
+                       samples=Samples([1000.0] * len(e2e), [50.0] * len(e2e), [], list(e2e)))
+
+
+def test_best_of_is_the_cheapest_of_the_leaders_ties_for_either_direction() -> None:
+    rows = [("a", [10.0, 10.2, 10.4], 1024), ("b", [10.3, 10.5, 10.6], 512), ("c", [12.0, 12.1, 12.2], 256)]
+    score = {k: summarize(v) for k, v, _ in rows}
+    cost = {k: ranking.cost_order(mtp=False, ubatch=ub, vram_mib=None, draft_n_max=None, then=None) for k, _, ub in rows}
+    best, lead, tied = ranking.best_of([k for k, _, _ in rows], score.get, cost.__getitem__, higher_is_better=False)
+    assert (best, lead, tied) == ("b", "a", ["a"])  # "c" is cheaper still, but clearly slower: never a tie
+    best, lead, tied = ranking.best_of([k for k, _, _ in rows], score.get, cost.__getitem__, higher_is_better=True)
+    assert (best, lead, tied) == ("c", "c", [])  # as a speed, "c" is clearly the highest
+
+
+def test_the_leader_prefers_candidates_measured_to_the_last_rung() -> None:
+    short = rec(1, False, 512, [5.0, 5.1])
+    full = rec(2, False, 512, [6.0, 6.1, 6.0, 6.2])
+    assert ranking.leader([short, full]) is full
+    assert ranking.leader([short]) is short
+
+
+def test_a_faster_candidate_whose_range_is_apart_but_within_the_noise_is_confirmed() -> None:
+    lead = rec(1, False, 512, [10.0, 10.1, 10.2, 14.0])  # one slow pass: wide noise
+    cand = rec(2, True, 512, [9.5, 9.6])
+    assert ranking.versus(lead, cand).label == ranking.INCONCLUSIVE
+    assert ranking.next_step(lead, cand) == (2, "faster than #1 within the noise: confirm")
+
+
+def ab(on_e2e_slower: bool) -> object:
+    off, on = ((500.0, 40.0), (505.0, 41.0), (498.0, 40.5)), ((200.0, 30.0), (202.0, 30.5), (199.0, 29.8))
+    if not on_e2e_slower:
+        on = ((490.0, 80.0), (495.0, 81.0), (492.0, 79.0))
+    samples = []
+    for i in range(3):
+        samples += [PassSample("off", i, 2 * i, *off[i], None), PassSample("on", i, 2 * i + 1, *on[i], 0.7)]
+    return decide(samples, (1000, 200))
+
+
+def test_a_tunes_answer_reports_its_final_ab_not_the_trials_own_comparison() -> None:
+    wl = shape(1000, 200)
+    off = rec(1, False, 512, [10.0, 10.1, 10.2, 14.0])
+    on = rec(2, True, 512, [10.5, 10.6, 10.6, 10.7])  # the trials: the same within the noise
+    alone = build_result([off, on], ranking.RUNGS, 2, 2, "converged", 1.0, wl)
+    assert alone.mtp_vs_off is not None and alone.mtp_vs_off["source"] == "trials"
+    assert alone.mtp_vs_off["label"] == ranking.SAME and "the same within the noise" in alone.message
+    v = ab(on_e2e_slower=True)
+    assert v.label == "mtp_loses"  # type: ignore[attr-defined]
+    res = build_result([off, on], ranking.RUNGS, 2, 2, "converged", 1.0, wl, v)  # type: ignore[arg-type]
+    assert res.mtp_vs_off is not None and res.mtp_vs_off["source"] == "ab" and res.mtp_vs_off["label"] == ranking.WORSE
+    assert "MTP on against off (interleaved A/B, 3 passes each): MTP loses" in res.message
+    assert "same within the noise" not in res.message
+    win = build_result([off, on], ranking.RUNGS, 2, 2, "converged", 1.0, wl, ab(on_e2e_slower=False))  # type: ignore[arg-type]
+    assert "MTP wins" in win.message and win.mtp_vs_off["label"] == ranking.BETTER  # type: ignore[index]
