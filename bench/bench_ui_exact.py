@@ -70,7 +70,7 @@ async def run(bursts: int, root: Path) -> dict[str, Any]:
     from tui.core.demo.prepare import prepare_demo
     from tui.core.planning.exact import exact_plan
     from tui.ui.app import make_app
-    from tui.ui.backend import Backend
+    from tui.ui.cockpit.backend import Backend
     from tui.cli._app_options import demo_settings
     from tui.ui.options import AppOptions
 

@@ -147,11 +147,11 @@ async def tuning_run(work: Path) -> None:
     from tui.ui.app import make_app
     from tui.cli._app_options import demo_settings
     from tui.ui.options import AppOptions
-    from tui.ui.screens.sweep import SweepScreen
-    from tui.ui.screens.verdict import VerdictScreen
-    from tui.ui.adapters import tune as adapter
-    from tui.ui.screens.tune import TuneScreen
-    from tui.ui.tune_view import TuneSetup
+    from tui.ui.lab.sweep_screen import SweepScreen
+    from tui.ui.lab.verdict_screen import VerdictScreen
+    from tui.ui.lab import tune_ops as adapter
+    from tui.ui.lab.tune_screen import TuneScreen
+    from tui.ui.lab.tune_views import TuneSetup
 
     setup = prepare_demo(progress=lambda ev: print(f"[{ev.phase}] {ev.message}", file=sys.stderr))
     suite = work / "demo-short.toml"
@@ -171,17 +171,17 @@ async def tuning_run(work: Path) -> None:
         screen.query_one("#axis-4").value = "256,512"  # ubatch: with MTP on,off a 2x2 grid
         await until(pilot, lambda: screen.defn is not None and len(screen.defn.axes) == 2, "the planned grid")
         await pilot.press("g")
-        await until(pilot, lambda: app.tuning.sweeps_finished == 1, "the sweep", 900)
+        await until(pilot, lambda: app.lab.sweeps_finished == 1, "the sweep", 900)
         await pilot.pause(0.5)
         save(app, "sweep")
         await pilot.press("escape", "a")
         await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen")
-        await until(pilot, lambda: app.tuning.abs_finished == 1, "MTP on vs off", 900)
+        await until(pilot, lambda: app.lab.abs_finished == 1, "MTP on vs off", 900)
         await pilot.pause(0.5)
         save(app, "verdict")
         await pilot.press("escape")
         # A real tune of the demo model: MTP on/off x draft n-max x micro-batch, the A/B at the end.
-        app.tuning.tune_setup = TuneSetup(workload="128:128", budget="10m", ab_passes=2, save_as="demo-tuned",
+        app.lab.tune_setup = TuneSetup(workload="128:128", budget="10m", ab_passes=2, save_as="demo-tuned",
                                           axes=(("mtp", "on,off"), ("draft-n-max", "1,2,3,4"), ("ubatch", "128,256,512")))
         await pilot.press("T")
         await until(pilot, lambda: isinstance(app.screen, TuneScreen), "the tune screen")
@@ -190,12 +190,12 @@ async def tuning_run(work: Path) -> None:
         if tune.problem:
             raise SystemExit(f"screenshots: the tune cannot start: {tune.problem}")
         await pilot.press("g")
-        await until(pilot, lambda: app.tuning.tunes_finished == 1, "the tune", 900)
+        await until(pilot, lambda: app.lab.tunes_finished == 1, "the tune", 900)
         await pilot.pause(0.5)
         save(app, "tune")
         await pilot.press("r")  # the Markdown report, for the README's excerpt
-        await until(pilot, lambda: adapter.report_path(app.tuning.tune_outcome).is_file(), "the tune's report", 30)
-        report = adapter.report_path(app.tuning.tune_outcome)
+        await until(pilot, lambda: adapter.report_path(app.lab.tune_outcome).is_file(), "the tune's report", 30)
+        report = adapter.report_path(app.lab.tune_outcome)
         (OUT / "tune-report.md").write_text(report.read_text().replace(str(work), "$WORK").replace(str(Path.home()), "~"),
                                              encoding="utf-8")
         await pilot.press("escape", "q")

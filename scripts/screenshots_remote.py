@@ -77,7 +77,7 @@ def read_header_first(settings: Any) -> None:
     App's two planners (the estimate's worker and the exact plan's) would otherwise both fetch it at
     once, and the header cache's `store` (tui/core/remote/cache.py) can lose that race: one pid-named
     temporary folder for both threads ("no such file", FileNotFoundError or AssertionError on screen)."""
-    from tui.ui.adapters.remote import to_local
+    from tui.ui.cockpit.remote import to_local
 
     to_local(settings)
 
@@ -98,7 +98,7 @@ async def variants_run(work: Path, until: Until, save: Save, size: tuple[int, in
     from tui.core.options.settings import Settings
     from tui.ui.app import make_app
     from tui.ui.options import AppOptions
-    from tui.ui.screens.variants import VariantsScreen
+    from tui.ui.variants.screen import VariantsScreen
 
     setup = prepare_demo(progress=lambda ev: print(f"[{ev.phase}] {ev.message}", file=sys.stderr))
     files = write_quants(work / "quants")

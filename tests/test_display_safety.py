@@ -21,9 +21,9 @@ from tui.cli import main
 from tui.cli._common import fail
 from tui.cli._plan_table import remote_line, render
 from tui.core.config.text import safe_text
-from tui.ui.screens.variants import fill
-from tui.ui.view import ServerStatus
-from tui.ui.widgets.server_panel import ServerPanel
+from tui.ui.variants.screen import fill
+from tui.ui.cockpit.views import ServerStatus
+from tui.ui.cockpit.server_panel import ServerPanel
 
 HOSTILE = "Evil\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eusc.\x7f[b]bold[/b]"
 RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\x7f")

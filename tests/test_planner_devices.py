@@ -72,7 +72,7 @@ def test_every_caller_gets_the_same_devices(tiny: Path, monkeypatch: pytest.Monk
     from tui.core.probes.session import predict_memory
     from tui.core.sweep.planning import plan_check
     from tui.core.tuning.searches import this_machine
-    from tui.ui.adapters.planning import devices_for
+    from tui.ui.cockpit.planning import devices_for
     from tui.ui.options import AppOptions
 
     for k, v in PCI.items():

@@ -22,7 +22,7 @@ from tui.core.options.validate import errors, validate
 from tui.core.planning.devices import device_set, devices_now
 from tui.core.planning.standin import RpcServers, host_total_mib
 from tui.core.server.process import free_port
-from tui.ui.adapters import planning as ui_planning
+from tui.ui.cockpit import planning as ui_planning
 from tui.ui.options import AppOptions
 
 ONE_GPU = ["--gpus", "1x8GiB"]

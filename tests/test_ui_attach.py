@@ -105,8 +105,8 @@ def test_attached_run_is_labelled_from_the_server(server_bin: Path, tiny_models:
     import threading
 
     from tui.core.server.events import ServerState
-    from tui.ui.backend import Backend
-    from tui.ui.view import ProbeState
+    from tui.ui.cockpit.backend import Backend
+    from tui.ui.cockpit.views import ProbeState
 
     extra = ["--spec-type", "draft-mtp", "--spec-draft-n-max", "3"]
     with llama_server(server_bin, tiny_models["tiny-mtp"], extra, tmp_path) as srv:

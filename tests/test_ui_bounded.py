@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from tui.core.server.events import DEFAULT_TAIL_LINES, HandleCore
 from tui.core.server.launch import HEAD_LINES, Launch
-from tui.ui.adapters.probing import MAX_SERIES, _Progress
-from tui.ui.view import ProbeState
+from tui.ui.cockpit.probing import MAX_SERIES, _Progress
+from tui.ui.cockpit.views import ProbeState
 
 
 class _Core(HandleCore):
@@ -46,7 +46,7 @@ def _run(previous: ProbeState, config: str, n: int) -> ProbeState:
 
 
 def _points(config: str, i: int, rec: SimpleNamespace) -> tuple:
-    from tui.ui.view import ProbePoint
+    from tui.ui.cockpit.views import ProbePoint
 
     return (ProbePoint(config, i, rec.tg_tps, rec.pp_tps, rec.acceptance),)
 
@@ -67,7 +67,7 @@ def test_probe_series_do_not_grow_with_the_number_of_runs() -> None:
 def test_probe_runs_share_one_thread_whoever_asks() -> None:
     """Each probe run used to allocate on a fresh thread (a Textual worker each time), leaving about
     80 KB per run in the allocator's per-thread arenas; runs now all happen on the backend's one probe thread."""
-    from tui.ui.backend import Backend
+    from tui.ui.cockpit.backend import Backend
     from tui.ui.options import AppOptions
 
     backend = Backend(AppOptions())
@@ -87,7 +87,7 @@ async def test_a_probe_run_in_the_app_starts_no_thread_of_its_own(monkeypatch) -
     """The app awaits the run on the probe thread; a Textual thread worker per run (a new thread each
     time, with its own arena and stack) was the TUI's share of the soak's growth."""
     from tui.ui.app import make_app
-    from tui.ui.backend import Backend
+    from tui.ui.cockpit.backend import Backend
     from tui.ui.options import AppOptions
 
     class Quick(Backend):

@@ -21,11 +21,11 @@ from tui.core.planning.cache import attach, cached_calibration
 from tui.core.planning.calibrate import calibrate
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
-from tui.ui.adapters.planning import devices_for
+from tui.ui.cockpit.planning import devices_for
 from tui.ui.app import MtpTuneApp
-from tui.ui.view import CALIBRATED_LABEL, ESTIMATE_LABEL, EXACT_LABEL
-from tui.ui.widgets.settings_form import SettingsForm
-from tui.ui.widgets.vram_bars import TITLE, DeviceBar
+from tui.ui.cockpit.views import CALIBRATED_LABEL, ESTIMATE_LABEL, EXACT_LABEL
+from tui.ui.cockpit.settings_form import SettingsForm
+from tui.ui.cockpit.vram_bars import TITLE, DeviceBar
 
 
 DEADLINE_S = 60.0

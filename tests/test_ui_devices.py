@@ -10,7 +10,7 @@ from pathlib import Path
 from tui.core.options.settings import Settings
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions
-from tui.ui.widgets.vram_bars import VramBars
+from tui.ui.cockpit.vram_bars import VramBars
 
 
 def _ts_problems(app) -> list[str]:  # noqa: ANN001 - the App

@@ -12,11 +12,11 @@ from textual.app import App, ComposeResult
 from tests.helpers.range_server import LoopbackHub
 from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
-from tui.ui.adapters import remote
+from tui.ui.cockpit import remote
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
-from tui.ui.view import ServerStatus
-from tui.ui.widgets.server_panel import ServerPanel
+from tui.ui.cockpit.views import ServerStatus
+from tui.ui.cockpit.server_panel import ServerPanel
 
 DEADLINE_S = 60.0
 

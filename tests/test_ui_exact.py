@@ -17,14 +17,14 @@ from textual.widgets import Input
 
 from tui.core.gpu.profiles import PROFILES, HwProfile, SimDevice
 from tui.core.planning.exact import exact_plan
-from tui.ui.adapters.planning import exact_request
+from tui.ui.cockpit.planning import exact_request
 from tui.ui.app import MtpTuneApp, make_app
-from tui.ui.backend import Backend
+from tui.ui.cockpit.backend import Backend
 from tui.cli._app_options import demo_settings
-from tui.ui.messages import ExactPlanned
+from tui.ui.cockpit.messages import ExactPlanned
 from tui.ui.options import AppOptions
-from tui.ui.view import ESTIMATE_LABEL, EXACT_LABEL, PlanView
-from tui.ui.widgets.vram_bars import DeviceBar
+from tui.ui.cockpit.views import ESTIMATE_LABEL, EXACT_LABEL, PlanView
+from tui.ui.cockpit.vram_bars import DeviceBar
 
 
 DEADLINE_S = 60.0
@@ -171,8 +171,8 @@ def test_on_real_gpus_exact_waits_while_our_server_runs(tiny_models: dict[str, P
     """A dry run beside the running server would see the memory it holds: one sentence instead, and
     the reconciliation uses the exact plan measured before the launch."""
     from tests.test_ui_reconcile import _gpu_snapshot
-    from tui.ui.adapters.planning import ExactPlans
-    from tui.ui.adapters.reconciling import exact_for_report
+    from tui.ui.cockpit.planning import ExactPlans
+    from tui.ui.cockpit.reconciling import exact_for_report
 
     options = AppOptions(settings=demo_settings(tiny_models["tiny-mtp"]), server_bin=Path("/usr/bin/true"))
     plans = ExactPlans(options, plan_fn=lambda *a, **k: None)
@@ -194,8 +194,8 @@ def test_on_real_gpus_exact_waits_while_our_server_runs(tiny_models: dict[str, P
 
 
 def test_plan_state_shows_only_the_newest_settings_answers() -> None:
-    from tui.ui.plan_state import PlanState
-    from tui.ui.view import DevicePlan
+    from tui.ui.cockpit.plan_state import PlanState
+    from tui.ui.cockpit.views import DevicePlan
 
     def view(seq: int, kv: float, exact: str = "off") -> PlanView:
         src = EXACT_LABEL if exact == "exact" else ESTIMATE_LABEL
@@ -226,7 +226,7 @@ def test_plan_state_shows_only_the_newest_settings_answers() -> None:
 
 
 def test_a_keystroke_that_makes_the_settings_invalid_restarts_the_debounce(tiny_models: dict[str, Path]) -> None:
-    from tui.ui.adapters.planning import ExactPlans
+    from tui.ui.cockpit.planning import ExactPlans
 
     calls: list[Any] = []
     got: list[int] = []
@@ -256,7 +256,7 @@ def test_a_keystroke_that_makes_the_settings_invalid_restarts_the_debounce(tiny_
 def test_a_device_llama_cpp_did_not_measure_stays_an_estimate_and_says_why() -> None:
     from tui.core.planning.exact import ExactResult
     from tui.core.planning.measured import DeviceSource
-    from tui.ui.adapters.planning import exact_view
+    from tui.ui.cockpit.planning import exact_view
 
     class FakePlan:  # the parts of a core Plan exact_view reads
         def __init__(self) -> None:
@@ -314,7 +314,7 @@ async def test_two_simulated_gpus_each_marked_exact(server_bin: Path, rpc_server
 
 async def test_the_estimates_error_band_stands_beside_its_figures_and_exact_has_none() -> None:
     from tests.helpers import ui_samples as samples
-    from tui.ui.view import DevicePlan
+    from tui.ui.cockpit.views import DevicePlan
 
     est = DevicePlan("GPU", 6144, 5800, compute_mib=500, draft_compute_mib=100, kv_mib=64,
                      error_band=(("compute", 4.0), ("draft_compute", 9.2), ("kv", 0.2)))
@@ -335,7 +335,7 @@ async def test_the_estimates_error_band_stands_beside_its_figures_and_exact_has_
 def test_the_estimate_view_carries_the_cores_measured_band(tiny_models: dict[str, Path],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import tui.core.planning.result as result
-    from tui.ui.adapters.planning import plan_view
+    from tui.ui.cockpit.planning import plan_view
 
     monkeypatch.setattr(result, "error_band", lambda calibrated=False: {"compute": 7.0, "kv": 0.1})
     options = AppOptions(settings=demo_settings(tiny_models["tiny-mtp"]), hardware=PROFILES["rtx3060-laptop-6g"],
@@ -351,7 +351,7 @@ def test_the_cpu_measured_band_is_not_shown_on_a_real_gpu(tiny_models: dict[str,
     the host's keep it (issue 22)."""
     import tui.core.planning.result as result
     from tui.core.gpu.types import GpuDevice, GpuSnapshot, HostMemory, Source, Status
-    from tui.ui.adapters.planning import plan_view
+    from tui.ui.cockpit.planning import plan_view
 
     monkeypatch.setattr(result, "error_band", lambda calibrated=False: {"compute": 7.0})
     gpu = GpuDevice(index=0, name="NVIDIA GPU 0", uuid="GPU-0", pci_bus_id="00000000:17:00.0",

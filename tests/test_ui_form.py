@@ -10,8 +10,8 @@ from textual.widgets import Input, Static
 from tui.core.options.settings import Settings
 from tests.helpers import ui_samples as samples
 from tui.ui.app import make_app
-from tui.ui.widgets.settings_fields import ALL_FIELDS
-from tui.ui.widgets.settings_form import SettingsForm
+from tui.ui.cockpit.settings_fields import ALL_FIELDS
+from tui.ui.cockpit.settings_form import SettingsForm
 
 
 def problem_text(app, field: str) -> str:  # noqa: ANN001 - the App

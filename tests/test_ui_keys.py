@@ -13,9 +13,9 @@ from textual.widgets._footer import FooterKey
 from tests.helpers import ui_samples as samples
 from tui.ui import keys
 from tui.ui.app import MtpTuneApp, make_app
-from tui.ui.screens.help import HelpScreen, help_text
-from tui.ui.screens.main import MainScreen
-from tui.ui.screens.runs import RunsScreen
+from tui.ui.help_screen import HelpScreen, help_text
+from tui.ui.cockpit.screen import MainScreen
+from tui.ui.runs.screen import RunsScreen
 
 TUI_UI = Path(__file__).resolve().parents[1] / "tui" / "ui"
 

@@ -11,8 +11,8 @@ from tui.core.gpu.types import GpuSnapshot, HostMemory, Source, Status
 from tui.core.options.settings import Settings
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions, FixedScreen
-from tui.ui.view import DevicePlan, PlanView
-from tui.ui.widgets.vram_bars import DeviceBar, NO_GPU_TEXT
+from tui.ui.cockpit.views import DevicePlan, PlanView
+from tui.ui.cockpit.vram_bars import DeviceBar, NO_GPU_TEXT
 
 from tests.helpers import ui_samples
 
@@ -49,7 +49,7 @@ async def test_no_gpu_shows_host_ram_and_names_a_profile_to_try() -> None:
 
 
 def test_a_cpu_only_plan_marks_its_device_as_the_host(tiny_models: dict[str, Path]) -> None:
-    from tui.ui.adapters.planning import plan_view
+    from tui.ui.cockpit.planning import plan_view
 
     options = AppOptions(settings=Settings(model=str(tiny_models["tiny-mtp"])))
     view = plan_view(options.settings, _no_gpu_snapshot(), options, seq=1)

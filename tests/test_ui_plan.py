@@ -15,7 +15,7 @@ from tui.core.gpu.profiles import HwProfile, SimDevice
 from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
-from tui.ui.widgets.vram_bars import DeviceBar
+from tui.ui.cockpit.vram_bars import DeviceBar
 
 #: One 24 MiB device, nothing else on it: the tiny model goes from ok to tight to OOM with the context.
 TINY_GPU = HwProfile("test-24m", "a 24 MiB test device", (SimDevice("Test GPU", 24),))

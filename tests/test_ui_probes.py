@@ -14,7 +14,7 @@ from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
-from tui.ui.screens.runs import RunsScreen
+from tui.ui.runs.screen import RunsScreen
 from tui.ui.widgets.probe_plot import ProbePlot
 
 

@@ -12,7 +12,7 @@ from tui.core.presets.profiles import load_profile, profiles_dir, save_profile
 from tui.core.options.settings import Settings
 from tests.helpers import ui_samples as samples
 from tui.ui.app import make_app
-from tui.ui.screens.profile_dialog import ProfileDialog
+from tui.ui.profiles.screen import ProfileDialog
 
 
 async def open_dialog(pilot) -> ProfileDialog:  # noqa: ANN001 - Pilot

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tests.test_ui_exact import CountingExact, app_with, demo_options
 from tui.core.gpu.types import GpuDevice, GpuProcess, GpuSnapshot, HostMemory, ProcessKind, Source, Status
-from tui.ui.adapters.reconciling import nvml_by_device
-from tui.ui.screens.reconcile import ReconcileScreen, columns, table_text
-from tui.ui.view import ReconcileRow
+from tui.ui.cockpit.reconciling import nvml_by_device
+from tui.ui.cockpit.reconcile_screen import ReconcileScreen, columns, table_text
+from tui.ui.cockpit.views import ReconcileRow
 
 DEADLINE_S = 90.0
 

@@ -23,10 +23,10 @@ from tui.core.options.settings import Settings
 from tui.core.planning.devices import current_snapshot, device_set
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
-from tui.ui.adapters.planning import plan_is_quick
+from tui.ui.cockpit.planning import plan_is_quick
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
-from tui.ui.view import EXACT_LABEL, PlanView
+from tui.ui.cockpit.views import EXACT_LABEL, PlanView
 
 DEADLINE_S = 60.0
 LAPTOP = PROFILES["rtx3060-laptop-6g"]
@@ -157,7 +157,7 @@ async def test_the_exact_plan_of_a_hub_model_arrives_labelled_exact(server_bin: 
                                                                     hub: LoopbackHub, tiny_models: dict[str, Path],
                                                                     tmp_path: Path) -> None:
     from tui.core.planning.exact import exact_plan
-    from tui.ui.adapters.planning import exact_request
+    from tui.ui.cockpit.planning import exact_request
 
     hub.add_repo("user/repo", {"m-Q4_K_M.gguf": tiny_models["tiny-mtp"], "m-Q8_0.gguf": tiny_models["tiny-mtp-q8_0"]})
     settings = dataclasses.replace(FLAGS, hf_repo="user/repo:Q4_K_M")
@@ -182,7 +182,7 @@ async def test_the_exact_plan_of_a_hub_model_arrives_labelled_exact(server_bin: 
 async def test_the_bars_say_a_header_is_being_read(hub: LoopbackHub, tiny_models: dict[str, Path]) -> None:
     """On a slow link the bars say what the plan waits for (a header, read by ranges), then the plan
     replaces the line."""
-    from tui.ui.widgets.vram_bars import VramBars
+    from tui.ui.cockpit.vram_bars import VramBars
 
     hub.add_repo("me/tiny-GGUF", {"tiny-Q4_K_M.gguf": tiny_models["tiny-mtp"]})
     hub.rate_bps = 200_000  # the first 256 KiB range takes about a second

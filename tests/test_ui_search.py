@@ -14,8 +14,8 @@ from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions
-from tui.ui.screens.search import SearchScreen
-from tui.ui.screens.main_tuning import with_value
+from tui.ui.lab.search_screen import SearchScreen
+from tui.ui.cockpit.lab_keys import with_value
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,8 +48,8 @@ async def test_largest_context_accepted_into_the_form(server_bin: Path, tiny_mod
         await pilot.press("c")
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
         screen = app.screen
-        assert await until(pilot, lambda: app.tuning.searches_finished == 1)
-        view = app.tuning.search_view
+        assert await until(pilot, lambda: app.lab.searches_finished == 1)
+        view = app.lab.search_view
         assert view is not None and view.found and view.value is not None, view
         # Planned first, then confirmed by a real launch at that value.
         assert view.planned == view.value and view.trials[0].value == view.value and view.trials[0].outcome == "ok"
@@ -68,8 +68,8 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("F")
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
-        assert await until(pilot, lambda: app.tuning.searches_finished == 1)
-        view = app.tuning.search_view
+        assert await until(pilot, lambda: app.lab.searches_finished == 1)
+        view = app.lab.search_view
         # The CPU backend keeps nothing free on a GPU: every value works, down to the floor.
         assert view is not None and view.found and view.value == 0, view
         assert len(view.trials) >= 2 and all(t.outcome == "ok" for t in view.trials)
@@ -81,10 +81,10 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
         assert await until(pilot, lambda: app.main.plan.settings.fit_target == [1 << 20])
         await pilot.press("F")
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
-        assert await until(pilot, lambda: app.tuning.search_view is not None and len(app.tuning.search_view.trials) >= 1)
+        assert await until(pilot, lambda: app.lab.search_view is not None and len(app.lab.search_view.trials) >= 1)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.tuning.searches_finished == 2)
-        view = app.tuning.search_view
+        assert await until(pilot, lambda: app.lab.searches_finished == 2)
+        view = app.lab.search_view
         assert view.cancelled and not view.found and view.value is None, view
         assert "cancelled" in str(app.screen.query_one("#search-message").render())
         await pilot.press("enter")  # nothing to accept: the screen stays

@@ -99,7 +99,7 @@ async def test_quit_while_a_probe_streams_cancels_it_before_the_stop(
     is stopped, and no server is left. (The time it takes is measured by bench/bench_quit.py.)"""
     import dataclasses
 
-    from tui.ui.backend import Backend
+    from tui.ui.cockpit.backend import Backend
 
     events: list[str] = []
 
@@ -158,7 +158,7 @@ async def test_failure_is_explained(server_bin: Path, tmp_path: Path) -> None:
 def test_each_launch_writes_one_history_entry(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     """The supervisor is the one writer of launch history: a TUI launch, then a restart, leave two entries."""
     from tui.core.presets.profiles import history_dir, load_history_entry
-    from tui.ui.backend import Backend
+    from tui.ui.cockpit.backend import Backend
 
     options = _options(server_bin, tiny_models["tiny-mtp"], tmp_path)
     backend = Backend(options)
@@ -180,8 +180,8 @@ def test_launched_run_is_labelled_from_what_runs(server_bin: Path, tiny_models: 
     import threading
 
     from tui.core.config.paths import config_dir
-    from tui.ui.backend import Backend
-    from tui.ui.view import ProbeState
+    from tui.ui.cockpit.backend import Backend
+    from tui.ui.cockpit.views import ProbeState
 
     suite = config_dir() / "suites" / "one.toml"
     suite.parent.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,8 @@ from tui.core.options.settings import Settings
 from tui.core.sweep import load_state
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
-from tui.ui.screens.sweep import SweepScreen
-from tui.ui.widgets.sweep_table import SweepTable
+from tui.ui.lab.sweep_screen import SweepScreen
+from tui.ui.lab.sweep_table import SweepTable
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -78,18 +78,18 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
 
         t0 = time.monotonic()
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.running == "sweep" or app.tuning.sweeps_finished)
-        assert app.tuning.sweep_view is not None and app.tuning.sweep_view.error is None, app.tuning.sweep_view
+        assert await until(pilot, lambda: app.lab.running == "sweep" or app.lab.sweeps_finished)
+        assert app.lab.sweep_view is not None and app.lab.sweep_view.error is None, app.lab.sweep_view
         # Back to the main screen: the sweep goes on and says so there.
-        assert await until(pilot, lambda: app.tuning.sweep_view is not None and app.tuning.sweep_view.done >= 1)
+        assert await until(pilot, lambda: app.lab.sweep_view is not None and app.lab.sweep_view.done >= 1)
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, SweepScreen))
-        if app.tuning.running == "sweep":
+        if app.lab.running == "sweep":
             assert "sweep" in str(app.main.tuning_panel.render()) and app.main.tuning_panel.has_class("-active")
-        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1), app.tuning.sweep_view
+        assert await until(pilot, lambda: app.lab.sweeps_finished == 1), app.lab.sweep_view
         wall = time.monotonic() - t0
         print(f"2x2 sweep from the TUI: {wall:.1f} s")
-        final = app.tuning.sweep_view
+        final = app.lab.sweep_view
         assert final is not None and not final.running and final.error is None
         assert [r.status for r in final.rows] == ["ok"] * 4, final.rows
         assert all(r.tg and r.pp and r.tg_spread is not None for r in final.rows)  # medians with spread
@@ -122,10 +122,10 @@ async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_sweep(pilot, app)
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.sweep_view is not None and app.tuning.sweep_view.done >= 1)
+        assert await until(pilot, lambda: app.lab.sweep_view is not None and app.lab.sweep_view.done >= 1)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1)
-        first = app.tuning.sweep_view
+        assert await until(pilot, lambda: app.lab.sweeps_finished == 1)
+        first = app.lab.sweep_view
         assert first is not None and "cancelled" in first.message
         done_first = [r.number for r in first.rows if r.status == "ok"]
         assert 1 <= len(done_first) < 4, first.rows
@@ -149,8 +149,8 @@ async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_
         assert await until(pilot, lambda: screen._shown is not None and "already done (g resumes)" in screen._shown.message)
         assert [r.number for r in screen._shown.rows if r.status == "ok"] == done_first
         await pilot.press("g")  # resume: only the rows not done run
-        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1)
-        final = app.tuning.sweep_view
+        assert await until(pilot, lambda: app.lab.sweeps_finished == 1)
+        final = app.lab.sweep_view
         assert final is not None and [r.status for r in final.rows] == ["ok"] * 4
         state = load_state(sweep_id)
         assert state is not None and len(state.sessions) == 2
@@ -176,8 +176,8 @@ async def test_predicted_oom_rows_marked_and_skipped(server_bin: Path, tiny_mode
         assert [r.risk for r in rows] == ["ok", "oom"], rows
         assert "predicted to OOM (skipped)" in screen._shown.message
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.sweeps_finished == 1)
-        final = app.tuning.sweep_view
+        assert await until(pilot, lambda: app.lab.sweeps_finished == 1)
+        final = app.lab.sweep_view
         assert [r.status for r in final.rows] == ["ok", "predicted_oom"], final.rows
         assert "OOM" in final.rows[1].note
         await pilot.press("escape", "q")
@@ -191,9 +191,9 @@ async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_m
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_sweep(pilot, app, ub="256")
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning._sweep is not None and app.tuning.sweep_view is not None
-                           and "requests" in app.tuning.sweep_view.message)
-        sup = app.tuning._sweep.launcher.inner._sup
+        assert await until(pilot, lambda: app.lab._sweep is not None and app.lab.sweep_view is not None
+                           and "requests" in app.lab.sweep_view.message)
+        sup = app.lab._sweep.launcher.inner._sup
         assert sup is not None and sup.pid is not None
         pid = sup.pid
         assert Path(f"/proc/{pid}").exists()

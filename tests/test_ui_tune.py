@@ -21,12 +21,12 @@ from tui.core.gpu.profiles import parse_gpus_spec
 from tui.core.options.settings import Settings
 from tui.core.tuning.progress import TuneEvent
 from tui.core.tuning.space import Floors
-from tui.ui.adapters import tune as adapter
+from tui.ui.lab import tune_ops as adapter
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
-from tui.ui.screens.tune import TuneScreen
-from tui.ui.tune_view import TuneSetup
-from tui.ui.widgets.tune_chart import TuneChart
+from tui.ui.lab.tune_screen import TuneScreen
+from tui.ui.lab.tune_views import TuneSetup
+from tui.ui.lab.tune_chart import TuneChart
 
 #: The form's settings of the tests that run (or fake) a tune: everything but MTP and ubatch fixed.
 FORM = dict(batch_size=512, cache_type_k="f16", cache_type_v="f16", cache_type_k_draft="f16", cache_type_v_draft="f16",
@@ -51,7 +51,7 @@ def live_options(model: Path, server_bin: Path | None, tmp_path: Path) -> AppOpt
 
 
 async def open_tune(pilot: Any, app: MtpTuneApp, setup: TuneSetup = SMALL) -> TuneScreen:
-    app.tuning.tune_setup = setup
+    app.lab.tune_setup = setup
     await pilot.press("T")
     assert await until(pilot, lambda: isinstance(app.screen, TuneScreen))
     screen = app.screen
@@ -130,10 +130,10 @@ async def test_the_key_opens_the_setup_and_a_preview_runs_nothing() -> None:
         await pilot.pause()
         await pilot.press("g")
         await pilot.pause()
-        assert app.tuning.running is None and any("fixed preview" in n.message for n in app._notifications)
+        assert app.lab.running is None and any("fixed preview" in n.message for n in app._notifications)
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, TuneScreen))
-        assert app.tuning.tune_setup is not None and app.tuning.tune_setup.axis("kv") == "f16,q8_0"  # kept for next time
+        assert app.lab.tune_setup is not None and app.lab.tune_setup.axis("kv") == "f16,q8_0"  # kept for next time
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
@@ -167,13 +167,13 @@ async def test_the_table_and_the_plot_show_every_trial(size: tuple[int, int]) ->
 async def test_a_running_tune_shows_its_eta_and_budget_on_the_screen_and_the_main_line() -> None:
     app = make_app(samples.fixed_options("idle"))
     async with app.run_test(size=(120, 40)) as pilot:
-        app.tuning.running, app.tuning.tune_view = "tune", tune_samples.running_view()
-        app.main.tuning.changed()
+        app.lab.running, app.lab.tune_view = "tune", tune_samples.running_view()
+        app.main.lab.changed()
         await pilot.pause()
         line = str(app.main.tuning_panel.render())
         assert line.startswith("◆ tune 5 trials: 4 measured, 1 pruned, 0 failed") and "ETA ~6:42" in line, line
         assert "budget left 14:43" in line and "T shows it" in line
-        app.tuning.running = None
+        app.lab.running = None
         await tune_samples.push_tune("running")(pilot)
         assert "launch 7: no MTP -ub 1024" in str(app.screen.query_one("#tune-message").render())
 
@@ -212,18 +212,18 @@ async def test_g_runs_the_worker_and_x_cancels_it(tiny_models: dict[str, Path], 
         screen = await open_tune(pilot, app)
         assert screen.prepared is not None and screen.prepared.grid == 4, screen.problem
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.running == "tune")
+        assert await until(pilot, lambda: app.lab.running == "tune")
         table = screen.query_one("#tune-table", DataTable)
         assert await until(pilot, lambda: table.row_count == 3)
-        assert app.tuning.tune_view is not None and app.tuning.tune_view.launches == 3
+        assert app.lab.tune_view is not None and app.lab.tune_view.launches == 3
         assert "#3: ok" == str(screen.query_one("#tune-message").render())  # the run's own line cut off
         assert len(screen.query_one(TuneChart)._points or ()) == 3
         await pilot.press("g")  # one at a time
         assert any("a tune is running" in n.message for n in app._notifications)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.tuning.tunes_finished == 1)
-        assert runs[0].cancel.is_set() and app.tuning.running is None
-        assert app.tuning.tune_view is not None and app.tuning.tune_view.stopped == "cancelled"
+        assert await until(pilot, lambda: app.lab.tunes_finished == 1)
+        assert runs[0].cancel.is_set() and app.lab.running is None
+        assert app.lab.tune_view is not None and app.lab.tune_view.stopped == "cancelled"
         assert table.row_count == 3  # what finished is kept on screen
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running)
@@ -251,10 +251,9 @@ async def test_an_hf_model_that_cannot_be_read_is_refused_before_anything_stops(
         screen = await open_tune(pilot, app)
         assert await until(pilot, lambda: screen.problem is not None)
         assert screen.problem is not None and "org/missing-GGUF" in screen.problem
-        await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.tunes_finished == 1)
-        assert app.tuning.tune_outcome is None and app.tuning.running is None
-        assert any("org/missing-GGUF" in n.message for n in app._notifications)
+        await pilot.press("g")  # refused on the screen's own check: nothing starts, nothing is stopped
+        assert await until(pilot, lambda: any("org/missing-GGUF" in n.message for n in app._notifications))
+        assert app.lab.tunes_finished == 0 and app.lab.tune_outcome is None and app.lab.running is None
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running)
 
@@ -280,13 +279,13 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         assert screen.prepared is not None, screen.problem
         t0 = time.monotonic()
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.running == "tune" or app.tuning.tunes_finished), \
+        assert await until(pilot, lambda: app.lab.running == "tune" or app.lab.tunes_finished), \
             [n.message for n in app._notifications]
-        assert await until(pilot, lambda: app.tuning.tunes_finished == 1, 120), app.tuning.tune_view
+        assert await until(pilot, lambda: app.lab.tunes_finished == 1, 120), app.lab.tune_view
         wall = time.monotonic() - t0
         print(f"2x2 tune from the TUI: {wall:.1f} s")
         assert not app.main.server.status.alive  # stopped for the tune, not restarted behind it
-        view = app.tuning.tune_view
+        view = app.lab.tune_view
         assert view is not None and view.error is None and view.stopped == "converged", view
         assert view.grid_size == 4 and 1 <= view.trials <= 4 and view.best is not None and view.best_off is not None
         assert {r.mtp for r in view.rows} == {False, True} and all("ub=" in r.differs for r in view.rows)
@@ -299,7 +298,7 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         assert await until(pilot, lambda: profile.is_file()), [n.message for n in app._notifications]
         assert "[ui-tuned]" in (config_dir() / "presets.ini").read_text()
         await pilot.press("r")
-        report = adapter.report_path(app.tuning.tune_outcome)
+        report = adapter.report_path(app.lab.tune_outcome)
         assert await until(pilot, lambda: report.is_file()), [n.message for n in app._notifications]
         assert "## Trials" in report.read_text() and "Interleaved A/B" in report.read_text()
         assert servers_of(model) == []  # no orphan
@@ -308,10 +307,10 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         screen.query_one("#tune-workload", Input).value = "64:4000"
         assert await until(pilot, lambda: screen.setup.workload == "64:4000" and screen.prepared is not None)
         await pilot.press("g")
-        assert await until(pilot, lambda: bool(servers_of(model)) or app.tuning.tunes_finished == 2, 60)
+        assert await until(pilot, lambda: bool(servers_of(model)) or app.lab.tunes_finished == 2, 60)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.tuning.tunes_finished == 2, 30), app.tuning.tune_view
-        assert app.tuning.tune_view is not None and app.tuning.tune_view.stopped == "cancelled", app.tuning.tune_view
+        assert await until(pilot, lambda: app.lab.tunes_finished == 2, 30), app.lab.tune_view
+        assert app.lab.tune_view is not None and app.lab.tune_view.stopped == "cancelled", app.lab.tune_view
         assert servers_of(model) == []
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running)
@@ -331,11 +330,11 @@ async def test_quitting_the_app_mid_tune_leaves_no_server(server_bin: Path, tiny
         screen = await open_tune(pilot, app, replace(SMALL, workload="64:4000"))
         assert screen.prepared is not None, screen.problem
         await pilot.press("g")
-        assert await until(pilot, lambda: bool(servers_of(model)) or app.tuning.tunes_finished == 1, 60)
-        assert servers_of(model), app.tuning.tune_view
+        assert await until(pilot, lambda: bool(servers_of(model)) or app.lab.tunes_finished == 1, 60)
+        assert servers_of(model), app.lab.tune_view
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, TuneScreen))
-        assert app.tuning.running == "tune"  # still running behind the main screen
+        assert app.lab.running == "tune"  # still running behind the main screen
         await pilot.press("q")
         assert await until(pilot, lambda: not app.is_running, 60)
     assert servers_of(model) == []

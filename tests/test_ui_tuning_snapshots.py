@@ -13,8 +13,8 @@ from textual.widgets import DataTable, Input
 from tests.helpers import tuning_samples
 from tests.helpers import ui_samples as samples
 from tui.ui.app import make_app
-from tui.ui.screens.sweep import SweepScreen
-from tui.ui.screens.verdict import VerdictScreen
+from tui.ui.lab.sweep_screen import SweepScreen
+from tui.ui.lab.verdict_screen import VerdictScreen
 
 THEMES = ("mtp-dark", "mtp-light", "mtp-okabe-ito")
 SIZES = ((80, 24), (120, 40))
@@ -59,7 +59,7 @@ async def test_fixed_sweep_renders(size: tuple[int, int]) -> None:
         assert "4/6 rows" in str(screen.query_one("#sweep-progress-text").render())
         assert "ETA 6:42" in str(screen.query_one("#sweep-progress-text").render())
         await pilot.press("g")  # a fixed preview runs nothing
-        assert app.tuning.running is None
+        assert app.lab.running is None
 
 
 async def test_fixed_verdict_follows_the_workload() -> None:
@@ -84,9 +84,9 @@ async def test_fixed_verdict_follows_the_workload() -> None:
 
 def _sweep_in_background(app) -> None:  # noqa: ANN001
     """The TuningPanel as while a sweep runs behind the main screen (the fixed sample's progress)."""
-    app.tuning.running = "sweep"
-    app.tuning.sweep_view = tuning_samples.sweep_running()
-    app.main.tuning.changed()
+    app.lab.running = "sweep"
+    app.lab.sweep_view = tuning_samples.sweep_running()
+    app.main.lab.changed()
 
 
 async def test_main_screen_shows_a_sweep_running_behind() -> None:
@@ -117,8 +117,8 @@ async def test_tuning_actions_in_the_command_palette_and_refused_in_a_preview() 
             assert title in titles
         await pilot.press("a")  # the verdict screen opens; a fixed preview runs nothing
         await pilot.pause()
-        assert isinstance(app.screen, VerdictScreen) and app.tuning.running is None
+        assert isinstance(app.screen, VerdictScreen) and app.lab.running is None
         assert any("fixed preview" in n.message for n in app._notifications)
         await pilot.press("escape", "c")
         await pilot.pause()
-        assert app.tuning.running is None and not isinstance(app.screen, VerdictScreen)
+        assert app.lab.running is None and not isinstance(app.screen, VerdictScreen)

@@ -26,10 +26,10 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.core.remote.hub import HubFile, Sidecar, Variant, variants
 from tui.ui.app import MtpTuneApp, make_app
-from tui.ui.controllers.variants import choice_for, sidecar_note, view_of
+from tui.ui.variants.controller import choice_for, sidecar_note, view_of
 from tui.ui.options import AppOptions
-from tui.ui.screens.main import MainScreen
-from tui.ui.screens.variants import VariantsScreen
+from tui.ui.cockpit.screen import MainScreen
+from tui.ui.variants.screen import VariantsScreen
 
 DEADLINE_S = 30.0
 #: One 12 MiB device: at -c 2048 the two MTP models fit and the MoE one (the largest file) does not.

@@ -14,7 +14,7 @@ from tui.core.options.settings import Settings
 from tui.core.config.paths import config_dir
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions
-from tui.ui.screens.verdict import VerdictScreen, parse_tokens
+from tui.ui.lab.verdict_screen import VerdictScreen, parse_tokens
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,11 +61,11 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         await pilot.press("a")
         assert await until(pilot, lambda: isinstance(app.screen, VerdictScreen))
         screen = app.screen
-        assert app.tuning.running == "ab" or app.tuning.abs_finished == 1  # started (tiny models are quick)
+        assert app.lab.running == "ab" or app.lab.abs_finished == 1  # started (tiny models are quick)
         assert await until(pilot, lambda: screen.view is not None and screen.view.done >= 1)
         assert "passes" in str(screen.query_one("#verdict-progress-text").render())
-        assert await until(pilot, lambda: app.tuning.abs_finished == 1), app.tuning.verdict_view
-        v = app.tuning.verdict
+        assert await until(pilot, lambda: app.lab.abs_finished == 1), app.lab.verdict_view
+        v = app.lab.verdict
         assert v is not None and v.status == "complete", v.error
         # Interleaved: off, on, off, on.
         assert [s.side for s in sorted(v.samples, key=lambda s: s.order)] == ["off", "on", "off", "on"]
@@ -84,14 +84,14 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         assert str(screen.query_one("#verdict-passes").render()).startswith("off 1:")
 
         # Another workload: recomputed at once from the same passes (nothing re-run).
-        before = app.tuning.abs_finished
+        before = app.lab.abs_finished
         screen.query_one("#verdict-out", Input).value = "50"
         await pilot.pause()
         screen.query_one("#verdict-in", Input).value = "13k"
         await pilot.pause()
         assert table_text(screen)[3][0] == "13000 in / 50 out (s)"
-        assert app.tuning.verdict.workload == (13000, 50) and app.tuning.abs_finished == before
-        assert app.tuning.verdict.samples == v.samples
+        assert app.lab.verdict.workload == (13000, 50) and app.lab.abs_finished == before
+        assert app.lab.verdict.samples == v.samples
         assert "13000 tokens in, 50 out" in str(screen.query_one("#verdict-answer").render())
 
         # Escape from the field, then back to the main screen; `a` shows the same verdict, no re-run.
@@ -99,11 +99,11 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         assert await until(pilot, lambda: not isinstance(app.screen, VerdictScreen))
         await pilot.press("a")
         assert await until(pilot, lambda: isinstance(app.screen, VerdictScreen))
-        assert app.tuning.running is None and app.screen.view.label == app.tuning.verdict.label
+        assert app.lab.running is None and app.screen.view.label == app.lab.verdict.label
         # g measures again with the settings on screen (the edited workload kept).
         await pilot.press("g")
-        assert await until(pilot, lambda: app.tuning.abs_finished == 2), [n.message for n in app._notifications]
-        assert app.tuning.verdict.workload == (13000, 50) and app.tuning.verdict.samples != v.samples
+        assert await until(pilot, lambda: app.lab.abs_finished == 2), [n.message for n in app._notifications]
+        assert app.lab.verdict.workload == (13000, 50) and app.lab.verdict.samples != v.samples
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)
 
@@ -116,8 +116,8 @@ async def test_cancel_the_ab_run(server_bin: Path, tiny_models: dict[str, Path],
         screen = app.screen
         assert await until(pilot, lambda: screen.view is not None and "requests" in screen.view.message)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.tuning.abs_finished == 1, timeout=30)
-        v = app.tuning.verdict
+        assert await until(pilot, lambda: app.lab.abs_finished == 1, timeout=30)
+        v = app.lab.verdict
         assert v is not None and v.status == "cancelled" and v.label == "inconclusive"
         assert "cancelled" in str(screen.query_one("#verdict-answer").render())
         await pilot.press("escape", "q")

@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 
 from tests.helpers import ui_samples
 from tui.ui import themes
-from tui.ui.widgets.vram_bars import DeviceBar, VramBars
+from tui.ui.cockpit.vram_bars import DeviceBar, VramBars
 
 
 class BarsOnly(App[None]):

@@ -18,9 +18,9 @@ from tui.core.tuning.tune_result import build_result
 from tui.core.tuning.tune_run import TuneOutcome
 from tui.core.tuning.verdict import PassSample, decide
 from tui.core.tuning.workload import shape
-from tui.ui.adapters import tune as adapter
-from tui.ui.screens.tune import TuneScreen
-from tui.ui.tune_view import TuneSetup, TuneView
+from tui.ui.lab import tune_ops as adapter
+from tui.ui.lab.tune_screen import TuneScreen
+from tui.ui.lab.tune_views import TuneSetup, TuneView
 
 WORKLOAD = shape(1000, 800)
 SETUP = TuneSetup(workload="1000:800", axes=(("mtp", "on,off"), ("ubatch", "512,1024,2048"), ("draft-kv", "q8_0,q4_0")))
@@ -104,7 +104,7 @@ def push_tune(which: str = "done") -> Any:
 
     async def run_before(pilot: Any) -> None:
         app = pilot.app
-        await app.push_screen(TuneScreen(app.main.plan.settings, SETUP, fixed=view))
+        await app.push_screen(TuneScreen(app.lab, app.main.plan.settings, SETUP, fixed=view))
         await pilot.pause()
 
     return run_before

@@ -13,11 +13,11 @@ from typing import Any
 from tests.helpers import ui_samples
 from tui.core.sweep import RowResult, SweepState
 from tui.core.tuning.verdict import PassSample, decide
-from tui.ui.adapters import tuning
-from tui.ui.screens.sweep import SweepScreen
-from tui.ui.screens.verdict import VerdictScreen
-from tui.ui.tuning_view import SweepSetup, SweepView, VerdictView
-from tui.ui.view import ProbePoint
+from tui.ui.lab import experiments as tuning
+from tui.ui.lab.sweep_screen import SweepScreen
+from tui.ui.lab.verdict_screen import VerdictScreen
+from tui.ui.lab.views import SweepSetup, SweepView, VerdictView
+from tui.ui.cockpit.views import ProbePoint
 
 SETUP = SweepSetup(axes=(("mtp", "on,off"), ("ub", "512,1024,2048")), suite="tasks", repeat=3)
 
@@ -99,7 +99,7 @@ def push_sweep(which: str = "done") -> Any:
 
     async def run_before(pilot: Any) -> None:
         app = pilot.app
-        await app.push_screen(SweepScreen(app.main.plan.settings, SETUP, ("tasks", "long-prompt"), fixed=view))
+        await app.push_screen(SweepScreen(app.lab, app.main.plan.settings, SETUP, ("tasks", "long-prompt"), fixed=view))
         await pilot.pause()
 
     return run_before
@@ -107,7 +107,7 @@ def push_sweep(which: str = "done") -> Any:
 
 def push_verdict() -> Any:
     async def run_before(pilot: Any) -> None:
-        await pilot.app.push_screen(VerdictScreen(fixed=verdict_view(), fixed_verdict=verdict()))
+        await pilot.app.push_screen(VerdictScreen(pilot.app.lab, fixed=verdict_view(), fixed_verdict=verdict()))
         await pilot.pause()
 
     return run_before

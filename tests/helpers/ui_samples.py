@@ -13,7 +13,7 @@ from tui.core.gpu.types import (
 )
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions, FixedScreen
-from tui.ui.view import (
+from tui.ui.cockpit.views import (
     EXACT_LABEL, CompareRow, DevicePlan, PlanView, ProbePoint, ProbeState, ProbeSummary, ReconcileRow, RunRow, ServerStatus,
 )
 

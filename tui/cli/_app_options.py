@@ -15,7 +15,7 @@ from typing import Any
 
 from tui.core.gpu.profiles import parse_gpus_spec
 from tui.core.options.settings import Settings
-from tui.ui.adapters import profiles
+from tui.ui.profiles import controller as profiles
 from tui.ui.options import AppOptions
 
 

@@ -53,7 +53,7 @@ def _wants_demo(args: argparse.Namespace) -> bool:
         return True
     if names_a_model(args.server_args) or args.attach or args.profile:
         return False
-    from tui.ui.adapters.profiles import last_launched
+    from tui.ui.profiles.controller import last_launched
 
     last = last_launched()
     return last is None or not last.model or not Path(last.model).is_file() or _is_demo_model(last.model)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from tui.cli._common import (
     ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
     run_interruptible, store_or_fail,
 )
-from tui.core.tuning.tune_args import UsageError, axis_values, fixed_tokens, parse_budget
+from tui.core.tuning.tune_args import UsageError, axis_values, build_request, fixed_tokens, parse_budget
 
 COMMAND = "tune"
 HELP = "search the best configuration for a workload, MTP on and off (-m FILE | -hf REPO --workload tasks|IN:OUT [flags])"
@@ -70,12 +71,13 @@ def _progress(ev: Any) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> Any:
-    """Every check that needs no server: a TuneRequest and the device set, or an int exit code."""
+    """Every check that needs no server: a TuneRequest (its binary set once found) and the device set, or
+    an int exit code."""
     from tui.core.planning.devices import devices_now
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
-    from tui.core.tuning.space import Floors, SpaceError, space_for_model
-    from tui.core.tuning.tune_workload import WorkloadError, parse_workload, placeholder
+    from tui.core.tuning.space import Floors, SpaceError
+    from tui.core.tuning.tune_workload import WorkloadError, parse_workload
 
     server_args = [a for a in args.server_args if a != "--"]
     if not names_a_model(server_args):
@@ -98,41 +100,33 @@ def _prepare(args: argparse.Namespace) -> Any:
         base = check_server_args(with_defaults(server_args), base=Settings(metrics=False), device_count=ds.count or None)
     except (WorkloadError, SpaceError, UsageError, ServerArgsError, ValueError) as e:
         return fail(str(e))
-    from tui.core.lab.launcher import stand_ins_problem
-
-    if args.stand_ins and (why := stand_ins_problem(args.gpus, ds)):
-        return fail(why)
-    from tui.core.planning.gguf_meta import GGUFError
-    from tui.core.planning.gguf_reader import read_gguf
-    from tui.core.tuning.tune_model import ModelError, tune_model
-
     try:
-        model = tune_model(base, where="the path given to -m",
-                           progress=lambda msg: print(f"mtp-tune: {msg}", file=sys.stderr, flush=True))
-        space_for_model(base, read_gguf(str(model.path)), placeholder(spec), floors=floors, values=values or None)
-    except (ModelError, GGUFError, SpaceError, OSError) as e:
+        req, _space = build_request(base, spec, floors, values, server_bin=None, gpus=args.gpus, budget_s=budget,
+                                    ab_passes=args.ab_passes, ready_timeout=args.ready_timeout, where="the path given to -m",
+                                    stand_ins=args.stand_ins, devices=ds, fresh=args.fresh,
+                                    progress=lambda msg: print(f"mtp-tune: {msg}", file=sys.stderr, flush=True))
+    except UsageError as e:
         return fail(str(e))
-    return base, spec, floors, values, budget, ds, model
+    return req, ds
 
 
 def run(args: argparse.Namespace) -> int:
     prepared = _prepare(args)
     if isinstance(prepared, int):
         return prepared
-    base, spec, floors, values, budget, ds, model = prepared
+    req, ds = prepared
     from tui.core.server.process import install_cleanup
 
     install_cleanup()  # on the main thread: SIGTERM/SIGHUP stop the servers the worker starts
     found = server_or_fail(args.server_bin)
     if isinstance(found, int):
         return found
-    from tui.core.tuning.tune_run import TuneError, TuneRequest, TuneRun
+    from tui.core.tuning.tune_run import TuneError, TuneRun
 
     store = store_or_fail(args.db)
     if isinstance(store, int):
         return store
-    req = TuneRequest(base, spec, Path(found.path), floors, values, args.gpus, budget, args.ab_passes, args.fresh,
-                      args.ready_timeout, model=model, stand_ins=args.stand_ins)
+    req = replace(req, server_bin=Path(found.path))
     tr = TuneRun(req, devices=ds, store=store, on_event=_progress)
     try:
         ran = run_interruptible(tr.run, tr.stop, "finished trials are kept", 60.0)
@@ -146,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     outcome = ran.result
     if outcome is None:
         return 130
-    return _answer(args, outcome, base, interrupted)
+    return _answer(args, outcome, req.base, interrupted)
 
 
 def _answer(args: argparse.Namespace, outcome: Any, base: Any, interrupted: bool) -> int:

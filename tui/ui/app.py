@@ -16,10 +16,25 @@ from textual.screen import Screen
 from tui.core.config.keymap import KeymapProblem, config_file, read_keymap
 from tui.ui import keys
 from tui.ui import themes as theme_loader
-from tui.ui.backend import Backend
-from tui.ui.controllers.tuning import TuningController
+from textual.binding import Binding
+
+from tui.ui.cockpit.backend import Backend
+from tui.ui.cockpit.controller import CockpitController
+from tui.ui.cockpit.log_screen import LogScreen
+from tui.ui.cockpit.reconcile_screen import ReconcileScreen
+from tui.ui.cockpit.screen import MainScreen
+from tui.ui.cockpit.settings_form import SettingsForm
+from tui.ui.help_screen import HelpScreen
+from tui.ui.lab.confirm import ConfirmStop, RestartPrompt
+from tui.ui.lab.controller import LabController
+from tui.ui.lab.search_screen import SearchScreen
+from tui.ui.lab.sweep_screen import SweepScreen
+from tui.ui.lab.tune_screen import TuneScreen
+from tui.ui.lab.verdict_screen import VerdictScreen
 from tui.ui.options import AppOptions
-from tui.ui.screens.main import MainScreen
+from tui.ui.profiles.screen import ProfileDialog
+from tui.ui.runs.screen import RunsScreen
+from tui.ui.variants.screen import VariantsScreen
 
 
 class MtpTuneApp(App[int]):
@@ -35,7 +50,8 @@ class MtpTuneApp(App[int]):
         super().__init__()
         self.options = options
         self.backend = backend or Backend(options)
-        self.main = MainScreen(options, self.backend)
+        self.cockpit = CockpitController(options, self.backend)
+        self.main = MainScreen(self.cockpit)
         self.title = options.title
         self.cursor_blink_enabled = options.cursor_blink
         loaded, problems = theme_loader.load_themes()
@@ -53,9 +69,9 @@ class MtpTuneApp(App[int]):
         return self.main
 
     @property
-    def tuning(self) -> TuningController:
-        """The main screen's tuning actions: the sweep, verdict and search screens show its state."""
-        return self.main.tuning
+    def lab(self) -> LabController:
+        """The lab's controller: the sweep, tune, verdict and search screens show its state."""
+        return self.cockpit.lab
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """Plan and series colours for themes that lack them (Textual's builtin ones)."""
@@ -101,8 +117,7 @@ class MtpTuneApp(App[int]):
 
 
 def load_keymap() -> tuple[dict[str, str], tuple[KeymapProblem, ...]]:
-    """The `[keymap]` of config.toml, checked against every binding id the UI has (the screens are
-    imported for their ids only when there is a config file)."""
+    """The `[keymap]` of config.toml, checked against every binding id the UI has."""
     path = config_file()
     if not path.is_file():
         return {}, ()
@@ -111,14 +126,8 @@ def load_keymap() -> tuple[dict[str, str], tuple[KeymapProblem, ...]]:
 
 def known_ids() -> frozenset[str]:
     """Every binding id a `[keymap]` may name: the one table's and the other screens' own keys."""
-    from textual.binding import Binding
-
-    from tui.ui.screens import help, log_view, profile_dialog, reconcile, runs, search, sweep, tune, variants, verdict
-    from tui.ui.widgets import settings_form
-
-    classes = (help.HelpScreen, log_view.LogScreen, profile_dialog.ProfileDialog, reconcile.ReconcileScreen,
-               runs.RunsScreen, search.SearchScreen, sweep.SweepScreen, tune.TuneScreen, variants.VariantsScreen,
-               verdict.VerdictScreen, settings_form.SettingsForm)
+    classes = (HelpScreen, LogScreen, ProfileDialog, ReconcileScreen, RunsScreen, SearchScreen, SweepScreen, TuneScreen,
+               VariantsScreen, VerdictScreen, SettingsForm, ConfirmStop, RestartPrompt)
     found = {b.id for cls in classes for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
     return keys.ids() | frozenset(found)
 

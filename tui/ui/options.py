@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tui.core.gpu.profiles import HwProfile
 from tui.core.options.settings import Settings
-from tui.ui.view import CompareRow, PlanView, ProbeState, RunRow, ServerStatus
+from tui.ui.cockpit.views import CompareRow, PlanView, ProbeState, RunRow, ServerStatus
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,22 @@
 """The tune's own options, read the same way by `mtp-tune tune` and the TUI's tune screen: the budget,
-`--fixed NAME=V` and `--axis NAME=V1,V2` (the axes' names, the flags each sets, their values)."""
+`--fixed NAME=V` and `--axis NAME=V1,V2` (the axes' names, the flags each sets, their values); and the
+one builder of the TuneRequest both run (`build_request`)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tui.core.options.argv import settings_from_argv
+from tui.core.options.settings import Settings
 from tui.core.options.validate import value_errors
+
+if TYPE_CHECKING:  # the request's modules load the supervisor: imported when a tune is built, not for --help
+    from tui.core.tuning.space import Floors, Space
+    from tui.core.tuning.tune_run import TuneRequest
+    from tui.core.tuning.tune_workload import WorkloadSpec
 
 #: --fixed / --axis names of the tune's own axes -> the llama-server flags each sets.
 AXIS_FLAGS: dict[str, tuple[str, ...]] = {
@@ -110,3 +119,34 @@ def axis_values(items: list[str], floors: Any) -> dict[str, tuple[Any, ...]]:
                 raise UsageError(f"--axis {name}: {bad[0].message}")
         out[name] = tuple(vals)
     return out
+
+
+def build_request(base: Settings, spec: WorkloadSpec, floors: Floors, values: dict[str, tuple[Any, ...]], *,
+                  server_bin: Path | None, gpus: str | None, budget_s: float | None, ab_passes: int,
+                  ready_timeout: float, where: str, stand_ins: bool = False, devices: Any = None, fresh: bool = False,
+                  progress: Callable[[str], None] | None = None) -> tuple[TuneRequest, Space]:
+    """The one TuneRequest builder of `mtp-tune tune` and the TUI's tune screen: the model `base` names
+    (`tune_model`, `where` naming its field in errors), its header read once, the space checked for
+    the workload's placeholder shape, the stand-ins' precondition; every check before any launch.
+
+    Returns the request and that space (a front end shows its size); raises UsageError (one sentence).
+    `server_bin` None: the CLI finds the binary after these checks and sets it on the request."""
+    from tui.core.planning.gguf_meta import GGUFError
+    from tui.core.planning.gguf_reader import read_gguf
+    from tui.core.tuning.space import SpaceError, space_for_model
+    from tui.core.tuning.tune_model import ModelError, tune_model
+    from tui.core.tuning.tune_run import TuneRequest
+    from tui.core.lab.launcher import stand_ins_problem
+    from tui.core.tuning.tune_workload import placeholder
+
+    if stand_ins and (why := stand_ins_problem(gpus, devices)):
+        raise UsageError(why)
+    try:
+        model = tune_model(base, where=where, progress=progress)
+        space = space_for_model(base, read_gguf(str(model.path)), placeholder(spec), floors=floors,
+                                values=values or None)
+    except (ModelError, GGUFError, SpaceError, OSError) as e:
+        raise UsageError(str(e)) from None
+    req = TuneRequest(base, spec, Path(server_bin or ""), floors, values, gpus, budget_s, ab_passes, fresh,
+                      ready_timeout, model=model, stand_ins=stand_ins)
+    return req, space

@@ -1,0 +1,1 @@
+"""The cockpit: the main screen (server panel, settings form, VRAM bars, probes, plan), its controller, views and widgets."""

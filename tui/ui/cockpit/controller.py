@@ -1,0 +1,52 @@
+"""The cockpit's controller: its one door to the core, and the doors of the features it opens.
+
+It owns the backend (telemetry, the server, probes, the store) and the main screen's controllers:
+plan (settings -> validation -> estimate and exact figures), server (launch, restart, stop), probes,
+calibration, and the lab (experiments). The App builds it and hands it to the `MainScreen`, which
+attaches itself as the host their workers run on and post to.
+"""
+
+from __future__ import annotations
+
+from tui.core.gpu.types import GpuSnapshot
+from tui.core.options.settings import Settings
+from tui.ui.cockpit.backend import Backend
+from tui.ui.cockpit.calibration import CalibrationController
+from tui.ui.cockpit.plan import PlanController
+from tui.ui.cockpit.probes import ProbeController
+from tui.ui.cockpit.reconciling import nvml_by_device
+from tui.ui.cockpit.server import ServerController
+from tui.ui.host import Relay
+from tui.ui.lab.controller import LabController
+from tui.ui.options import AppOptions
+from tui.ui.variants.controller import VariantsController
+
+
+class CockpitController:
+    """Everything the main screen shows and starts, one object per concern."""
+
+    def __init__(self, options: AppOptions, backend: Backend) -> None:
+        self.options, self.backend = options, backend
+        self.host = Relay()
+        self.server = ServerController(backend, options, self.host)
+        self.plan = PlanController(backend, options, self.host, self.server)
+        self.calibration = CalibrationController(options, self.host)
+        self.probes = ProbeController(backend, self.host, fixed=options.fixed is not None)
+        self.lab = LabController(backend, options, self.host, self.server, self.plan)
+
+    def nvml_by_device(self, snapshot: GpuSnapshot | None) -> dict[str, float] | None:
+        """NVML's memory per device for the reconciliation screen (None: no NVML figures)."""
+        return nvml_by_device(snapshot)
+
+    def full_log(self) -> tuple[list[str], str | None]:
+        return self.backend.full_log()
+
+    def variants(self, settings: Settings, snapshot: GpuSnapshot | None) -> VariantsController:
+        """The variants picker's controller for the form's hf-repo (its `why_not` says when it cannot)."""
+        return VariantsController(settings, snapshot, self.options)
+
+    def shutdown(self) -> None:
+        """Quitting: cancel the probe run and the lab's action (bounded wait for its server)."""
+        self.probes.cancel_event.set()
+        self.calibration.shutdown()
+        self.lab.shutdown()

@@ -1,0 +1,195 @@
+"""Probe runs through the core runner; its progress events become ProbeState for the panel.
+
+Series are kept per configuration across runs (newest run of a configuration replaces its
+points), so a run with MTP on next to one with MTP off shows both side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tui.core.config.paths import config_dir
+from tui.core.options.settings import Settings
+from tui.core.server.handle import DEFAULT_N_MAX, RunningSettings
+from tui.ui.cockpit.views import PlanView, ProbePoint, ProbeState, ProbeSummary
+
+MAX_SERIES = 4
+
+
+def suite_names() -> tuple[str, ...]:
+    """Built-in suites, then user suites from `config_dir()/suites/` (TOML or JSONL)."""
+    from tui.core.probes.suites import BUILTIN
+
+    user_dir = config_dir() / "suites"
+    user = sorted(str(p) for p in user_dir.glob("*") if p.suffix in (".toml", ".jsonl", ".json")) if user_dir.is_dir() else []
+    return (*BUILTIN, *user)
+
+
+def config_label(settings: Settings, running: RunningSettings | None = None) -> str:
+    """A short name for the configuration a series measures (what users change between runs).
+
+    With the running settings of a server mtp-tune only watches, MTP and its n-max come from what
+    the server says (unknowns shown as `?`), never from the form."""
+    if running is not None and running.source == "server":
+        settings = running.apply(settings)
+        parts = [running.label()]
+    else:
+        parts = [f"MTP n{settings.spec_draft_n_max or DEFAULT_N_MAX}" if settings.mtp_enabled else "no MTP"]
+    if settings.ubatch_size:
+        parts.append(f"ub{settings.ubatch_size}")
+    if settings.mtp_enabled and settings.cache_type_k_draft:
+        parts.append(f"dkv {settings.cache_type_k_draft}")
+    if settings.ctx_size:
+        parts.append(f"c{settings.ctx_size}")
+    return " ".join(parts)
+
+
+def _summary(config: str, summary: dict[str, Any], run_id: Any) -> ProbeSummary:
+    def part(key: str, field: str) -> float | None:
+        d = summary.get(key) or {}
+        v = d.get(field)
+        return float(v) if isinstance(v, (int, float)) else None
+
+    return ProbeSummary(
+        config=config, n=int(summary.get("n_ok") or 0),
+        tg_median=summary.get("tg_tps_median"), tg_min=part("tg_tps", "min"), tg_max=part("tg_tps", "max"),
+        pp_median=summary.get("pp_tps_median"), pp_min=part("pp_tps", "min"), pp_max=part("pp_tps", "max"),
+        acceptance=summary.get("acceptance"), run_id=run_id,
+    )
+
+
+def verdict_text(summaries: tuple[ProbeSummary, ...], raw: dict[str, dict[str, Any]]) -> str:
+    """MTP on vs off (or the last two configurations) judged with the core's noise-aware rule."""
+    from tui.core.probes.stats import Summary, fmt_rel, verdict
+
+    if len(summaries) < 2:
+        return ""
+    on = next((s for s in reversed(summaries) if s.config.startswith("MTP")), None)
+    off = next((s for s in reversed(summaries) if s.config.startswith("no MTP")), None)
+    a, b = (off, on) if on and off else (summaries[-2], summaries[-1])
+    parts, reasons = [], []
+    for key, label in (("tg_tps", "TG"), ("pp_tps", "PP")):
+        sa = Summary.from_json((raw.get(a.config) or {}).get(key))
+        sb = Summary.from_json((raw.get(b.config) or {}).get(key))
+        if sa is None or sb is None:
+            continue
+        v = verdict(sa, sb)
+        parts.append(f"{label} {fmt_rel(v.rel_change)} {v.label}")
+        if v.label in ("same", "inconclusive") and v.reason not in reasons:
+            reasons.append(v.reason)
+    if not parts:
+        return ""
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    return f"{b.config} vs {a.config}: " + " · ".join(parts) + why
+
+
+class _Progress:
+    """Turns runner events into ProbeState snapshots (on the worker thread) and hands them on."""
+
+    def __init__(self, previous: ProbeState, config: str, suite: str, emit: Callable[[ProbeState], None]) -> None:
+        from tui.core.probes.suites import get_suite
+
+        self.config = config
+        self.suite = get_suite(suite)
+        self.names = [p.name for p in self.suite.prompts]
+        self.emit = emit
+        keep = [p for p in previous.points if p.config != config]
+        kept_configs = list(dict.fromkeys(p.config for p in keep))[-(MAX_SERIES - 1):]
+        self.base_points = tuple(p for p in keep if p.config in kept_configs)
+        self.base_summaries = tuple(s for s in previous.summaries if s.config in kept_configs)
+        self.raw: dict[str, dict[str, Any]] = {k: v for k, v in previous.raw_summaries.items() if k in kept_configs}
+        self.records: list[Any] = []
+        self.state = dataclasses.replace(
+            previous, running=True, done=0, total=0, points=self.base_points, summaries=self.base_summaries,
+            message=f"{suite}: starting", warnings=(), verdict="",
+        )
+
+    def __call__(self, ev: Any) -> None:
+        from tui.core.probes.records import summarize_run
+
+        s = self.state
+        if ev.event == "request_started":
+            msg = f"{self.suite.name}: {ev.prompt}, pass {int(ev.repeat or 0) + 1} ({self.config})"
+            s = dataclasses.replace(s, done=ev.done, total=ev.total, message=msg)
+        elif ev.event == "request_done" and ev.record is not None:
+            rec = ev.record
+            self.records.append(rec)
+            point = ProbePoint(self.config, len(self.records) - 1, rec.tg_tps, rec.pp_tps, rec.acceptance)
+            summary = summarize_run(self.records, self.names)
+            self.raw[self.config] = summary
+            summaries = (*self.base_summaries, _summary(self.config, summary, ev.run_id))
+            s = dataclasses.replace(
+                s, done=ev.done, total=ev.total, points=(*s.points, point), summaries=summaries,
+                verdict=verdict_text(summaries, self.raw), raw_summaries=dict(self.raw),
+            )
+        elif ev.event == "started":
+            s = dataclasses.replace(s, total=ev.total, message=ev.message)
+        else:
+            return
+        self.state = s
+        self.emit(s)
+
+
+def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previous: ProbeState,
+        progress: Callable[[ProbeState], None], cancel: threading.Event, store: Any, hardware: Any,
+        plan: PlanView | None, memory: dict[str, Any] | None, repeat: int = 3,
+        n_predict: int = 512,
+        running: Callable[[], RunningSettings | None] | None = None) -> tuple[ProbeState, Any, str | None]:
+    """Run `suite` against `url` (blocking; a worker thread). Returns (final state, run id, error).
+
+    `running` asks the server's handle what it runs with; the run is labelled and stored from that
+    (a launched server: the argv it ran; an attached one: what it says), the form only fills gaps."""
+    from tui.core.probes.run_types import RunConfig, RunContext
+    from tui.core.probes.runner import run_probe_sync
+    from tui.core.probes.suites import SuiteError
+    from tui.core.presets.profiles import settings_to_dict
+
+    rs = running() if running is not None else None
+    if rs is not None:
+        settings = rs.apply(settings)
+    config = config_label(settings, rs)
+    form = settings
+    try:
+        tracker = _Progress(previous, config, suite, progress)
+    except SuiteError as exc:
+        return previous, None, str(exc)
+    hw = None
+    if hardware is not None:
+        hw = {"simulated": True, "profile": hardware.key, "description": hardware.description,
+              "devices": [{"name": d.name, "total_mib": d.total_mib} for d in hardware.devices]}
+    attached = rs is not None and rs.source == "server"
+    context = RunContext(
+        url=url, label=config, model=settings.model, settings=settings_to_dict(settings),
+        configured_parallel=settings.parallel, hardware=hw, memory=memory,
+        # An attached server tells its n-max only after a speculative request: relabel after the warm-up.
+        running=running if attached else None,
+        label_of=(lambda r: config_label(form, r)) if attached else None,
+        settings_of=(lambda r: settings_to_dict(r.apply(form))) if attached else None,
+    )
+    try:
+        result = run_probe_sync(
+            url, tracker.suite, RunConfig(repeat=repeat, n_predict=n_predict), api_key=api_key, context=context,
+            sink=store, progress=tracker, cancel=cancel,
+        )
+    except Exception as exc:  # noqa: BLE001 - the runner's own errors are in result; this is the unexpected
+        return dataclasses.replace(tracker.state, running=False), None, f"the probe run stopped: {exc}"
+    if context.label and context.label != config:  # the server told more than at the start
+        tracker.raw.pop(config, None)
+        points = tuple(dataclasses.replace(p, config=context.label) if p.config == config else p
+                       for p in tracker.state.points)
+        tracker.state = dataclasses.replace(tracker.state, points=points)
+        config = context.label
+    final_summary = _summary(config, result.summary, result.run_id)
+    tracker.raw[config] = result.summary
+    summaries = (*tracker.base_summaries, final_summary)
+    state = dataclasses.replace(
+        tracker.state, running=False, summaries=summaries,
+        warnings=tuple(w.message for w in result.warnings),
+        message=f"{result.status}: {len(result.requests)} request(s), run {result.run_id}",
+        verdict=verdict_text(summaries, tracker.raw), raw_summaries=dict(tracker.raw),
+    )
+    error = result.error if result.status == "failed" else None
+    return state, result.run_id, error

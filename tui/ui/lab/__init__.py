@@ -1,0 +1,1 @@
+"""The lab: experiments on llama-server (sweep, tune, MTP on/off verdict, searches), their controller, views and screens."""

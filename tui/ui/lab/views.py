@@ -1,0 +1,163 @@
+"""What the tuning screens draw (sweep, MTP on/off verdict, searches): frozen view models.
+
+Filled by `adapters/tuning.py` from the core's sweep table, A/B verdict and search results, so the
+widgets never import the core's classes and snapshot tests build fixed screens from plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.ui.cockpit.views import ProbePoint
+
+#: The knobs a sweep screen offers as axes: (axis name the core parses, label on screen, hint).
+SWEEP_KNOBS: tuple[tuple[str, str, str], ...] = (
+    ("mtp", "MTP", "on,off"),
+    ("spec-draft-n-max", "draft n-max", "2,3"),
+    ("ctkd", "draft KV", "f16,q8_0"),
+    ("ctk", "main KV", "f16,q8_0"),
+    ("ub", "ubatch", "512,1024"),
+    ("c", "ctx", "8192,16384"),
+    ("fit-target", "fit-target", "512,1024"),
+    ("np", "-np", "1,2"),
+)
+
+
+@dataclass(frozen=True)
+class SweepSetup:
+    """What the sweep screen's fields say: axis texts by knob, suite, repeats, objective."""
+
+    axes: tuple[tuple[str, str], ...] = ()  # (knob, "v1,v2") for knobs with values
+    suite: str = "tasks"
+    repeat: int = 3
+    objective: str = "tg"
+    try_anyway: bool = False
+    n_predict: int | None = None
+    save_as: str = "sweep-best"
+
+    def axis_texts(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.axes if v.strip()]
+
+
+@dataclass(frozen=True)
+class SweepRowView:
+    """One configuration: its axis values, the plan before it runs, and the numbers after."""
+
+    number: int
+    values: tuple[str, ...]  # in axis order
+    status: str = "pending"  # pending | running | ok | failed | invalid | duplicate | predicted_oom
+    planned_mib: float | None = None
+    risk: str | None = None  # ok | tight | oom | unknown | invalid | None (not planned)
+    tg: float | None = None
+    tg_spread: float | None = None  # relative (max-min)/median
+    pp: float | None = None
+    pp_spread: float | None = None
+    acceptance: float | None = None
+    score: float | None = None  # the objective's value (t/s or seconds)
+    mark: str = ""  # BEST | ~best | = #n
+    note: str = ""  # why it failed or was skipped, or its first warning
+
+
+@dataclass(frozen=True)
+class SweepView:
+    """The whole sweep screen: rows, progress, the running row's points, the best, the summary."""
+
+    axes: tuple[str, ...] = ()
+    objective: str = "TG t/s"
+    workload: bool = False
+    rows: tuple[SweepRowView, ...] = ()
+    running: bool = False
+    done: int = 0
+    total: int = 0
+    elapsed_s: float = 0.0
+    eta_s: float | None = None
+    message: str = ""
+    current: int | None = None  # number of the row being measured
+    points: tuple[ProbePoint, ...] = ()  # the current row's requests (live plot)
+    best: int | None = None
+    summary: tuple[str, ...] = ()
+    sweep_id: str = ""
+    error: str | None = None
+
+    @property
+    def measured(self) -> tuple[SweepRowView, ...]:
+        return tuple(r for r in self.rows if r.status == "ok" and r.tg is not None and r.pp is not None)
+
+    def progress_text(self) -> str:
+        """`3/4 rows · 0:41 elapsed · ETA 0:12`."""
+        parts = [f"{self.done}/{self.total} rows"] if self.total else []
+        if self.elapsed_s:
+            parts.append(f"{clock(self.elapsed_s)} elapsed")
+        if self.running and self.eta_s is not None:
+            parts.append(f"ETA {clock(self.eta_s)}")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One metric of the MTP on/off verdict: off and on (median with range), change, verdict."""
+
+    metric: str
+    off: str
+    on: str
+    change: str
+    verdict: str
+
+
+@dataclass(frozen=True)
+class VerdictView:
+    """The verdict screen: progress while passes run, then the answer for the workload."""
+
+    running: bool = False
+    done: float = 0.0
+    total: int = 0
+    eta_s: float | None = None
+    message: str = ""
+    workload: tuple[int, int] = (1000, 500)
+    label: str = ""  # mtp_wins | mtp_loses | inconclusive | "" (nothing yet)
+    rows: tuple[VerdictRow, ...] = ()
+    break_even: str = ""
+    answer: str = ""
+    passes: tuple[str, ...] = ()  # "off 1: TG 41.2 PP 812" per finished pass, in run order
+    status: str = ""  # complete | cancelled | failed
+    error: str | None = None
+
+    @property
+    def headline(self) -> str:
+        return {"mtp_wins": "MTP WINS", "mtp_loses": "MTP LOSES", "inconclusive": "INCONCLUSIVE"}.get(self.label, "")
+
+
+@dataclass(frozen=True)
+class SearchTrialView:
+    value: int
+    outcome: str
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """A search's progress and answer; `value` is what accepting puts in the form."""
+
+    knob: str  # ctx_size | fit_target
+    title: str
+    running: bool = False
+    message: str = ""
+    elapsed_s: float = 0.0
+    trials: tuple[SearchTrialView, ...] = ()
+    value: int | None = None
+    found: bool = False
+    done: bool = False
+    cancelled: bool = False
+    planned: int | None = None
+    #: the new settings (a core Settings) to offer; not compared
+    settings: Any = field(default=None, compare=False, hash=False)
+
+
+def clock(seconds: float) -> str:
+    """`0:41`, `12:05`, `1:02:03`."""
+    s = int(round(max(0.0, seconds)))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"

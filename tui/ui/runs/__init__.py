@@ -1,0 +1,1 @@
+"""Stored probe runs: history, compare two, export; their controller, views and screen."""

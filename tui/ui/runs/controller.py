@@ -1,0 +1,100 @@
+"""Stored runs -> RunRow / CompareRow, through the core store and comparison."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+from tui.core.config.paths import data_dir
+
+from tui.ui.cockpit.views import CompareRow, RunRow
+
+
+def _num(summary: dict[str, Any] | None, *keys: str) -> float | None:
+    cur: Any = summary or {}
+    for k in keys:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(k)
+    return float(cur) if isinstance(cur, (int, float)) else None
+
+
+def run_row(r: Any) -> RunRow:
+    """One core `store.RunRow` as the runs table shows it."""
+    summary = r.summary or {}
+    when = _dt.datetime.fromtimestamp(r.created_at).strftime("%Y-%m-%d %H:%M")
+    config = r.label or _config_label(r.settings, r.mtp)
+    return RunRow(
+        run_id=r.id, when=when, config=config,
+        tg_median=_num(summary, "tg_tps_median"), pp_median=_num(summary, "pp_tps_median"),
+        acceptance=_num(summary, "acceptance"), n=int(summary.get("n_requests") or 0),
+        warnings=len(r.warnings or []), failed=r.status == "failed",
+    )
+
+
+def _config_label(settings: dict[str, Any] | None, mtp: bool | None) -> str:
+    s = settings or {}
+    parts = [f"MTP n-max {s.get('spec_draft_n_max') or 3}" if mtp else "no MTP"]
+    if s.get("ubatch_size"):
+        parts.append(f"ub {s['ubatch_size']}")
+    if s.get("cache_type_k_draft"):
+        parts.append(f"ctkd {s['cache_type_k_draft']}")
+    if s.get("ctx_size"):
+        parts.append(f"c {s['ctx_size']}")
+    return " · ".join(parts)
+
+
+def list_runs(store: Any, limit: int = 200) -> tuple[tuple[RunRow, ...], str | None]:
+    try:
+        return tuple(run_row(r) for r in store.list_runs(limit=limit)), None
+    except Exception as exc:  # noqa: BLE001 - a broken database is shown, not raised
+        return (), f"the runs could not be read: {exc}"
+
+
+def compare(store: Any, a: int, b: int, workload: tuple[int, int] = (12_000, 800)
+            ) -> tuple[tuple[CompareRow, ...], str, str | None]:
+    """B judged against A per metric with the core's noise-aware verdict, plus the workload answer."""
+    from tui.core.probes.compare import RunView, compare_runs
+    from tui.core.probes.stats import fmt_rel, fmt_summary
+
+    try:
+        ra, rb = store.require(a), store.require(b)
+    except Exception as exc:  # noqa: BLE001 - StoreError names the run
+        return (), "", str(exc)
+    c = compare_runs(RunView.from_row(ra), RunView.from_row(rb), workload=workload)
+    rows = []
+    for m in c.metrics:
+        digits = 2 if m.key in ("acceptance", "mean_accept_len") else 1
+        unit = f" ({m.unit})" if m.unit else ""
+        rows.append(CompareRow(f"{m.label}{unit}", fmt_summary(m.a, digits), fmt_summary(m.b, digits),
+                               fmt_rel(m.verdict.rel_change), m.verdict.label))
+    if c.workload is not None:
+        w = c.workload
+        rows.append(CompareRow(f"{w.prompt_tokens} in / {w.output_tokens} out (s)", fmt_summary(w.a, 2),
+                               fmt_summary(w.b, 2), fmt_rel(w.verdict.rel_change), w.verdict.label))
+    notes = [c.workload.answer] if c.workload is not None else []
+    if c.changed:
+        notes.append("changed: " + ", ".join(f"{k} {va!r} → {vb!r}" for k, (va, vb) in sorted(c.changed.items())))
+    notes += [f"⚠ {w.message}" for w in c.warnings]
+    return tuple(rows), "\n".join(notes), None
+
+
+def export(store: Any, ids: tuple[int, ...], fmt: str, directory: Path | None = None
+           ) -> tuple[str | None, str | None]:
+    """Write the runs as a Markdown table, CSV or JSON under the data dir; returns the path."""
+    from tui.core.probes import report
+
+    try:
+        rows = [store.require(i) for i in ids]
+    except Exception as exc:  # noqa: BLE001
+        return None, str(exc)
+    render = {"md": report.to_markdown, "csv": report.to_csv, "json": report.to_json}[fmt]
+    out_dir = directory or (data_dir() / "exports")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"runs-{'-'.join(map(str, ids))}.{fmt}"
+        path.write_text(render(rows), encoding="utf-8")
+    except OSError as exc:
+        return None, f"the export could not be written to {out_dir} ({exc})"
+    return str(path), None

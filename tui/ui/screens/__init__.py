@@ -1,1 +1,0 @@
-"""Screens and dialogs pushed over the main screen."""
