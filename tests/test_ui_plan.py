@@ -4,6 +4,7 @@ plan never overwrites a newer one (exact mode's part: tests/test_ui_exact.py).""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from textual.widgets import Input
 from tui.core.gpu.profiles import HwProfile, SimDevice
 from tui.core.options.settings import Settings
 from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.cockpit.messages import Planned
 from tui.ui.options import AppOptions
 from tui.ui.cockpit.vram_bars import DeviceBar
 
@@ -95,3 +97,18 @@ async def test_invalid_settings_keep_the_last_plan(tiny_models: dict[str, Path])
         await pilot.pause(0.2)
         assert app.main.plan.seq == seq and app.main.plan.view is before
         assert app.query_one("#row-spec_draft_n_max").has_class("-error")
+
+
+async def test_a_newer_plan_queued_before_an_older_one_is_the_one_shown(tiny_models: dict[str, Path]) -> None:
+    """Plan workers finish in any order, and the queue collapses a burst of plans into one: the newest
+    plan, queued before a stale one, must survive the collapse (it left no current plan at all)."""
+    app = make_app(options(tiny_models["tiny-mtp"]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        view = app.main.plan.view
+        assert view is not None
+        newest = app.main.plan.state.next_seq()  # a settings change whose plan a worker posts...
+        app.main.post_message(Planned(dataclasses.replace(view, seq=newest)))
+        app.main.post_message(Planned(dataclasses.replace(view, seq=newest - 1)))  # ...before a stale one's
+        await pilot.pause()
+        assert app.main.plan.view is not None and app.main.plan.view.seq == newest

@@ -153,6 +153,21 @@ async def test_a_remote_model_that_cannot_be_read_is_a_one_sentence_plan_error(
         assert says in str(app.query_one("#plan-notes").render())
 
 
+async def test_the_same_settings_said_again_keep_their_plan(hub: LoopbackHub, tiny_models: dict[str, Path]) -> None:
+    """The form says Changed for each field mounted with a value, and again as the fields below the
+    fold mount: the same settings are no change, so the plan on screen stays current and the Hub is
+    not asked again (the echo made the plan stale for a remote re-read, failing the waits above)."""
+    hub.add_repo("user/repo", {"m-Q4_K_M.gguf": tiny_models["tiny-mtp"]})
+    app = make_app(options(dataclasses.replace(FLAGS, hf_repo="user/repo:Q2_K")))
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await until(pilot, lambda: current(app) is not None)
+        view, asked = current(app), len(hub.log)
+        app.main.form.announce()
+        await pilot.pause()
+        assert current(app) is view
+        assert len(hub.log) == asked
+
+
 async def test_the_exact_plan_of_a_hub_model_arrives_labelled_exact(server_bin: Path, rpc_server_bin: Path,
                                                                     hub: LoopbackHub, tiny_models: dict[str, Path],
                                                                     tmp_path: Path) -> None:

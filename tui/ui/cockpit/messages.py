@@ -34,7 +34,9 @@ class Planned(Message):
         self.plan = plan
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, Planned)
+        """Textual drops this plan for `message`, queued after it: only for a plan as new (workers
+        finish in any order; a newer plan dropped for an older one would leave no plan current)."""
+        return isinstance(message, Planned) and message.plan.seq >= self.plan.seq
 
 
 class RemoteReading(Message):

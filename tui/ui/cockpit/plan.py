@@ -38,6 +38,7 @@ class PlanController:
         self.snapshot: GpuSnapshot | None = None
         self.view: PlanView | None = None  # what the bars show
         self.state = PlanState()  # the estimate per change, then llama.cpp's exact figures
+        self._requested: tuple[Settings, GpuSnapshot | None] | None = None  # what the newest request planned
         backend.exact.on_view(lambda rid, view: host.post_message(ExactPlanned(rid, view)))
 
     @property
@@ -62,12 +63,17 @@ class PlanController:
 
     def replan(self) -> PlanView | None:
         """After a settings change: plan them, unless they have errors (the last plan stays: it is for
-        the last valid settings) or the devices are not known yet (the first sample brings them)."""
+        the last valid settings) or the devices are not known yet (the first sample brings them).
+        The newest request's settings on its snapshot are no change (the form says Changed for each
+        field mounted with a value): their plan is on screen or on its way, and a new number would
+        make it stale and read a remote header again."""
         if self.has_errors:
             if self.state.exact_pending:  # still typing: the dry run waits for the settings to settle
                 self.state.exact_rid = self.backend.exact.touch() or self.state.exact_rid
             return None
         if self.snapshot is None and not self.options.simulate:
+            return None
+        if self._requested == (self.settings, self.snapshot):
             return None
         return self.request(self.settings)
 
@@ -76,6 +82,7 @@ class PlanController:
         stale dry run stopped); only the newest request's answers are shown (`PlanState`).
         `keep_exact`: the exact request already made stands."""
         seq = self.state.next_seq()
+        self._requested = (settings, self.snapshot)
         shown = None
         if plan_is_quick(settings):  # a millisecond: no thread hand-offs between key and bars
             shown = self.take_estimate(self.backend.plan(settings, self.snapshot, seq))
