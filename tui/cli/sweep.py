@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     from tui.core.sweep.events import SweepError
     from tui.core.sweep.planning import default_planner
     from tui.core.sweep.runner import Sweep
-    from tui.core.sweep.state import StateError
+    from tui.core.lab.journal import JournalError
 
     server_args: list[str] = list(args.server_args)
     if not names_a_model(server_args):
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         planner = default_planner(args.simulate, exact=args.exact_plan, server_bin=found.path)
         sweep = Sweep(definition, server_bin=found.path, store=store, on_event=progress, fresh=args.fresh,
                       ready_timeout=args.ready_timeout, planner=planner)
-    except (SweepError, StateError) as e:
+    except (SweepError, JournalError) as e:
         store.close()
         return fail(str(e))
     try:
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     interrupted = ran.interrupted
     if ran.error is not None:
         err = ran.error
-        if isinstance(err, (SweepError, StateError)):
+        if isinstance(err, (SweepError, JournalError)):
             return fail(str(err))
         raise err
     outcome = ran.result
