@@ -86,8 +86,9 @@ class ProgressLine:
             return
         if ev.kind == "row_done" and ev.result is not None:
             r = ev.result
-            tg = f" TG {r.tg_tps:.1f}" if r.tg_tps else ""
-            acc = f" acc {r.acceptance:.0%}" if r.acceptance is not None else ""
+            tg_tps, acceptance = r.median("tg_tps"), r.accept_rate()
+            tg = f" TG {tg_tps:.1f}" if tg_tps else ""
+            acc = f" acc {acceptance:.0%}" if acceptance is not None else ""
             text = f"{head} #{ev.row.index + 1} {ev.row.label()}: {r.status}{tg}{acc}"
             self._line(text, final=r.status not in ("duplicate", "invalid") or not self.tty)
             return
