@@ -51,7 +51,7 @@ from tui.core.options.settings import Settings  # noqa: E402
 from tui.core.probes.stats import SAME  # noqa: E402
 from tui.core.lab import ranking  # noqa: E402
 from tui.core.tuning.space import Floors  # noqa: E402
-from tui.core.tuning.trials import TrialRecord  # noqa: E402
+from tui.core.lab.trial import Trial  # noqa: E402
 from tui.core.tuning.tune_result import fmt_seconds  # noqa: E402
 
 HEADING = "## Tune: the search against the grid (issue 21)"
@@ -70,11 +70,11 @@ class Run:
     launches: int = 0
     wall_s: float = 0.0
     grid_size: int = 0
-    records: list[TrialRecord] = field(default_factory=list)
-    best: TrialRecord | None = None
-    best_on: TrialRecord | None = None
-    best_off: TrialRecord | None = None
-    same: list[TrialRecord] = field(default_factory=list)
+    records: list[Trial] = field(default_factory=list)
+    best: Trial | None = None
+    best_on: Trial | None = None
+    best_off: Trial | None = None
+    same: list[Trial] = field(default_factory=list)
     stopped: str = ""
     reached_s: float | None = None  # wall time when the final best was first measured
     reached_launches: int | None = None  # launches by then
@@ -149,7 +149,7 @@ def run_tune(name: str, start: str, model: Path, server: Path, base: Settings, v
     return run
 
 
-def label(r: TrialRecord | None) -> str:
+def label(r: Trial | None) -> str:
     if r is None:
         return "-"
     v = r.values
@@ -158,7 +158,7 @@ def label(r: TrialRecord | None) -> str:
     return f"MTP n{v.get('draft-n-max')}, ub {v.get('ubatch')}, dKV {v.get('draft-kv')}"
 
 
-def figures(r: TrialRecord | None) -> str:
+def figures(r: Trial | None) -> str:
     """`0.462 [0.455-0.470] s (n=4), PP 2101, TG 870 t/s, acc 1.00`."""
     if r is None or r.e2e() is None:
         return "-"
@@ -169,7 +169,7 @@ def figures(r: TrialRecord | None) -> str:
             f"TG {r.median('tg_tps') or 0:.0f} t/s" + (f", acc {acc:.2f}" if acc is not None else ""))
 
 
-def judge(grid: Run, pick: TrialRecord | None, side: bool | None) -> tuple[str, bool]:
+def judge(grid: Run, pick: Trial | None, side: bool | None) -> tuple[str, bool]:
     """Is `pick` (a search's choice) the grid's best within the grid's noise, on one side or both?
 
     In the grid's own measurements: the grid's fastest on that side, or `same` as it by the noise
@@ -190,7 +190,7 @@ def judge(grid: Run, pick: TrialRecord | None, side: bool | None) -> tuple[str, 
             else f"{v.label}: {v.reason}"), ok
 
 
-def cross(a: TrialRecord | None, b: TrialRecord | None) -> str:
+def cross(a: Trial | None, b: Trial | None) -> str:
     """`b` (a search's pick, its own passes) against `a` (the grid's pick): the verdict on seconds."""
     if a is None or b is None:
         return "-"

@@ -1,4 +1,4 @@
-"""A damaged local file (a tune or sweep state, a cache entry, the results database) gives its documented
+"""A damaged local file (a tune or sweep journal, a cache entry, the results database) gives its documented
 "absent" value or one error naming the file, never a traceback (issue 29, item 5).
 
 Property-based: random JSON of any shape, random bytes, and a valid file with one value replaced by
@@ -20,9 +20,12 @@ from tui.core.planning import calibration, exact
 from tui.core.planning.cache import load_calibration
 from tui.core.remote import cache
 from tui.core.results.store import Store, StoreError, open_store
-from tui.core.sweep.state import RowResult, StateError, SweepState, load_state
-from tui.core.tuning.trials import Samples, TrialRecord
-from tui.core.tuning.tune_state import TuneState, tune_id
+from tui.core.lab.journal import Journal, JournalError, load_journal, open_journal
+from tui.core.lab.journal_v1 import upgrade
+from tui.core.lab.trial import Trial
+from tui.core.tuning.tune_identity import check_section
+from tui.core.tuning.verdict import MtpVerdict
+from tui.core.tuning.workload import Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
@@ -62,55 +65,48 @@ def damaged(draw: st.DrawFn, valid: Any) -> bytes:
     return json.dumps(replaced(valid, where, draw(JSON))).encode()
 
 
-def tune_row() -> RowResult:
-    rec = TrialRecord(1, "k1", "m1", {"mtp": True, "ubatch": 512}, {"n_ctx": 4096}, True, "start",
-                      samples=Samples([100.0], [20.0], [0.5], [3.0]), plan={"risk": "ok", "message": ""})
-    return rec.to_row()
-
-
-DEFINITION = {"kind": "tune", "model": {"path": "m.gguf"}}
-TID = tune_id(DEFINITION)
-VALID_TUNE = SweepState(TID, DEFINITION, rows={"k1": tune_row()}, findings=[
-    {"kind": "workload", "workload": {"label": "1000:500", "in_tokens": 1000.0, "out_tokens": 500.0, "longest": 1500}},
-    {"kind": "prompt", "text": "hello"},
-    {"kind": "ab", "on": "a", "off": "b", "passes": 2, "verdict": {"status": "complete", "workload": {
-        "prompt_tokens": 1000, "output_tokens": 500}, "samples": [
-        {"side": "on", "index": 0, "order": 0, "pp_tps": 100.0, "tg_tps": 20.0, "acceptance": 0.5, "run_id": None}]}},
-]).to_json()
+#: A tune's journal as the format-1 code wrote it (see test_lab_journal), and as this version writes it.
+TID = "tune-3f42e3b88a55"
+VALID_TUNE_V1 = json.loads((Path(__file__).parent / "data" / "journal" / "tune-v1.json").read_text())
+VALID_TUNE = Journal.from_json(upgrade(VALID_TUNE_V1, "tune")).to_json()
 
 
 @SETTINGS
-@given(data=damaged(VALID_TUNE))
-def test_a_damaged_sweep_state_is_refused_in_one_sentence(tmp_path: Path, data: bytes) -> None:
+@given(data=damaged(VALID_TUNE) | damaged(VALID_TUNE_V1))
+def test_a_damaged_journal_is_refused_in_one_sentence(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / f"{TID}.json"
     path.write_bytes(data)
     try:
-        state = load_state(TID, tmp_path)
-    except StateError as e:
+        j = load_journal("tune", TID, tmp_path)
+    except JournalError as e:
         assert str(path) in str(e) and "\n" not in str(e)
         return
-    assert state is not None and all(isinstance(r, RowResult) for r in state.rows.values())
+    assert j is not None and all(isinstance(t, Trial) for t in j.trials.values())
 
 
 @SETTINGS
-@given(data=damaged(VALID_TUNE))
-def test_a_damaged_tune_state_is_refused_when_opened_not_midway(tmp_path: Path, data: bytes) -> None:
+@given(data=damaged(VALID_TUNE) | damaged(VALID_TUNE_V1))
+def test_a_damaged_tune_journal_is_refused_when_opened_not_midway(tmp_path: Path, data: bytes) -> None:
     (tmp_path / f"{TID}.json").write_bytes(data)
     try:
-        st_ = TuneState.open(dict(DEFINITION), root=tmp_path)
-    except StateError as e:
+        j = open_journal("tune", TID, {}, tmp_path, check_more=check_section)
+    except JournalError as e:
         assert str(tmp_path / f"{TID}.json") in str(e) and "\n" not in str(e)
         return
-    for rec in st_.previous():  # what a resumed tune reads: it works on what it got
-        rec.median("e2e_s"), rec.measured
-    st_.workload(), st_.prompt(), st_.ab("a", "b", 2)
+    for t in j.trials.values():  # what a resumed tune reads: it works on what it got
+        t.median("e2e_s"), t.measured
+    if j.tune.workload is not None:
+        Workload.from_json(j.tune.workload)
+    for a in j.tune.ab:
+        MtpVerdict.from_json(a.verdict)
 
 
-def test_the_valid_tune_state_round_trips(tmp_path: Path) -> None:
-    (tmp_path / f"{TID}.json").write_text(json.dumps(VALID_TUNE))
-    st_ = TuneState.open(dict(DEFINITION), root=tmp_path)
-    assert [r.key for r in st_.previous()] == ["k1"] and st_.workload() is not None and st_.prompt() == "hello"
-    assert st_.ab("a", "b", 2) is not None
+@pytest.mark.parametrize("doc", [VALID_TUNE, VALID_TUNE_V1], ids=["version 2", "format 1"])
+def test_the_valid_tune_journal_round_trips(tmp_path: Path, doc: dict[str, Any]) -> None:
+    (tmp_path / f"{TID}.json").write_text(json.dumps(doc))
+    j = open_journal("tune", TID, {}, tmp_path, check_more=check_section)
+    assert list(j.trials) == ["k1", "k2"] and j.tune.workload is not None and j.tune.prompt == "hello"
+    assert j.tune.ab_verdict("k1", "k2", 2) is not None
 
 
 LISTING = {"key": "ep|r", "commit": "c" * 40, "files": [{"path": "a-Q4_K_M.gguf", "size": 123}], "fetched_at": 1.0}

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from tui.core.lab import ranking
 from tui.core.probes.stats import summarize
-from tui.core.tuning.trials import Samples, TrialRecord
+from tui.core.lab.trial import Samples, Trial
 from tui.core.tuning.tune_result import build_result
 from tui.core.tuning.verdict import PassSample, decide
 from tui.core.tuning.workload import shape
 
 
-def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> TrialRecord:
-    return TrialRecord(n, f"k{n}", f"m{n}", {"mtp": mtp, "ubatch": ub}, {"ubatch_size": ub}, mtp, "t",
+def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> Trial:
+    return Trial(f"k{n}", number=n, memory_key=f"m{n}", values={"mtp": mtp, "ubatch": ub}, settings={"ubatch_size": ub},
+                 mtp=mtp, stage="t",
                        samples=Samples([1000.0] * len(e2e), [50.0] * len(e2e), [], list(e2e)))
 
 

@@ -19,7 +19,7 @@ from tui.core.remote import cache
 from tui.core.remote.header import RemoteHeader
 from tui.core.results.store import Store
 from tui.core.server.history import new_log_path, open_launch_log
-from tui.core.sweep.state import SweepLock, SweepState, state_path
+from tui.core.lab.journal import Journal, JournalLock, Kind, journal_path
 
 CANARY = "hf_CANARYprivatefiles0123456789abcdefgh"
 
@@ -99,10 +99,11 @@ def test_a_kept_token_goes_only_into_a_private_profile(roots: dict[str, Path]) -
     assert CANARY not in ini.read_text() and "hf-token" not in ini.read_text()
 
 
-def test_sweep_and_tune_states_and_their_locks_are_private(roots: dict[str, Path]) -> None:
-    st = SweepState("sw-1", {"base": {}}, path=state_path("sw-1"))
+@pytest.mark.parametrize("kind", ["sweep", "tune"])
+def test_sweep_and_tune_journals_and_their_locks_are_private(roots: dict[str, Path], kind: Kind) -> None:
+    st = Journal(kind, "sw-1", {"base": {}}, path=journal_path(kind, "sw-1"))
     saved = st.save()
-    lock = SweepLock("sw-1")
+    lock = JournalLock(kind, "sw-1")
     lock.acquire()
     try:
         assert mode(saved.parent) == 0o700 and mode(saved) == 0o600 and mode(lock.path) == 0o600

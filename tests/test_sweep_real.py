@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tui.core.lab.trial import Trial
 from tui.core.options.settings import Settings
 from tui.core.server.process import free_port
 from tui.core.sweep.definition import build_definition
@@ -154,14 +155,14 @@ def test_cancel_then_resume_runs_only_unfinished_rows(server_bin: Path, tiny_mod
 
     def on_event(ev: SweepEvent) -> None:
         if ev.kind == "row_done" and ev.result is not None and ev.result.status == "ok":
-            ok_rows = [r for r in sw.state.rows.values() if r.status == "ok"]
+            ok_rows = [r for r in sw.state.trials.values() if r.status == "ok"]
             if len(ok_rows) == 3:
                 sw.cancel()
 
     sw.on_event = on_event
     first = sw.run()
     assert first.stopped == "cancelled"
-    saved = {k: r for k, r in sw.state.rows.items() if r.status == "ok"}
+    saved = {k: r for k, r in sw.state.trials.items() if r.status == "ok"}
     assert len(saved) == 3
     launches_before = sw.state.launches
     assert first.launches == 2  # the third row was the first of the second launch
@@ -169,11 +170,11 @@ def test_cancel_then_resume_runs_only_unfinished_rows(server_bin: Path, tiny_mod
     sw2 = Sweep(defn, server_bin=server_bin, store=None, planner=None)
     second = sw2.run()
     assert second.stopped == "done"
-    assert sorted(second.ran) == sorted(k for k in {c.key for c in defn.grid()} if k not in sw.state.rows or sw.state.rows[k].status not in ("ok", "duplicate"))
+    assert sorted(second.ran) == sorted(k for k in {c.key for c in defn.grid()} if k not in sw.state.trials or sw.state.trials[k].status not in ("ok", "duplicate"))
     assert second.launches == 2  # the rest of launch 2 runs again, launch 3 is new; launch 1 is not repeated
     assert sw2.state.launches == launches_before + 2
     for k, r in saved.items():  # finished rows were kept, not measured again
-        assert sw2.state.rows[k].to_json() == r.to_json()
+        assert sw2.state.trials[k].to_json() == r.to_json()
     table = build_table(defn, sw2.state)
     assert [r.status for r in table.rows].count("ok") == 6
     assert [r.status for r in table.rows].count("duplicate") == 2
@@ -213,7 +214,7 @@ def test_cli_killed_midway_resumes_without_relaunching(server_bin: Path, tiny_mo
     state_files = list((Path(env["MTP_TUNE_DATA_DIR"]) / "sweeps").glob("*.json"))
     assert len(state_files) == 1
     before = json.loads(state_files[0].read_text())
-    finished = {k: r for k, r in before["rows"].items() if r["status"] == "ok"}
+    finished = {k: r for k, r in before["trials"].items() if r["status"] == "ok"}
     assert 1 <= len(finished) < 4
     # Run the same command again: it continues.
     done = subprocess.run([sys.executable, "-m", "tui.cli", "sweep", *args, "--save-best", "fox-best"],
@@ -226,7 +227,7 @@ def test_cli_killed_midway_resumes_without_relaunching(server_bin: Path, tiny_mo
     for r in out["rows"]:
         assert set(r) >= {"settings", "status", "tg_tps", "pp_tps", "acceptance"}
         if r["key"] in finished:
-            assert r["tg_tps"] == finished[r["key"]]["tg_tps"]  # kept, not re-measured
+            assert r["tg_tps"] == Trial.from_json(finished[r["key"]]).median("tg_tps")  # kept, not re-measured
     assert out["best"]["status"] == "ok"
     top = max(out["rows"], key=lambda r: r["tg_tps"])  # the fastest, or a cheaper row within its noise (lab.ranking)
     assert out["best"]["number"] == top["number"] or top["number"] in out["within_noise"]

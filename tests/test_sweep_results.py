@@ -1,6 +1,6 @@
-"""Sweep results from a saved state: the table, best and within-noise rows, the workload objective,
-where MTP starts to pay along n-predict, rendering, saving the best (TOML + INI), the state file, and
-the CLI's errors."""
+"""Sweep results from a saved journal: the table, best and within-noise rows, the workload objective,
+where MTP starts to pay along n-predict, rendering, saving the best (TOML + INI), the journal file,
+and the CLI's errors."""
 
 from __future__ import annotations
 
@@ -16,30 +16,23 @@ from tui.core.options.settings import Settings
 from tui.core.sweep.definition import Configuration, build_definition, settings_json
 from tui.core.sweep.best import save_best
 from tui.core.sweep.results import build_table
-from tui.core.sweep.state import RowResult, SweepState, StateError, load_state, open_state
+from tui.core.lab.journal import Journal, JournalError, load_journal, open_journal
+from tui.core.lab.trial import Samples, Trial
 
 
-def ok_row(c: Configuration, tg: list[float], pp: list[float] | None = None, acc: float | None = None) -> RowResult:
+def ok_row(c: Configuration, tg: list[float], pp: list[float] | None = None, acc: float | None = None) -> Trial:
     pp = pp or [1000.0] * len(tg)
-
-    def summ(v: list[float]) -> dict[str, Any]:
-        s = sorted(v)
-        return {"n": len(v), "median": s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2,
-                "min": s[0], "max": s[-1]}
-
-    return RowResult(c.key, "ok", settings=settings_json(c.settings), n_predict=c.n_predict, tg_tps=summ(tg)["median"],
-                     pp_tps=summ(pp)["median"], acceptance=acc, tg_summary=summ(tg), pp_summary=summ(pp),
-                     passes=[{"tg_tps": a, "pp_tps": b, "acceptance": acc} for a, b in zip(tg, pp)],
-                     memory={"total_mib": 1234.5, "devices": {"CPU": 1234.5}})
+    return Trial(c.key, "ok", settings=settings_json(c.settings), n_predict=c.n_predict, acceptance=acc,
+                 samples=Samples(list(pp), list(tg), [acc] * len(tg)), memory={"total_mib": 1234.5, "devices": {"CPU": 1234.5}})
 
 
-def state_for(defn: Any, rows: dict[str, RowResult], tmp: Path) -> SweepState:
-    st = SweepState(defn.sweep_id, defn.to_json(), path=tmp / "s.json")
+def state_for(defn: Any, rows: dict[str, Trial], tmp: Path) -> Journal:
+    st = Journal("sweep", defn.sweep_id, defn.to_json(), path=tmp / "s.json")
     for c in defn.grid():
         if c.duplicate_of is not None:
-            st.record(RowResult(c.key, "duplicate", reason=c.duplicate_reason))
+            st.record(Trial(c.key, "duplicate", reason=c.duplicate_reason))
         elif c.skip_reason is not None:
-            st.record(RowResult(c.key, "invalid", reason=c.skip_reason))
+            st.record(Trial(c.key, "invalid", reason=c.skip_reason))
     for r in rows.values():
         st.record(r)
     return st
@@ -168,24 +161,24 @@ def test_save_best_writes_profile_and_ini_section(tmp_path: Path) -> None:
         save_best(empty, "x", ini_path=ini)
 
 
-def test_state_file_round_trip_and_errors(tmp_path: Path) -> None:
-    st = open_state("abc123", {"x": 1}, tmp_path)
-    st.record(RowResult("k1", "ok", tg_tps=12.5, warnings=["w"]))
-    st.record(RowResult("k2", "predicted_oom", reason="too big"))
+def test_journal_file_round_trip_and_errors(tmp_path: Path) -> None:
+    st = open_journal("sweep", "abc123", {"x": 1}, tmp_path)
+    st.record(Trial("k1", "ok", samples=Samples([900.0], [12.5], [None]), warnings=["w"]))
+    st.record(Trial("k2", "predicted_oom", reason="too big"))
     st.launches = 3
     path = st.save()
     assert path == tmp_path / "abc123.json" and not list(tmp_path.glob(".*tmp"))
-    back = load_state("abc123", tmp_path)
-    assert back is not None and back.rows["k1"].tg_tps == 12.5 and back.launches == 3
+    back = load_journal("sweep", "abc123", tmp_path)
+    assert back is not None and back.trials["k1"].median("tg_tps") == 12.5 and back.launches == 3
     assert back.finished("k1") and back.finished("k2") and not back.finished("k2", try_anyway=True)
     assert not back.finished("k3")
-    assert open_state("abc123", {}, tmp_path, fresh=True).rows == {}
+    assert open_journal("sweep", "abc123", {}, tmp_path, fresh=True).trials == {}
     path.write_text("{not json")
-    with pytest.raises(StateError, match="delete it"):
-        load_state("abc123", tmp_path)
+    with pytest.raises(JournalError, match="delete it"):
+        load_journal("sweep", "abc123", tmp_path)
     path.write_text(json.dumps({"sweep_id": "other", "format": 1}))
-    with pytest.raises(StateError, match="wrong id"):
-        load_state("abc123", tmp_path)
+    with pytest.raises(JournalError, match="wrong id"):
+        load_journal("sweep", "abc123", tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -291,13 +291,13 @@ def test_cancel_keeps_finished_rows_and_resume_skips_them(suite: str, tmp_path: 
     holder["sw"] = sw
     out = sw.run()
     assert out.stopped == "cancelled" and out.ran == [defn.grid()[0].key]
-    assert set(sw.state.rows) == {defn.grid()[0].key}
-    saved = sw.state.rows[defn.grid()[0].key].to_json()
+    assert set(sw.state.trials) == {defn.grid()[0].key}
+    saved = sw.state.trials[defn.grid()[0].key].to_json()
     be2 = FakeLauncher()
     sw2 = make(defn, be2, tmp=tmp_path)
     out2 = sw2.run()
     assert [s.ubatch_size for s in be2.launched] == [256, 512] and out2.stopped == "done"
-    assert sw2.state.rows[defn.grid()[0].key].to_json() == saved
+    assert sw2.state.trials[defn.grid()[0].key].to_json() == saved
     assert sw2.state.launches == 1 + 1 + 2 and len(sw2.state.sessions) == 2
 
 

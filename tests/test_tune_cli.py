@@ -11,9 +11,9 @@ import pytest
 
 from tui.cli import main
 from tui.core.tuning.tune_args import UsageError, axis_values, fixed_tokens, parse_budget
-from tui.core.sweep.state import RowResult
 from tui.core.tuning.space import Floors
-from tui.core.tuning.trials import Samples, TrialRecord
+from tui.core.lab.journal import open_journal
+from tui.core.lab.trial import Samples, Trial
 from tui.core.tuning.tune_report import ReportFacts, render_report, settings_text, tune_break_even
 from tui.core.tuning.tune_result import build_result
 from tui.core.tuning.tune_workload import WorkloadError, parse_workload
@@ -141,15 +141,16 @@ def test_workload_spellings(tmp_path: Path) -> None:
 
 
 def rec(n: int, mtp: bool, ub: int, e2e: list[float], *, status: str = "ok", reason: str | None = None,
-        pp: float = 1000.0, tg: float = 50.0, acc: float | None = None) -> TrialRecord:
+        pp: float = 1000.0, tg: float = 50.0, acc: float | None = None) -> Trial:
     values: dict[str, Any] = {"mtp": mtp, "ubatch": ub} | ({"draft-kv": "q4_0"} if mtp else {})
     samples = Samples([pp] * len(e2e), [tg] * len(e2e), [acc] * len(e2e), list(e2e)) if e2e else None
-    return TrialRecord(n, f"k{n}", f"m{n}", values, {"ubatch_size": ub}, mtp, "start" if n < 3 else "walk ubatch",
-                       status, reason, None, {"risk": "ok", "message": "exact (llama.cpp): CUDA0 needs 900 MiB"}, 900.0,
-                       samples=samples, launches=1 if e2e else 0)  # type: ignore[arg-type]
+    return Trial(f"k{n}", status, number=n, memory_key=f"m{n}", values=values, settings={"ubatch_size": ub}, mtp=mtp,  # type: ignore[arg-type]
+                 stage="start" if n < 3 else "walk ubatch", reason=reason,
+                 plan={"risk": "ok", "message": "exact (llama.cpp): CUDA0 needs 900 MiB"}, vram_mib=900.0,
+                 samples=samples, launches=1 if e2e else 0)
 
 
-def records() -> list[TrialRecord]:
+def records() -> list[Trial]:
     return [rec(1, False, 512, [10.0, 10.2, 10.1, 10.0], pp=2000, tg=40),
             rec(2, True, 512, [8.0, 8.1, 8.05, 8.02], pp=1800, tg=55, acc=0.7),
             rec(3, True, 1024, [], status="predicted_oom", reason="the planner predicts an OOM: CUDA0 needs 7000 MiB"),
@@ -177,17 +178,18 @@ def test_the_report_lists_every_trial_the_best_beside_the_best_mtp_off_and_the_b
     be = tune_break_even(res, wl, None)
     assert be is not None and be.wins == "above" and f"{be.tokens:.0f} tokens" in md  # from the medians without an A/B
     assert "the tune's medians" in md and "No A/B (--ab-passes 0)." in md
-    assert settings_text(TrialRecord(9, "k", "m", {"mtp": True, "draft-n-max": 2}, {}, True, "t", fit_target=1536)) == \
+    assert settings_text(Trial("k", number=9, memory_key="m", values={"mtp": True, "draft-n-max": 2}, mtp=True, stage="t",
+                               fit_target=1536)) == \
         "n-max=2 fitt=1536"
 
 
-def test_a_record_survives_the_resumable_store() -> None:
+def test_a_record_survives_the_resumable_journal(tmp_path: Path) -> None:
+    j = open_journal("tune", "tune-x", {}, tmp_path)
     for r in records():
-        back = TrialRecord.from_row(RowResult.from_json(r.to_row().to_json()))
-        assert back is not None
-        for f in ("number", "key", "memory_key", "values", "settings", "mtp", "stage", "status", "reason", "plan",
-                  "vram_mib", "fit_target", "launches"):
-            assert getattr(back, f) == getattr(r, f), f
-        assert (back.median(), back.median("pp_tps"), back.median("acceptance")) == \
+        j.record(r)
+    j.save()
+    back = open_journal("tune", "tune-x", {}, tmp_path)
+    assert list(back.trials.values()) == records()
+    for b, r in zip(back.trials.values(), records()):
+        assert (b.median(), b.median("pp_tps"), b.median("acceptance")) == \
             (r.median(), r.median("pp_tps"), r.median("acceptance"))
-    assert TrialRecord.from_row(RowResult("k", "ok")) is None  # a sweep's row is not a tune record

@@ -70,7 +70,7 @@ def test_a_tune_on_stand_ins_searches_the_fit_target_by_real_launches(
     assert all(s.fit_target and s.fit_target[0] >= host - 700 for s in launched if s.fit is not False)
     measured = [r for r in d["result"]["records"] if r["status"] in ("ok", "eliminated")]
     assert measured and all(r["fit_target"] is not None and 0 <= r["fit_target"] <= 1024 for r in measured)
-    assert all(r["fit"] is not None or r["launches"] <= 1 for r in measured)  # searched, or remembered
+    assert all(r["finding"] is not None or r["launches"] <= 1 for r in measured)  # searched, or remembered
     assert servers_of(long_model) == []
 
 

@@ -5,6 +5,8 @@ is text in the Markdown."""
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -16,7 +18,8 @@ from tui.core.gpu import Nvml
 from tui.core.tuning.tune_plot import pp_tg_plot
 from tui.core.tuning.tune_report import ReportFacts, render_report
 from tui.core.tuning.tune_hygiene import gpu_hygiene
-from tui.core.tuning.trials import TrialRecord
+from tui.core.lab.journal import Journal
+from tui.core.lab.trial import Trial
 from tui.core.tuning.tune_result import TuneResult
 from tui.core.tuning.tuner import Machine, TuneOptions, tune
 
@@ -36,8 +39,10 @@ def test_every_launch_is_preceded_by_a_check_and_the_trial_keeps_what_it_found()
     dirty = [r for r in res.records if r.warnings]
     assert len(dirty) == 1 and dirty[0] is launched[2] and "900 MiB" in dirty[0].warnings[0]
     assert any(e.startswith(f"before #{dirty[0].number}: GPU 0 (fake)") for e in events)
-    again = TrialRecord.from_row(dirty[0].to_row())  # kept in the resumable state
-    assert again is not None and again.warnings == dirty[0].warnings
+    j = Journal("tune", "tune-x", {})
+    j.record(dirty[0])
+    again = Journal.from_json(json.loads(json.dumps(j.to_json()))).trials[dirty[0].key]  # kept in the resumable journal
+    assert again.warnings == dirty[0].warnings
     md = render_report(res, ReportFacts("m.gguf", WL, hygiene_checked=True))
     assert f"- #{dirty[0].number}: GPU 0 (fake): 1 other process(es) hold 900 MiB" in md
 

@@ -4,6 +4,7 @@ little, so some OOMs get past it. Everything runs on a virtual clock: no sleeps,
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from typing import Any
@@ -14,11 +15,10 @@ from tui.core.server.failures import Failure, FailureKind
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.sweep.definition import settings_from_json, settings_key
 from tui.core.sweep.planning import PlanVerdict
-from tui.core.sweep.state import RowResult
 from tui.core.lab import ranking
 from tui.core.tuning.searches import smallest_fit_target
 from tui.core.tuning.space import KV_QUALITY, build_space, memory_key
-from tui.core.tuning.trials import PRUNED, Samples, TrialRecord
+from tui.core.lab.trial import PRUNED, Samples, Trial
 from tui.core.tuning.tuner import Machine, TuneOptions, tune
 from tui.core.tuning.workload import shape
 
@@ -170,7 +170,7 @@ def test_launch_failures_are_classified_and_never_retried_with_the_same_memory()
 def test_on_a_gpu_the_fit_target_is_searched_once_per_memory_key() -> None:
     f = Fake(0, fit=True)
     res = run(f)
-    searched = [r for r in res.records if r.fit is not None]
+    searched = [r for r in res.records if r.finding is not None]
     assert len({r.memory_key for r in searched}) == len(searched)  # one search per memory key
     measured = [r for r in res.records if r.measured]
     assert all(r.fit_target is not None for r in measured)
@@ -181,7 +181,7 @@ def test_on_a_gpu_the_fit_target_is_searched_once_per_memory_key() -> None:
     assert any(len([r for r in measured if r.memory_key == k]) > 1 for k in by_mem)  # n-max shares one
     assert res.best is not None and res.best.fit_target is not None
     assert settings_from_json(res.best.settings).fit_target == [res.best.fit_target]
-    seeded = [r for r in searched[1:] if r.fit and r.fit["trials"] and r.fit["trials"][0]["value"] != 1024]
+    seeded = [r for r in searched[1:] if r.finding and r.finding["trials"] and r.finding["trials"][0]["value"] != 1024]
     assert seeded, "a later search starts from a known answer, not the default"
 
 
@@ -208,7 +208,7 @@ def test_an_oom_at_the_found_fit_target_steps_up_once_instead_of_retrying() -> N
     stepped = [r for r in res.records if r.reason and "one step up" in r.reason]
     assert stepped and all(r.measured for r in stepped)
     for r in stepped:
-        first = r.fit["value"]  # type: ignore[index]
+        first = r.finding["value"]  # type: ignore[index]
         assert r.fit_target == first + 64
         flakes = [i for i, (s, k) in enumerate(f.launched) if k == "oom_decode" and memory_key(s) == r.memory_key]
         same = [s for s, _ in f.launched[flakes[0] + 1:] if settings_key(s) == settings_key(f.launched[flakes[0]][0])]
@@ -240,7 +240,7 @@ def test_a_probe_out_of_memory_at_the_found_fit_target_steps_to_the_safe_side() 
     stepped = [r for r in res.records if r.reason and "ran out of memory in the probe" in r.reason]
     assert stepped and all(r.measured for r in stepped)  # measured one step safer, not failed
     for r in stepped:
-        assert r.fit_target == r.fit["value"] + 64 and "one step up" in r.reason  # type: ignore[index]
+        assert r.fit_target == r.finding["value"] + 64 and "one step up" in r.reason  # type: ignore[index]
         assert settings_key(f.ran_out[r.memory_key]) != settings_key(settings_from_json(r.settings))
 
 
@@ -271,14 +271,14 @@ def test_a_resume_launches_nothing_it_already_knows() -> None:
     f = Fake(0)
     first = run(f, budget_s=400.0)
     known = {r.key for r in first.records}
-    records = [TrialRecord.from_json(r.to_json()) for r in first.records]
+    records = [Trial.from_json(json.loads(json.dumps(r.to_json()))) for r in first.records]
     g = Fake(1)
     again = tune(space(), WL, g.machine(), TuneOptions(), previous=records)
     assert again.stopped == "converged" and again.best is not None
     assert not known & {settings_key(s) for s, _ in g.launched}
     assert sum(r.resumed for r in again.records) == len(known)
-    row = again.best.to_row()
-    assert isinstance(RowResult.from_json(row.to_json()), RowResult) and row.status == "ok" and row.passes
+    best = Trial.from_json(json.loads(json.dumps(again.best.to_json())))
+    assert best == again.best and best.status == "ok" and best.samples is not None and best.samples.passes()
 
 
 def test_same_within_noise_prefers_mtp_off_and_the_smaller_ubatch() -> None:
@@ -303,8 +303,9 @@ def test_it_is_deterministic_given_the_seed() -> None:
 
 
 def test_the_noise_rule_picks_the_cheapest_of_the_tied() -> None:
-    def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> TrialRecord:
-        return TrialRecord(n, f"k{n}", f"m{n}", {"mtp": mtp}, {"ubatch_size": ub}, mtp, "t",
+    def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> Trial:
+        return Trial(f"k{n}", number=n, memory_key=f"m{n}", values={"mtp": mtp}, settings={"ubatch_size": ub}, mtp=mtp,
+                     stage="t",
                            samples=Samples([1.0] * len(e2e), [1.0] * len(e2e), [], list(e2e)))
 
     on = rec(1, True, 512, [9.9, 10.0, 10.1, 10.0])
@@ -314,9 +315,9 @@ def test_the_noise_rule_picks_the_cheapest_of_the_tied() -> None:
     assert best is off and {r.number for r in same} == {1, 3}
     fast = rec(4, True, 2048, [8.0, 8.1, 8.05, 8.02])
     assert ranking.choose([on, off, big, fast])[0] is fast  # clearly faster beats cheaper
-    slow = TrialRecord(5, "k5", "m5", {}, {}, False, "t", samples=Samples([1, 1], [1, 1], [], [12.0, 12.2]))
+    slow = Trial("k5", number=5, memory_key="m5", stage="t", samples=Samples([1, 1], [1, 1], [], [12.0, 12.2]))
     assert ranking.next_step(off, slow)[0] == 0 and "slower" in ranking.next_step(off, slow)[1]
-    maybe = TrialRecord(6, "k6", "m6", {}, {"ubatch_size": 256}, False, "t", samples=Samples([1, 1], [1, 1], [], [10.1, 10.2]))
+    maybe = Trial("k6", number=6, memory_key="m6", settings={"ubatch_size": 256}, stage="t", samples=Samples([1, 1], [1, 1], [], [10.1, 10.2]))
     assert ranking.next_step(off, maybe) == (2, "same as #2 within the noise: it may win the tie")
     assert ranking.pareto([on, fast])  # PP/TG front exists for the plot
 
@@ -326,8 +327,9 @@ def test_one_slow_pass_of_the_leader_does_not_tie_a_candidate_whose_range_is_apa
     verdict's noise (both ranges end to end) covers MTP off 13 % slower in median; the ranges do not
     overlap, so the verdict calls it inconclusive (not the same), MTP off is no tie and the leader stays
     the answer."""
-    def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> TrialRecord:
-        return TrialRecord(n, f"k{n}", f"m{n}", {"mtp": mtp}, {"ubatch_size": ub, "spec_draft_n_max": 4}, mtp, "t",
+    def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> Trial:
+        return Trial(f"k{n}", number=n, memory_key=f"m{n}", values={"mtp": mtp},
+                     settings={"ubatch_size": ub, "spec_draft_n_max": 4}, mtp=mtp, stage="t",
                            samples=Samples([1.0] * len(e2e), [1.0] * len(e2e), [], list(e2e)))
 
     lead = rec(1, True, 256, [0.522, 0.531, 0.535, 0.596])

@@ -12,7 +12,7 @@ from tests.helpers.fake_machine import FakeBackendBase
 from tui.core.options.settings import Settings
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.tuning.space import build_space
-from tui.core.tuning.trials import Samples
+from tui.core.lab.trial import Samples
 from tui.core.tuning.tuner import Machine, TuneOptions, tune
 from tui.core.tuning.workload import shape
 

@@ -14,7 +14,7 @@ from textual.widgets import Input, Select
 from tui.core.gpu.profiles import PROFILES, parse_gpus_spec
 from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
-from tui.core.sweep import load_state
+from tui.core.lab.journal import load_journal
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 from tui.ui.lab.sweep_screen import SweepScreen
@@ -129,8 +129,8 @@ async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_
         assert first is not None and "cancelled" in first.message
         done_first = [r.number for r in first.rows if r.status == "ok"]
         assert 1 <= len(done_first) < 4, first.rows
-        state = load_state(screen.defn.sweep_id)
-        assert state is not None and len(state.rows) == len(done_first)
+        state = load_journal("sweep", screen.defn.sweep_id)
+        assert state is not None and len(state.trials) == len(done_first)
 
         sweep_id = screen.defn.sweep_id
         await pilot.press("escape", "q")
@@ -152,7 +152,7 @@ async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_
         assert await until(pilot, lambda: app.lab.sweeps_finished == 1)
         final = app.lab.sweep_view
         assert final is not None and [r.status for r in final.rows] == ["ok"] * 4
-        state = load_state(sweep_id)
+        state = load_journal("sweep", sweep_id)
         assert state is not None and len(state.sessions) == 2
         assert state.sessions[1]["launches"] == 4 - len(done_first)
         await pilot.press("escape", "q")
@@ -204,9 +204,9 @@ async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_m
         print(f"quit during a sweep row: {time.monotonic() - t0:.2f} s")
     assert sup.state.final, sup.state  # stopped, not left running
     assert not alive(pid)
-    state = load_state(screen.defn.sweep_id)
+    state = load_journal("sweep", screen.defn.sweep_id)
     # The interrupted row is not recorded (a resume runs it); rows finished before q are whole.
-    assert state is None or (len(state.rows) < 2 and all(r.status == "ok" and r.passes for r in state.rows.values()))
+    assert state is None or (len(state.trials) < 2 and all(r.status == "ok" and r.samples is not None and r.samples.passes() for r in state.trials.values()))
 
 
 def alive(pid: int) -> bool:

@@ -1,6 +1,6 @@
 """Fixed, deterministic contents for the tune screen (`T`): pilot tests and snapshots without a server.
 
-Built through the core and the adapter (real TrialRecords, `build_result`, a decided MtpVerdict and a
+Built through the core and the adapter (real Trials, `build_result`, a decided MtpVerdict and a
 TuneOutcome), so the screen shows what the real code paths produce. Numbers are the 6 GB laptop
 experiment's shape: MTP on/off x ubatch x draft KV with their fit-targets; MTP gains TG and loses PP,
 ubatch 2048 with MTP does not fit, draft KV q4_0 is as good as q8_0 (so the cheaper one wins).
@@ -13,7 +13,7 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.core.lab.ranking import RUNGS
 from tui.core.tuning.space import build_space
-from tui.core.tuning.trials import Samples, TrialRecord
+from tui.core.lab.trial import Samples, Trial
 from tui.core.tuning.tune_result import build_result
 from tui.core.tuning.tune_run import TuneOutcome
 from tui.core.tuning.verdict import PassSample, decide
@@ -46,7 +46,7 @@ TRIALS: tuple[tuple[Any, ...], ...] = (
 )
 
 
-def record(t: tuple[Any, ...]) -> TrialRecord:
+def record(t: tuple[Any, ...]) -> Trial:
     n, mtp, ub, dkv, stage, status, pp, tg, acc, fit, mib, why = t
     values: dict[str, Any] = {"mtp": mtp, "ubatch": ub} | ({"draft-kv": dkv} if mtp else {})
     samples = None
@@ -54,13 +54,14 @@ def record(t: tuple[Any, ...]) -> TrialRecord:
         samples = Samples(list(pp), list(tg), [acc] * len(pp))
         samples.fill_e2e(WORKLOAD)
     risk = "oom" if status == "predicted_oom" else "tight" if mib > 5140 else "ok"
-    return TrialRecord(n, f"k{n}", f"m{n}", values, {"ubatch_size": ub, "spec_draft_n_max": 3 if mtp else None}, mtp,
-                       stage, status, why or None, "oom_decode" if status == "failed" else None,
-                       {"risk": risk, "message": EXACT.format(int(mib))}, mib, fit, samples=samples,
-                       launches=0 if status == "predicted_oom" else 1, seconds=41.0 if pp else 0.0)
+    return Trial(f"k{n}", status, number=n, memory_key=f"m{n}", values=values,
+                 settings={"ubatch_size": ub, "spec_draft_n_max": 3 if mtp else None}, mtp=mtp, stage=stage,
+                 reason=why or None, failure="oom_decode" if status == "failed" else None,
+                 plan={"risk": risk, "message": EXACT.format(int(mib))}, vram_mib=mib, fit_target=fit, samples=samples,
+                 launches=0 if status == "predicted_oom" else 1, seconds=41.0 if pp else 0.0)
 
 
-def records(n: int | None = None) -> list[TrialRecord]:
+def records(n: int | None = None) -> list[Trial]:
     return [record(t) for t in TRIALS[:n]]
 
 

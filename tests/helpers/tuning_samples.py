@@ -1,6 +1,6 @@
 """Fixed, deterministic contents for the tuning screens (sweep, verdict, search): snapshot tests and
-screenshots without a server. Built through the core and the adapter (a real SweepDefinition, state
-rows and MtpVerdict), so the screens show what the real code paths produce.
+screenshots without a server. Built through the core and the adapter (a real SweepDefinition, journal
+trials and MtpVerdict), so the screens show what the real code paths produce.
 
 Numbers are the 6 GB laptop experiment's shape: MTP gains TG and loses PP; ubatch 2048 with MTP is
 predicted to run out of memory.
@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.helpers import ui_samples
-from tui.core.sweep import RowResult, SweepState
+from tui.core.lab.journal import Journal
+from tui.core.lab.trial import Samples, Trial
 from tui.core.tuning.verdict import PassSample, decide
 from tui.ui.lab import experiments as tuning
 from tui.ui.lab.sweep_screen import SweepScreen
@@ -32,28 +33,19 @@ ROWS: dict[tuple[str, int], tuple[float, str, tuple[float, ...], tuple[float, ..
 }
 
 
-def _summary(values: tuple[float, ...]) -> dict[str, Any] | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return {"n": len(s), "median": s[len(s) // 2], "min": s[0], "max": s[-1]}
-
-
-def sweep_parts() -> tuple[Any, SweepState, dict[str, Any]]:
+def sweep_parts() -> tuple[Any, Journal, dict[str, Any]]:
     defn = tuning.definition(ui_samples.settings(), SETUP)
-    state = SweepState(defn.sweep_id, defn.to_json())
+    state = Journal("sweep", defn.sweep_id, defn.to_json())
     plans: dict[str, Any] = {}
     for c in defn.grid():
         mtp, ub = dict(c.texts)["mtp"], int(dict(c.texts)["ub"])
         mib, risk, tg, pp, acc = ROWS[(mtp, ub)]
         plans[c.launch_key] = (mib, risk, f"CUDA0 needs {mib:.0f} MiB of 5652 MiB free (margin 512)")
         if risk == "oom":
-            state.record(RowResult(c.key, "predicted_oom", reason=f"the planner predicts an OOM: CUDA0 needs {mib:.0f} "
-                                   "MiB of 5652 MiB free (use --try-anyway to launch it anyway)"))
+            state.record(Trial(c.key, "predicted_oom", reason=f"the planner predicts an OOM: CUDA0 needs {mib:.0f} "
+                               "MiB of 5652 MiB free (use --try-anyway to launch it anyway)"))
         else:
-            passes = [{"tg_tps": t, "pp_tps": p, "acceptance": acc} for t, p in zip(tg, pp)]
-            state.record(RowResult(c.key, "ok", tg_tps=_summary(tg)["median"], pp_tps=_summary(pp)["median"],  # type: ignore[index]
-                                   acceptance=acc, tg_summary=_summary(tg), pp_summary=_summary(pp), passes=passes))
+            state.record(Trial(c.key, "ok", acceptance=acc, samples=Samples(list(pp), list(tg), [acc] * len(tg))))
     return defn, state, plans
 
 
@@ -67,7 +59,7 @@ def sweep_running() -> SweepView:
     defn, state, plans = sweep_parts()
     keys = [c.key for c in defn.grid()]
     for key in keys[4:]:
-        state.rows.pop(key)
+        state.trials.pop(key)
     tg = (25.8, 26.1, 26.0, 25.9, 26.2, 26.1, 25.7)
     points = tuple(ProbePoint("#5", i, v, 505.0 + 3 * (i % 3), None) for i, v in enumerate(tg))
     return tuning.sweep_view(defn, state, plans, running=True, current=5, points=points, done=4, total=6,

@@ -86,8 +86,9 @@ class ProgressLine:
             return
         if ev.kind == "row_done" and ev.result is not None:
             r = ev.result
-            tg = f" TG {r.tg_tps:.1f}" if r.tg_tps else ""
-            acc = f" acc {r.acceptance:.0%}" if r.acceptance is not None else ""
+            tg_tps, acceptance = r.median("tg_tps"), r.accept_rate()
+            tg = f" TG {tg_tps:.1f}" if tg_tps else ""
+            acc = f" acc {acceptance:.0%}" if acceptance is not None else ""
             text = f"{head} #{ev.row.index + 1} {ev.row.label()}: {r.status}{tg}{acc}"
             self._line(text, final=r.status not in ("duplicate", "invalid") or not self.tty)
             return
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from tui.core.sweep.events import SweepError
     from tui.core.sweep.planning import default_planner
     from tui.core.sweep.runner import Sweep
-    from tui.core.sweep.state import StateError
+    from tui.core.lab.journal import JournalError
 
     server_args: list[str] = list(args.server_args)
     if not names_a_model(server_args):
@@ -185,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         planner = default_planner(args.simulate, exact=args.exact_plan, server_bin=found.path)
         sweep = Sweep(definition, server_bin=found.path, store=store, on_event=progress, fresh=args.fresh,
                       ready_timeout=args.ready_timeout, planner=planner)
-    except (SweepError, StateError) as e:
+    except (SweepError, JournalError) as e:
         store.close()
         return fail(str(e))
     try:
@@ -195,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     interrupted = ran.interrupted
     if ran.error is not None:
         err = ran.error
-        if isinstance(err, (SweepError, StateError)):
+        if isinstance(err, (SweepError, JournalError)):
             return fail(str(err))
         raise err
     outcome = ran.result

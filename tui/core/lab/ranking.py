@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from tui.core.probes.stats import BETTER, INCONCLUSIVE, SAME, WORSE, Summary, Verdict, verdict
-from tui.core.tuning.trials import TrialRecord
+from tui.core.lab.trial import Trial
 
 T = TypeVar("T")
 
@@ -83,33 +83,33 @@ def best_of(cands: Sequence[T], score: Callable[[T], Summary | None], cost: Call
 # --------------------------------------------------------------------------- the tune's trials
 
 
-def versus(ref: TrialRecord, cand: TrialRecord) -> Verdict:
+def versus(ref: Trial, cand: Trial) -> Verdict:
     """`cand` judged against `ref` on end-to-end seconds (better = faster)."""
     return verdict(ref.e2e(), cand.e2e(), higher_is_better=False)
 
 
-def cost_key(r: TrialRecord) -> tuple[Any, ...]:
+def cost_key(r: Trial) -> tuple[Any, ...]:
     """`cost_order` of a trial, its number last (a stable order)."""
     return (*cost_order(mtp=r.mtp, ubatch=r.settings.get("ubatch_size"), vram_mib=r.vram_mib,
                         draft_n_max=r.settings.get("spec_draft_n_max"), then=r.median()), r.number)
 
 
-def _racing(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+def _racing(records: Iterable[Trial]) -> list[Trial]:
     return [r for r in records if r.measured and r.status == "ok"]
 
 
-def leader(records: Iterable[TrialRecord], rungs: Sequence[int] = RUNGS) -> TrialRecord | None:
+def leader(records: Iterable[Trial], rungs: Sequence[int] = RUNGS) -> Trial | None:
     """The measured candidate with the lowest median e2e, preferring those at the last rung."""
-    return leader_of(_racing(records), TrialRecord.e2e, higher_is_better=False, full=rungs[-1])
+    return leader_of(_racing(records), Trial.e2e, higher_is_better=False, full=rungs[-1])
 
 
-def choose(records: Sequence[TrialRecord], rungs: Sequence[int] = RUNGS) -> tuple[TrialRecord | None, list[TrialRecord]]:
+def choose(records: Sequence[Trial], rungs: Sequence[int] = RUNGS) -> tuple[Trial | None, list[Trial]]:
     """(the best, the others within the noise of the fastest): the cheapest of the tied wins."""
-    best, _, same = best_of(_racing(records), TrialRecord.e2e, cost_key, higher_is_better=False, full=rungs[-1])
+    best, _, same = best_of(_racing(records), Trial.e2e, cost_key, higher_is_better=False, full=rungs[-1])
     return best, same
 
 
-def next_step(ref: TrialRecord | None, cand: TrialRecord, rungs: Sequence[int] = RUNGS) -> tuple[int, str]:
+def next_step(ref: Trial | None, cand: Trial, rungs: Sequence[int] = RUNGS) -> tuple[int, str]:
     """(passes to add now, why): 0 means the candidate has been measured enough."""
     n = cand.samples.n if cand.samples else 0
     nxt = next((r for r in rungs if r > n), None)
@@ -136,7 +136,7 @@ def next_step(ref: TrialRecord | None, cand: TrialRecord, rungs: Sequence[int] =
     return nxt - n, f"same as #{ref.number} within the noise: it may win the tie"
 
 
-def verdict_json(ref: TrialRecord | None, cand: TrialRecord) -> dict[str, Any] | None:
+def verdict_json(ref: Trial | None, cand: Trial) -> dict[str, Any] | None:
     """The record's verdict against its side's leader, for the report."""
     if ref is None or ref is cand:
         return {"against": None, "label": "leader"}
@@ -144,7 +144,7 @@ def verdict_json(ref: TrialRecord | None, cand: TrialRecord) -> dict[str, Any] |
     return {"against": ref.number, **v.to_json()}
 
 
-def pareto(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+def pareto(records: Iterable[Trial]) -> list[Trial]:
     """Measured candidates no other beats on both PP and TG medians (the PP-vs-TG front), by PP."""
     pts = [(r, r.median("pp_tps"), r.median("tg_tps")) for r in records if r.measured]
     pts = [(r, p, t) for r, p, t in pts if p is not None and t is not None]

@@ -7,6 +7,7 @@ Typical use (a UI runs `Sweep.run()` in a worker thread and shows the events):
     sweep = Sweep(defn, server_bin=path, on_event=callback)   # callback(SweepEvent), on the sweep thread
     outcome = sweep.run()                                      # sweep.cancel() from any thread
     table = build_table(defn, sweep.state)                     # rows, best, within noise, MTP break-even
+                                                               # (sweep.state: its `lab.journal.Journal`)
     save_best(table, "my-best")                                # TOML profile + [my-best] INI section
 """
 
@@ -18,11 +19,9 @@ from tui.core.sweep.results import SweepTable, TableRow, build_table
 from tui.core.sweep.events import SweepError, SweepEvent, SweepOutcome
 from tui.core.sweep.planning import PlanVerdict, default_planner
 from tui.core.sweep.runner import Sweep
-from tui.core.sweep.state import RowResult, SweepState, StateError, list_states, load_state
 
 __all__ = [
-    "Axis", "Configuration", "Limits", "Objective", "PlanVerdict", "RowResult",
-    "StateError", "Sweep", "SweepDefinition", "SweepDefinitionError", "SweepError", "SweepEvent",
-    "SweepOutcome", "SweepState", "SweepTable", "TableRow", "build_definition", "build_table",
-    "default_planner", "list_states", "load_state", "parse_axis", "parse_objective", "save_best",
+    "Axis", "Configuration", "Limits", "Objective", "PlanVerdict", "Sweep", "SweepDefinition",
+    "SweepDefinitionError", "SweepError", "SweepEvent", "SweepOutcome", "SweepTable", "TableRow",
+    "build_definition", "build_table", "default_planner", "parse_axis", "parse_objective", "save_best",
 ]

@@ -8,7 +8,8 @@ from typing import Any
 
 from tui.core.sweep.definition import Configuration
 from tui.core.lab.knob import KnobTry
-from tui.core.sweep.state import RowResult, SweepState
+from tui.core.lab.journal import Journal
+from tui.core.lab.trial import Trial
 
 
 class SweepError(RuntimeError):
@@ -30,7 +31,7 @@ class SweepEvent:
     elapsed_s: float
     eta_s: float | None = None
     row: Configuration | None = None
-    result: RowResult | None = None
+    result: Trial | None = None
     message: str = ""
     launches: int = 0
     probe: Any = None  # probes.run_types.ProbeProgress for kind "probe"
@@ -44,7 +45,7 @@ EventFn = Callable[[SweepEvent], None]
 class SweepOutcome:
     """What `Sweep.run()` returns."""
 
-    state: SweepState
+    state: Journal
     stopped: str  # done | cancelled | budget
     seconds: float
     launches: int  # launches in this session

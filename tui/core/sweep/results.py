@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.core.lab import ranking
+from tui.core.lab.journal import Journal
+from tui.core.lab.trial import Trial
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
 from tui.core.options.settings import Settings
 from tui.core.sweep.axes import Objective, format_axis_value
@@ -27,7 +29,6 @@ from tui.core.sweep.definition import (
     settings_json,
     settings_key,
 )
-from tui.core.sweep.state import RowResult, SweepState
 
 
 @dataclass
@@ -141,27 +142,20 @@ def _spread(s: Summary | None) -> float | None:
     return s.spread
 
 
-def _score_summary(obj: Objective, row: RowResult) -> Summary | None:
-    if obj.kind == "tg":
-        return Summary.from_json(row.tg_summary)
-    if obj.kind == "pp":
-        return Summary.from_json(row.pp_summary)
-    per_pass = [obj.score(p.get("tg_tps"), p.get("pp_tps")) for p in row.passes]
-    s = summarize(per_pass)
-    if s is None:
-        v = obj.score(row.tg_tps, row.pp_tps)
-        s = summarize([v])
-    return s
+def _score_summary(obj: Objective, t: Trial) -> Summary | None:
+    if obj.kind in ("tg", "pp"):
+        return t.summary(f"{obj.kind}_tps")
+    return summarize([obj.score(p["tg_tps"], p["pp_tps"]) for p in t.samples.passes()] if t.samples else [])
 
 
-def build_table(definition: SweepDefinition, state: SweepState) -> SweepTable:
+def build_table(definition: SweepDefinition, state: Journal) -> SweepTable:
     """The table of a sweep from its saved state (grid order; unfinished rows are `pending`)."""
     obj = definition.objective
     configs = definition.grid()
     by_key = {c.key: c for c in configs}
     rows: list[TableRow] = []
     for c in configs:
-        r = state.rows.get(c.key)
+        r = state.trials.get(c.key)
         values = {name: format_axis_value(name, v) for name, v in c.values}
         if r is None:
             rows.append(TableRow(c.index + 1, c.key, values, c.n_predict, "pending", settings=settings_json(c.settings.redacted())))
@@ -185,15 +179,15 @@ def build_table(definition: SweepDefinition, state: SweepState) -> SweepTable:
                       list(state.findings), state.launches)
 
 
-def _row(c: Configuration, r: RowResult, values: dict[str, str], obj: Objective) -> TableRow:
-    tg = Summary.from_json(r.tg_summary)
-    pp = Summary.from_json(r.pp_summary)
-    mem = r.memory or None
+def _row(c: Configuration, t: Trial, values: dict[str, str], obj: Objective) -> TableRow:
+    tg, pp = t.summary("tg_tps"), t.summary("pp_tps")
+    mem = t.memory or None
     return TableRow(
-        c.index + 1, c.key, values, c.n_predict, r.status, reason=r.reason, failure_kind=r.failure_kind,
-        settings=r.settings or settings_json(c.settings.redacted()), tg_tps=r.tg_tps, pp_tps=r.pp_tps,
-        acceptance=r.acceptance, tg=tg, pp=pp, score=_score_summary(obj, r) if r.status == "ok" else None,
-        memory_mib=(mem or {}).get("total_mib"), memory=mem, warnings=list(r.warnings), finding=r.finding, run_id=r.run_id,
+        c.index + 1, c.key, values, c.n_predict, t.status, reason=t.reason, failure_kind=t.failure_kind,
+        settings=t.settings or settings_json(c.settings.redacted()), tg_tps=tg.median if tg else None,
+        pp_tps=pp.median if pp else None, acceptance=t.accept_rate(), tg=tg, pp=pp,
+        score=_score_summary(obj, t) if t.status == "ok" else None, memory_mib=(mem or {}).get("total_mib"), memory=mem,
+        warnings=list(t.warnings), finding=t.finding, run_id=t.run_id,
     )
 
 

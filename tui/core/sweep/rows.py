@@ -1,4 +1,5 @@
-"""A finished row's record from what the launch and the probe returned: memory summary, warnings, numbers."""
+"""A finished sweep row's `Trial` from what the launch and the probe returned: memory summary, warnings,
+per-pass numbers (the figures the table's medians and ranges are read from)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import Any
 
 from tui.core.lab.knob import KnobFinding
 from tui.core.lab.launcher import LaunchOutcome
+from tui.core.lab.trial import Samples, Trial
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import Configuration, settings_json
-from tui.core.sweep.state import RowResult
 
 
 def memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:
@@ -33,23 +34,23 @@ def ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
     return None
 
 
-def row_from_run(c: Configuration, run: Any, settings: Settings, mem: dict[str, Any] | None, plan: dict[str, Any] | None,
-                  warnings: list[str], finding: KnobFinding | None, launch: int, log_path: str | None) -> RowResult:
+def trial_from_run(c: Configuration, run: Any, settings: Settings, mem: dict[str, Any] | None,
+                   plan: dict[str, Any] | None, warnings: list[str], finding: KnobFinding | None, launch: int,
+                   log_path: str | None) -> Trial:
     s = run.summary or {}
     ws = list(warnings) + [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
     if finding is not None and finding.converged:
         ws.insert(0, f"{finding.flag} set to {finding.value} {finding.unit} after a memory allocation failure "
                      f"({finding.message})")
-    passes = [{"tg_tps": p.get("tg_tps"), "pp_tps": p.get("pp_tps"), "acceptance": p.get("acceptance")}
-              for p in s.get("passes") or [] if p.get("complete", True)]
-    row = RowResult(
-        c.key, "ok" if run.status == "ok" else "failed",
+    # The passes the probe's medians are taken over: the complete ones, or all when none completed.
+    passes = s.get("passes") or []
+    passes = [p for p in passes if p.get("complete", True)] or passes
+    return Trial(
+        c.key, "ok" if run.status == "ok" else "failed", mtp=settings.mtp_enabled,
         reason=run.error if run.status != "ok" else None,
         failure_kind=None if run.status == "ok" else "probe_failed",
         settings=settings_json(settings.redacted()), n_predict=c.n_predict,
-        tg_tps=s.get("tg_tps_median"), pp_tps=s.get("pp_tps_median"), acceptance=s.get("acceptance"),
-        tg_summary=s.get("tg_tps"), pp_summary=s.get("pp_tps"), passes=passes,
+        samples=Samples.of_passes(passes) if passes else None, acceptance=s.get("acceptance"),
         mean_accept_len=s.get("mean_accept_len"), memory=mem, plan=plan, warnings=ws,
         finding=finding.to_json() if finding else None, run_id=run.run_id, launch=launch, log_path=log_path,
     )
-    return row

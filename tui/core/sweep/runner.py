@@ -33,7 +33,9 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.lab.failures import failure_kind, probe_failure_class
+from tui.core.lab.journal import JournalError, JournalLock, open_journal
 from tui.core.lab.knob import KnobFinding, KnobTry
+from tui.core.lab.trial import Trial
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, CountingLauncher, LaunchOutcome, Launcher, aim_first_decode,
                                    open_launcher)
 from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery, choose_knob
@@ -43,8 +45,7 @@ from tui.core.sweep.events import EventFn, SweepError, SweepEvent, SweepOutcome
 from tui.core.sweep.pace import Current, Pace
 from tui.core.sweep.planning import PlanCheck, PlanVerdict, default_planner
 from tui.core.sweep.probing import Prober, default_prober
-from tui.core.sweep.rows import ctx_warning, memory_summary, row_from_run
-from tui.core.sweep.state import RowResult, StateError, SweepLock, open_state
+from tui.core.sweep.rows import ctx_warning, memory_summary, trial_from_run
 
 # --------------------------------------------------------------------------- the sweep
 
@@ -85,7 +86,7 @@ class Sweep:
         self.on_event = on_event
         self._state_root = state_root
         self._fresh = fresh
-        self.state = open_state(definition.sweep_id, definition.to_json(), state_root, fresh=fresh)
+        self.state = open_journal("sweep", definition.sweep_id, definition.to_json(), state_root, fresh=fresh)
         self._cancel = threading.Event()
         self._recovery = Recovery(self.launcher, self._cancel, definition.fit_step_mib)
         self._t0 = time.monotonic()
@@ -116,15 +117,15 @@ class Sweep:
         """Run (or resume) the sweep to the end, the budget, or a cancel."""
         if not self._running.acquire(blocking=False):
             raise SweepError("this sweep is already running.")
-        lock = SweepLock(self.definition.sweep_id, self._state_root)
+        lock = JournalLock("sweep", self.definition.sweep_id, self._state_root)
         try:
             lock.acquire()
-        except StateError as e:
+        except JournalError as e:
             self._running.release()
             raise SweepError(str(e)) from None
         try:
             # Re-read: another process may have finished rows since this object was made.
-            self.state = open_state(self.definition.sweep_id, self.definition.to_json(), self._state_root,
+            self.state = open_journal("sweep", self.definition.sweep_id, self.definition.to_json(), self._state_root,
                                     fresh=self._fresh)
             self._fresh = False
             return self._run()
@@ -177,10 +178,10 @@ class Sweep:
             if st.finished(c.key, try_anyway=d.try_anyway):
                 continue
             if c.skip_reason is not None:
-                st.record(RowResult(c.key, "invalid", reason=c.skip_reason, settings=settings_json(c.settings.redacted()),
+                st.record(Trial(c.key, "invalid", reason=c.skip_reason, settings=settings_json(c.settings.redacted()),
                                     n_predict=c.n_predict, finished_at=time.time()))
             elif c.duplicate_of is not None:
-                st.record(RowResult(c.key, "duplicate", reason=c.duplicate_reason, settings=settings_json(c.settings.redacted()),
+                st.record(Trial(c.key, "duplicate", reason=c.duplicate_reason, settings=settings_json(c.settings.redacted()),
                                     n_predict=c.n_predict, finished_at=time.time()))
         self._pending = [c for c in configs if not st.finished(c.key, try_anyway=d.try_anyway)]
         self._done = self._total - len(self._pending)
@@ -214,7 +215,7 @@ class Sweep:
         self._emit("finished", message=stopped)
         return SweepOutcome(st, stopped, self._elapsed(), self.launcher.n, list(self._ran))
 
-    def _finish_row(self, c: Configuration, row: RowResult) -> None:
+    def _finish_row(self, c: Configuration, row: Trial) -> None:
         row.finished_at = time.time()
         self.state.record(row)
         self.state.save()
@@ -261,13 +262,13 @@ class Sweep:
         warnings: list[str] = []
         if verdict is not None and verdict.risk == "invalid":
             for c in group:
-                self._finish_row(c, RowResult(c.key, "invalid", reason=verdict.message, failure_kind="planner",
+                self._finish_row(c, Trial(c.key, "invalid", reason=verdict.message, failure_kind="planner",
                                               settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan))
             return
         if verdict is not None and verdict.risk == "oom":
             if not d.try_anyway:
                 for c in group:
-                    self._finish_row(c, RowResult(c.key, "predicted_oom", reason=f"the planner predicts an OOM: {verdict.message} "
+                    self._finish_row(c, Trial(c.key, "predicted_oom", reason=f"the planner predicts an OOM: {verdict.message} "
                                                   "(use --try-anyway to launch it anyway)", settings=settings_json(settings.redacted()),
                                                   n_predict=c.n_predict, plan=plan))
                 return
@@ -303,7 +304,7 @@ class Sweep:
             kind = failure_kind(out)
             rid = self._record_store_failure(first, settings, reason, plan)
             for c in group:
-                self._finish_row(c, RowResult(c.key, "failed", reason=reason, failure_kind=kind,
+                self._finish_row(c, Trial(c.key, "failed", reason=reason, failure_kind=kind,
                                               settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan,
                                               memory=memory_summary(out), warnings=list(warnings),
                                               finding=finding.to_json() if finding else None, run_id=rid,
@@ -320,7 +321,7 @@ class Sweep:
             if self._cancel.is_set():
                 return
             if dead is not None:
-                self._finish_row(c, RowResult(c.key, "failed", reason=dead.explain(), failure_kind=dead.kind.value,
+                self._finish_row(c, Trial(c.key, "failed", reason=dead.explain(), failure_kind=dead.kind.value,
                                               settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan,
                                               memory=mem, warnings=list(warnings), launch=self.state.launches,
                                               log_path=out.log_path))
@@ -346,7 +347,7 @@ class Sweep:
                 if run is None or run.status == "cancelled" or self._cancel.is_set():
                     return
             self._pace.worked(time.monotonic() - t1, c)
-            row = row_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
+            row = trial_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
             row.started_at = row_started
             if run.status != "ok":
                 f = self.launcher.failure()

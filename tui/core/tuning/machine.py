@@ -18,7 +18,7 @@ from tui.core.options.settings import Settings
 from tui.core.lab.launcher import LaunchOutcome, Launcher
 from tui.core.sweep.planning import PlanCheck
 from tui.core.tuning.searches import SearchResult
-from tui.core.tuning.trials import Samples
+from tui.core.lab.trial import Samples
 from tui.core.tuning.workload import Workload
 
 #: (the running launch, the workload, passes) -> that many passes of per-pass figures.

@@ -9,7 +9,7 @@ search needs two launches to confirm the bound, against a gallop down from 1024 
 from __future__ import annotations
 
 from tui.core.tuning.space import Candidate, needs_at_least
-from tui.core.tuning.trials import TrialRecord
+from tui.core.lab.trial import Trial
 
 WHERE = {"oom_load": "ran out of memory at load", "oom_decode": "ran out of memory at the first decode"}
 
@@ -18,8 +18,8 @@ class MemoryBook:
     def __init__(self) -> None:
         self.fit: dict[str, int | None] = {}  # memory key -> smallest fit-target (None: none works)
         self._owner: dict[str, Candidate] = {}
-        self._dead: dict[str, TrialRecord] = {}  # memory key -> the record that ran out of memory
-        self._ooms: list[tuple[Candidate, TrialRecord]] = []
+        self._dead: dict[str, Trial] = {}  # memory key -> the record that ran out of memory
+        self._ooms: list[tuple[Candidate, Trial]] = []
 
     def remember_fit(self, c: Candidate, value: int | None) -> None:
         self.fit[c.memory_key] = value
@@ -49,7 +49,7 @@ class MemoryBook:
                 return f"needs at least the memory of #{fr.number} ({fc.label()}), which {WHERE[fr.failure or 'oom_load']}"
         return None
 
-    def learn(self, c: Candidate | None, r: TrialRecord) -> None:
+    def learn(self, c: Candidate | None, r: Trial) -> None:
         """A fit-target that works, or a footprint that does not."""
         if c is None:
             return

@@ -1,6 +1,6 @@
 """Progress, ETA and cancel for the tuning actions (the A/B verdict and the searches).
 
-Why not the sweep's `SweepEvent`: that one is about grid rows (`Configuration`, `RowResult`); a
+Why not the sweep's `SweepEvent`: that one is about grid rows (`Configuration`, `lab.trial.Trial`); a
 tuning action has passes or trials. What they share is the shape (kind, done/total, elapsed, ETA,
 a message), so a UI draws both with one progress bar.
 """

@@ -3,7 +3,7 @@
 Before every launch no server of the tune runs, so any process holding GPU memory is someone else's
 (another server, a notebook, a desktop session), and clocks held down by heat or a power brake slow
 the next measurement for a reason outside its configuration. Each finding is one sentence, kept with
-the trial (`TrialRecord.warnings`) and listed in the report. Simulated GPUs have nothing to check.
+the trial (`Trial.warnings`) and listed in the report. Simulated GPUs have nothing to check.
 """
 
 from __future__ import annotations

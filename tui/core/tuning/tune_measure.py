@@ -19,8 +19,8 @@ from tui.core.probes.hygiene import check_memory_report
 from tui.core.probes.run_types import RunConfig, RunContext
 from tui.core.probes.suites import Suite
 from tui.core.sweep.definition import settings_json
-from tui.core.tuning.trials import Samples
-from tui.core.tuning.tune_state import TuneState
+from tui.core.lab.journal import Journal
+from tui.core.lab.trial import Samples
 from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, cut_prompt, shape_suite
 from tui.core.tuning.workload import Workload
 
@@ -57,11 +57,11 @@ def samples_of(run: Any) -> Samples:
 class Measure:
     """The tuner's `measure`: `n` passes of the workload against the running server."""
 
-    def __init__(self, spec: WorkloadSpec, launcher: SupervisorLauncher, state: TuneState, store: Any, *, tune_id: str,
+    def __init__(self, spec: WorkloadSpec, launcher: SupervisorLauncher, state: Journal, store: Any, *, tune_id: str,
                  cancel: threading.Event) -> None:
         self.launcher, self.state, self.store, self.tune_id, self.cancel = launcher, state, store, tune_id, cancel
         self.spec, self.prober = spec, make_prober(spec.exact_output)
-        self.text = state.prompt() if spec.shape is not None else None
+        self.text = state.tune.prompt if spec.shape is not None else None
         self._last: LaunchOutcome | None = None
         if self.text is not None:
             launcher.first_decode_prompt = self.text
@@ -74,7 +74,7 @@ class Measure:
             if url is None:
                 raise WorkloadError("no running server to cut the workload's prompt with")
             self.text = cut_prompt(url, round(self.spec.shape.in_tokens), api_key=api_key)
-            self.state.set_prompt(self.text)
+            self.state.tune.prompt = self.text
             self.launcher.first_decode_prompt = self.text  # later launches decode the workload's own prompt first
         return shape_suite(self.spec.shape, self.text)
 

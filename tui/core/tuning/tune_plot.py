@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tui.core.tuning.trials import TrialRecord
+from tui.core.lab.trial import Trial
 
 WIDTH, HEIGHT = 56, 14
 #: What each mark means, in the order a cell keeps the most important one.
@@ -19,7 +19,7 @@ def _rank(mark: str) -> int:
     return [m for m, _ in MARKS].index(mark)
 
 
-def pp_tg_plot(records: Sequence[TrialRecord], front: Sequence[TrialRecord], best: TrialRecord | None) -> list[str]:
+def pp_tg_plot(records: Sequence[Trial], front: Sequence[Trial], best: Trial | None) -> list[str]:
     """The lines of a text scatter (TG up, PP across), or [] with fewer than two measured trials."""
     pts = [(r, r.median("pp_tps"), r.median("tg_tps")) for r in records if r.measured]
     pts = [(r, float(p), float(t)) for r, p, t in pts if p is not None and t is not None]

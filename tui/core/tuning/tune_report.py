@@ -15,7 +15,7 @@ from typing import Any
 from tui.core.probes.breakeven import BreakEven, break_even
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.tuning.tune_plot import pp_tg_plot
-from tui.core.tuning.trials import TrialRecord
+from tui.core.lab.trial import Trial
 from tui.core.tuning.tune_result import TuneResult, fmt_seconds
 from tui.core.tuning.verdict import MtpVerdict
 from tui.core.tuning.workload import Workload
@@ -47,7 +47,7 @@ def _v(v: Any) -> str:
     return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
 
 
-def settings_text(r: TrialRecord) -> str:
+def settings_text(r: Trial) -> str:
     """The searched values of a trial (`ub=512 dkv=q4_0`), MTP apart, and its fit-target."""
     parts = [f"{SHORT.get(k, k)}={_v(v)}" for k, v in r.values.items() if k != "mtp"]
     if r.fit_target is not None:
@@ -71,7 +71,7 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _plan(r: TrialRecord) -> str:
+def _plan(r: Trial) -> str:
     """`ok (exact) 3 MiB`: the verdict, whose figures (llama.cpp's dry run or the estimate), device need."""
     if not r.plan:
         return "-"
@@ -80,12 +80,12 @@ def _plan(r: TrialRecord) -> str:
     return f"{r.plan.get('risk')} ({src}){vram}"
 
 
-def _acc(r: TrialRecord) -> str:
+def _acc(r: Trial) -> str:
     s = r.samples.summary("acceptance") if r.samples else None
     return "-" if s is None else f"{s.median:.2f}"
 
 
-def trial_table(records: Sequence[TrialRecord], marks: dict[int, str] | None = None) -> list[str]:
+def trial_table(records: Sequence[Trial], marks: dict[int, str] | None = None) -> list[str]:
     """Every trial: settings, plan verdict, status, PP, TG, acceptance, time per request, why."""
     marks = marks or {}
     out = ["| # | MTP | settings (besides the fixed flags) | stage | plan | status | PP t/s | TG t/s | accept | "
@@ -104,7 +104,7 @@ def trial_table(records: Sequence[TrialRecord], marks: dict[int, str] | None = N
 
 def side_by_side(result: TuneResult) -> list[str]:
     """The best and the best MTP-off (and the best MTP-on when it is neither) with their spread."""
-    rows: list[tuple[str, TrialRecord]] = []
+    rows: list[tuple[str, Trial]] = []
     if result.best is not None:
         rows.append(("best", result.best))
     if result.best_mtp_off is not None and result.best_mtp_off is not result.best:

@@ -18,25 +18,25 @@ from typing import Any
 
 from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
 from tui.core.lab import ranking
-from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
+from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.tuning.verdict import MtpVerdict
 from tui.core.tuning.workload import Workload
 
 
 @dataclass
 class TuneResult:
-    best: TrialRecord | None
-    best_mtp_off: TrialRecord | None
-    best_mtp_on: TrialRecord | None
-    same_as_best: list[TrialRecord]
-    records: list[TrialRecord]
+    best: Trial | None
+    best_mtp_off: Trial | None
+    best_mtp_on: Trial | None
+    same_as_best: list[Trial]
+    records: list[Trial]
     launches: int  # server launches this run (fit-target searches included; resumed records cost none)
     grid_size: int  # valid candidates of the space: what a grid would launch at least once each
     stopped: str  # converged | complete (grid) | budget | cancelled
     elapsed_s: float
     message: str
     mtp_vs_off: dict[str, Any] | None = None  # the best MTP-on against the best MTP-off (stats verdict; "source": ab | trials)
-    pareto: list[TrialRecord] = field(default_factory=list)
+    pareto: list[Trial] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -45,7 +45,7 @@ class TuneResult:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        def num(r: TrialRecord | None) -> int | None:
+        def num(r: Trial | None) -> int | None:
             return r.number if r else None
 
         return {"best": num(self.best), "best_mtp_off": num(self.best_mtp_off), "best_mtp_on": num(self.best_mtp_on),
@@ -64,7 +64,7 @@ def fmt_seconds(s: Summary | None) -> str:
     return fmt_summary(s, digits)
 
 
-def _describe(r: TrialRecord) -> str:
+def _describe(r: Trial) -> str:
     vals = " ".join(f"{k}={_txt(v)}" for k, v in r.values.items())
     fit = f" fit-target={r.fit_target}" if r.fit_target is not None else ""
     return f"#{r.number} ({vals}{fit}) at {fmt_seconds(r.e2e())} s per request"
@@ -74,7 +74,7 @@ def _txt(v: Any) -> str:
     return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
 
 
-def build_result(records: Sequence[TrialRecord], rungs: Sequence[int], launches: int, grid_size: int, stopped: str,
+def build_result(records: Sequence[Trial], rungs: Sequence[int], launches: int, grid_size: int, stopped: str,
                  elapsed_s: float, workload: Workload, ab: MtpVerdict | None = None) -> TuneResult:
     """The answer from the records (pure: a resume or a report calls it again); `ab`, the final
     interleaved A/B when there is one, decides "MTP on against off"."""
@@ -107,7 +107,7 @@ def build_result(records: Sequence[TrialRecord], rungs: Sequence[int], launches:
                       ranking.pareto(records))
 
 
-def _mtp_vs_off(on: TrialRecord | None, off: TrialRecord | None, ab: MtpVerdict | None) -> dict[str, Any] | None:
+def _mtp_vs_off(on: Trial | None, off: Trial | None, ab: MtpVerdict | None) -> dict[str, Any] | None:
     """MTP on judged against off on seconds per request: the A/B's verdict when it ran, else the trials'."""
     if off is None or on is None:
         return None

@@ -12,7 +12,7 @@
   (GPUs NVML sees, or `--rpc` servers). Simulated GPUs (`--gpus`) are planned against, but the
   candidates run on this machine's CPU backend, which never runs out of device memory, so a
   search there would only walk down to 0 MiB and prove nothing: none is run;
-* resume: `tune_state` (the sweep's state file) saved after every record;
+* resume: the tune's journal (`lab.journal`, kind "tune") saved after every trial;
 * the answer's last step: `ab.run_ab` between the best MTP-on and the best MTP-off configuration,
   interleaved, kept in the state too.
 
@@ -34,13 +34,13 @@ from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, ai
                                    stand_in_note, stand_ins_problem)
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_from_json
-from tui.core.sweep.state import StateError
 from tui.core.lab import ranking
+from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
+from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.tuning.progress import EventFn, TuneEvent
 from tui.core.tuning.space import Floors, Space, SpaceError, space_for_model
-from tui.core.tuning.trials import MEASURED, PRUNED, TrialRecord
 from tui.core.tuning.tune_result import TuneResult, build_result, fmt_seconds
-from tui.core.tuning.tune_state import TuneState, hardware_identity, tune_definition, tune_id
+from tui.core.tuning.tune_identity import check_section, hardware_identity, tune_definition, tune_id
 from tui.core.tuning.tune_measure import Measure, make_prober
 from tui.core.tuning.tune_hygiene import gpu_hygiene
 from tui.core.tuning.tune_model import TuneModel
@@ -98,12 +98,12 @@ class TuneOutcome:
     notes: list[str] = field(default_factory=list)
     hygiene_checked: bool = False  # the GPUs' hygiene was checked before each launch (NVML sees them)
 
-    def settings_of(self, rec: TrialRecord | None) -> Settings | None:
+    def settings_of(self, rec: Trial | None) -> Settings | None:
         """What a record launched, unredacted (the fit-target it found included)."""
         return launch_settings(self.space, rec) if rec is not None else None
 
 
-def launch_settings(space: Space, rec: TrialRecord) -> Settings:
+def launch_settings(space: Space, rec: Trial) -> Settings:
     c = space.point({k: v for k, v in rec.values.items() if k != "mtp"}, rec.mtp)
     s = c.settings if c.key == rec.key else settings_from_json(rec.settings)
     return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
@@ -167,10 +167,13 @@ class TuneRun:
         return float(len(self._tuner.records)) if self._tuner is not None else 0.0
 
     def run(self) -> TuneOutcome:
+        lock = JournalLock("tune", self.tune_id, self.req.state_root)
         try:
-            st = TuneState.open(self.definition, root=self.req.state_root, fresh=self.req.fresh)
-            st.lock()
-        except StateError as e:
+            lock.acquire()  # before reading: another process may be writing the journal
+            st = open_journal("tune", self.tune_id, self.definition, self.req.state_root, fresh=self.req.fresh,
+                              check_more=check_section)
+        except JournalError as e:
+            lock.release()  # a no-op when it was not acquired
             raise TuneError(str(e)) from None
         try:
             with contextlib.ExitStack() as stack:
@@ -182,7 +185,7 @@ class TuneRun:
             try:
                 st.save()
             finally:
-                st.unlock()
+                lock.release()
 
     def _stand_ins(self, stack: contextlib.ExitStack) -> Any:
         """The capped stand-ins a `--stand-ins` tune launches on, started and stopped with `stack`
@@ -207,12 +210,12 @@ class TuneRun:
 
     # ------------------------------------------------------------------ steps
 
-    def _launched(self, st: TuneState, what: str) -> None:
+    def _launched(self, st: Journal, what: str) -> None:
         self.launches += 1
-        st.add_launches(1)
+        st.launches += 1
         self.emit("launching", f"launch {self.launches}: {what}")
 
-    def _sizing(self, st: TuneState, launcher: SupervisorLauncher, why: str, fn: Callable[[str], T]) -> T:
+    def _sizing(self, st: Journal, launcher: SupervisorLauncher, why: str, fn: Callable[[str], T]) -> T:
         """`fn(url)` against the lightest launch of the model (its tokenizer is all it is for)."""
         self._launched(st, why)
         out = launcher.launch(sizing_settings(self.req.base), self.cancel)
@@ -228,24 +231,23 @@ class TuneRun:
         finally:
             launcher.stop()
 
-    def _workload(self, st: TuneState, launcher: SupervisorLauncher) -> Workload:
+    def _workload(self, st: Journal, launcher: SupervisorLauncher) -> Workload:
         spec = self.req.workload
         if spec.shape is not None:
             return spec.shape
-        known = st.workload()
-        if known is not None:
-            return known
+        if st.tune.workload is not None:
+            return Workload.from_json(st.tune.workload)
         suite = spec.suite
         assert suite is not None
         w = self._sizing(st, launcher, "sizing the suite with the model's tokenizer",
                          lambda url: count_suite(url, suite, api_key=self.req.base.api_key))
-        st.set_workload(w)
+        st.tune.workload = w.to_json()
         st.save()
         self.emit("sized", f"workload {w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per "
                            f"request on average, the longest {w.longest} tokens")
         return w
 
-    def _run(self, st: TuneState, launcher: SupervisorLauncher) -> TuneOutcome:
+    def _run(self, st: Journal, launcher: SupervisorLauncher) -> TuneOutcome:
         from tui.core.planning.gguf_reader import read_gguf
         from tui.core.tuning.searches import smallest_fit_target
 
@@ -275,7 +277,7 @@ class TuneRun:
         machine = Machine(launcher, measure, _planner(req),
                           (lambda s, la, ev: smallest_fit_target(s, launcher=la, cancel=ev)) if fit else None,
                           on_launch=lambda s: self._launched(st, _brief(s)), hygiene=hygiene)
-        previous = st.previous()
+        previous = list(st.trials.values())
         resumed = len(previous)
         tuner = self._tuner = Tuner(space, workload, machine, replace(req.options, budget_s=req.budget_s),
                                     previous=previous, on_event=lambda ev: self._on_trial(st, ev), cancel=self.cancel)
@@ -293,21 +295,21 @@ class TuneRun:
             result = build_result(result.records, self.req.options.rungs, result.launches, result.grid_size, result.stopped,
                                   result.elapsed_s, workload, ab)
         st.save()
-        return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.state.launches,
+        return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.launches,
                            time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
                            hygiene_checked=hygiene is not None)
 
-    def _on_trial(self, st: TuneState, ev: TuneEvent) -> None:
+    def _on_trial(self, st: Journal, ev: TuneEvent) -> None:
         if ev.kind == "hygiene":
             self.emit("hygiene", ev.message)
         if ev.kind != "trial" or ev.trial is None:
             return
-        rec: TrialRecord = ev.trial
+        rec: Trial = ev.trial
         if not (self.cancel.is_set() and rec.launches and not rec.resumed):  # a trial cut short runs again
             try:
                 st.record(rec)
                 st.save()
-            except StateError as e:
+            except JournalError as e:
                 self._error = e
                 self.cancel.set()
         self.emit("trial", f"{ev.message}  |  {self.status_line()}", trial=rec, eta_s=self.eta())
@@ -339,7 +341,7 @@ class TuneRun:
             left = min(left, max(0.0, self.req.budget_s - (time.monotonic() - self._t0)))
         return round(left, 1)
 
-    def _ab(self, st: TuneState, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
+    def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
             measure: Measure) -> tuple[MtpVerdict | None, str]:
         from tui.core.tuning.ab import run_ab
 
@@ -352,9 +354,9 @@ class TuneRun:
                                        "no MTP-off configuration was measured.")
         if n <= 0:
             return None, "no A/B (--ab-passes 0)."
-        known = st.ab(on.key, off.key, n)
+        known = st.tune.ab_verdict(on.key, off.key, n)
         if known is not None:
-            return known, f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
+            return MtpVerdict.from_json(known), f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
         try:
             suite = measure.suite(None, self.req.base.api_key)
         except WorkloadError as e:
@@ -364,7 +366,7 @@ class TuneRun:
         def on_ab(ev: TuneEvent) -> None:
             if ev.kind == "launching":
                 self.launches += 1
-                st.add_launches(1)
+                st.launches += 1
             if ev.kind in ("launching", "pass_done", "launch_failed"):
                 self.emit("ab", f"A/B: {ev.message}", eta_s=ev.eta_s)
 
@@ -372,7 +374,7 @@ class TuneRun:
                    launcher=launcher, prober=make_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
                    cancel=self.cancel, store=self.store, off_settings=launch_settings(space, off))
         if v.status == "complete":
-            st.set_ab(on.key, off.key, n, v)
+            st.tune.set_ab(on.key, off.key, n, v.to_json())
         return v, f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
 
 

@@ -44,7 +44,7 @@ from tui.core.tuning.machine import Machine, PaceWork
 from tui.core.tuning.memory import WHERE, MemoryBook
 from tui.core.tuning.progress import EventFn, Progress, new_cancel
 from tui.core.tuning.space import Candidate, Space
-from tui.core.tuning.trials import Samples, TrialRecord
+from tui.core.lab.trial import Samples, Trial
 from tui.core.tuning.tune_result import TuneResult, build_result
 from tui.core.tuning.workload import Workload
 
@@ -78,14 +78,14 @@ class Tuner:
     workload: Workload
     machine: Machine
     options: TuneOptions = field(default_factory=TuneOptions)
-    previous: Iterable[TrialRecord] = ()
+    previous: Iterable[Trial] = ()
     on_event: EventFn | None = None
     cancel: threading.Event | None = None
 
     def __post_init__(self) -> None:
         self._cancel = new_cancel(self.cancel)
-        self.records: list[TrialRecord] = []
-        self._by_key: dict[str, TrialRecord] = {}
+        self.records: list[Trial] = []
+        self._by_key: dict[str, Trial] = {}
         self._known = {r.key: r for r in self.previous}
         self._mem = MemoryBook()
         self._pace = Pace()
@@ -173,7 +173,7 @@ class Tuner:
             self._walk(ax, lead, mtp)
             unchanged = unchanged + 1 if self._leader(mtp) is lead else 0
 
-    def _walk(self, ax: Axis, lead: TrialRecord, mtp: bool) -> None:
+    def _walk(self, ax: Axis, lead: Trial, mtp: bool) -> None:
         """Ordered axes step from the leader's value while each step leads, in the first direction
         that improves; the others try every value. A step tied with the leader (overlapping ranges)
         is a plateau, not a wall: up to `PLATEAU_STEPS` of them in a row are stepped over (draft
@@ -181,7 +181,7 @@ class Tuner:
         base = {k: v for k, v in lead.values.items() if k != "mtp"}
         stage = f"walk {ax.name}"
 
-        def at(v: Any) -> TrialRecord:
+        def at(v: Any) -> Trial:
             return self._evaluate(self.space.point({**base, ax.name: v}, mtp), stage)
 
         cur = base.get(ax.name, ax.start)
@@ -211,14 +211,14 @@ class Tuner:
 
     # ------------------------------------------------------------------ one candidate
 
-    def _evaluate(self, c: Candidate, stage: str) -> TrialRecord:
+    def _evaluate(self, c: Candidate, stage: str) -> Trial:
         hit = self._by_key.get(c.key)
         if hit is not None:
             return hit
         if self._cancel.is_set():
             raise _Stop("cancelled")
-        rec = TrialRecord(len(self.records) + 1, c.key, c.memory_key, dict(c.values),
-                          settings_json(c.settings.redacted()), c.mtp, stage)
+        rec = Trial(c.key, number=len(self.records) + 1, memory_key=c.memory_key, values=dict(c.values),
+                    settings=settings_json(c.settings.redacted()), mtp=c.mtp, stage=stage)
         known = self._known.get(c.key)
         if known is not None:
             rec = replace(known, number=rec.number, stage=stage, resumed=True)
@@ -239,7 +239,7 @@ class Tuner:
                         trial=rec)
         return rec
 
-    def _plan(self, rec: TrialRecord, c: Candidate) -> None:
+    def _plan(self, rec: Trial, c: Candidate) -> None:
         if self.machine.plan is None:
             return
         v = self.machine.plan(c.settings)
@@ -252,7 +252,7 @@ class Tuner:
         elif v.risk == "invalid":
             rec.status, rec.reason = "invalid", v.message
 
-    def _run(self, rec: TrialRecord, c: Candidate) -> None:
+    def _run(self, rec: Trial, c: Candidate) -> None:
         self._check_hygiene(rec)
         settings = c.settings
         if self._fit_applies():
@@ -273,7 +273,7 @@ class Tuner:
         finally:
             self._be.stop()
 
-    def _launch(self, rec: TrialRecord, settings: Settings) -> LaunchOutcome:
+    def _launch(self, rec: Trial, settings: Settings) -> LaunchOutcome:
         t = self.machine.clock()
         out = self._be.launch(settings, self._cancel)
         rec.launches += 1
@@ -282,13 +282,13 @@ class Tuner:
             raise _Stop("cancelled")
         return out
 
-    def _step_up(self, rec: TrialRecord, c: Candidate, where: str) -> LaunchOutcome | None:
+    def _step_up(self, rec: Trial, c: Candidate, where: str) -> LaunchOutcome | None:
         """The fit-target found for this memory key ran out of memory (`where`: at launch or in the
         probe; the bound did not hold): step to the safe side and launch again (`lab.recovery`),
         `RELAUNCH_TRIES` steps above the found value at most. None when they are spent."""
         step = self.options.fit_step_mib
         first = found = int(rec.fit_target or 0)
-        found = int((rec.fit or {}).get("value") or found)
+        found = int((rec.finding or {}).get("value") or found)
         left = RELAUNCH_TRIES - (first - found) // step
         if left <= 0:
             return None
@@ -305,7 +305,7 @@ class Tuner:
         rec.reason = f"--fit-target {found} {where}; " + ("one step up" if steps == 1 else f"{steps} steps up")
         return r.out
 
-    def _race(self, rec: TrialRecord, c: Candidate, out: LaunchOutcome) -> None:
+    def _race(self, rec: Trial, c: Candidate, out: LaunchOutcome) -> None:
         rec.samples = Samples()
         ref = self._leader(c.mtp)
         rungs = self.options.rungs if self.options.strategy == "search" else (self.options.rungs[-1],)
@@ -345,7 +345,7 @@ class Tuner:
         if rec.status == "eliminated" or rec.samples.n < rungs[-1] or rec.samples.error:
             rec.reason = why if not rec.reason else f"{rec.reason}; {why}"
 
-    def _fail(self, rec: TrialRecord, c: Candidate, cls: FailureClass, reason: str) -> None:
+    def _fail(self, rec: Trial, c: Candidate, cls: FailureClass, reason: str) -> None:
         rec.status, rec.failure = "failed", cls
         rec.reason = reason if not rec.reason else f"{rec.reason}; then {reason}"
 
@@ -354,7 +354,7 @@ class Tuner:
     def _fit_applies(self) -> bool:
         return self.machine.fit_search is not None and not self.space.fit_fixed
 
-    def _fit_target(self, rec: TrialRecord, c: Candidate) -> int | None:
+    def _fit_target(self, rec: Trial, c: Candidate) -> int | None:
         """The smallest fit-target of the candidate's memory key: remembered, or searched (seeded)."""
         if c.memory_key in self._mem.fit:
             known = self._mem.fit[c.memory_key]
@@ -369,7 +369,7 @@ class Tuner:
         self._be.stop()
         rec.launches += self._be.n - n
         rec.seconds += self.machine.clock() - t
-        rec.fit = res.to_json()
+        rec.finding = res.to_json()
         if res.cancelled:
             raise _Stop("cancelled")
         value = res.value if res.found else None
@@ -378,14 +378,14 @@ class Tuner:
             self._fail(rec, c, search_failure_class(res.trials), res.message)
         return value
 
-    def _candidate(self, r: TrialRecord) -> Candidate | None:
+    def _candidate(self, r: Trial) -> Candidate | None:
         vals = {k: v for k, v in r.values.items() if k != "mtp"}
         c = self.space.point(vals, bool(r.values.get("mtp", r.mtp)))
         return c if c.key == r.key else None
 
     # ------------------------------------------------------------------ helpers
 
-    def _check_hygiene(self, rec: TrialRecord) -> None:
+    def _check_hygiene(self, rec: Trial) -> None:
         """Before a launch (so before the first and between all): what would make its numbers lie."""
         if self.machine.hygiene is None:
             return
@@ -396,7 +396,7 @@ class Tuner:
         for w in rec.warnings:
             self._prog.emit("hygiene", f"before #{rec.number}: {w}", trial=rec)
 
-    def _leader(self, mtp: bool) -> TrialRecord | None:
+    def _leader(self, mtp: bool) -> Trial | None:
         return ranking.leader([r for r in self.records if r.mtp == mtp], self.options.rungs)
 
     def _median(self, mtp: bool) -> float | None:

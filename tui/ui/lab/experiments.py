@@ -79,11 +79,11 @@ def plan_rows(defn: Any, check: Callable[[Settings], Any]) -> dict[str, PlanInfo
 
 def saved_state(defn: Any) -> Any:
     """The saved state of this sweep (what a resume continues from), or None."""
-    from tui.core.sweep import StateError, load_state
+    from tui.core.lab.journal import JournalError, load_journal
 
     try:
-        return load_state(defn.sweep_id)
-    except StateError:
+        return load_journal("sweep", defn.sweep_id)
+    except JournalError:
         return None
 
 
@@ -91,10 +91,10 @@ def newest_saved(current: Settings) -> tuple[Settings, SweepSetup] | str:
     """The newest saved sweep as (its base settings, the sweep screen's fields), so `g` resumes it;
     or why none can be shown (none saved, or axes the screen has no field for: resume those with
     `mtp-tune sweep` and the same axes)."""
-    from tui.core.sweep import list_states
+    from tui.core.lab.journal import list_journals
     from tui.core.sweep.axes import parse_axis
     from tui.core.sweep.definition import settings_from_json
-    states = list_states()
+    states = list_journals("sweep")
     if not states:
         return "no saved sweep yet"
     knob_of = {parse_axis(f"{knob}={hint}").field: knob for knob, _label, hint in SWEEP_KNOBS}
@@ -129,10 +129,11 @@ def sweep_view(defn: Any, state: Any, plans: dict[str, PlanInfo], *, running: bo
                elapsed_s: float = 0.0, eta_s: float | None = None, message: str = "",
                error: str | None = None) -> SweepView:
     """The sweep screen's content from the definition, its state (None: nothing run) and the plans."""
-    from tui.core.sweep import SweepState, build_table
+    from tui.core.lab.journal import Journal
+    from tui.core.sweep import build_table
     from tui.core.sweep.results import summary_lines
 
-    st = state if state is not None else SweepState(defn.sweep_id, defn.to_json())
+    st = state if state is not None else Journal("sweep", defn.sweep_id, defn.to_json())
     table = build_table(defn, st)
     grid = {c.key: c for c in defn.grid()}
     rows = []
@@ -197,17 +198,18 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
               started: Callable[[Any], None]) -> tuple[SweepView, str | None]:
     """Run (or resume) `defn` to the end or a cancel. `started(sweep)` hands the Sweep to the caller
     (for `cancel()`) before it runs. Returns the final view and an error paragraph, if any."""
-    from tui.core.sweep import StateError, Sweep, SweepError
+    from tui.core.lab.journal import JournalError
+    from tui.core.sweep import Sweep, SweepError
 
     try:
         sweep = Sweep(defn, server_bin=server_bin, on_event=tracker, planner=planner(simulate))
-    except (SweepError, StateError) as exc:
+    except (SweepError, JournalError) as exc:
         return replace(tracker.view, running=False, error=str(exc), message=str(exc)), str(exc)
     tracker.sweep = sweep
     started(sweep)
     try:
         outcome = sweep.run()
-    except (SweepError, StateError) as exc:
+    except (SweepError, JournalError) as exc:
         return replace(tracker.view, running=False, error=str(exc), message=str(exc)), str(exc)
     except Exception as exc:  # noqa: BLE001 - anything else is shown, never a traceback
         return replace(tracker.view, running=False, error=f"the sweep stopped: {exc}"), f"the sweep stopped: {exc}"

@@ -178,7 +178,7 @@ def best_text(rec: Any) -> str:
 
 
 def row_view(r: Any, mark: str = "") -> TuneRowView:
-    """A TrialRecord as one row of the trial table."""
+    """A Trial as one row of the trial table."""
     from tui.core.tuning.tune_report import settings_text
 
     s = r.samples
@@ -200,7 +200,7 @@ def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: boo
               error: str | None = None) -> TuneView:
     """The tune screen's content from the records so far (or the finished run's `result`)."""
     from tui.core.lab import ranking
-    from tui.core.tuning.trials import MEASURED, PRUNED
+    from tui.core.lab.trial import MEASURED, PRUNED
 
     recs = list(result.records if result is not None else records)
     if result is not None:
@@ -329,9 +329,9 @@ def save_best(outcome: Any, name: str) -> tuple[str | None, str | None]:
 
 
 def report_path(outcome: Any) -> Path:
-    from tui.core.tuning.tune_state import tunes_dir
+    from tui.core.lab.journal import journals_dir
 
-    return tunes_dir() / f"{outcome.tune_id}.md"
+    return journals_dir("tune") / f"{outcome.tune_id}.md"
 
 
 def write_report(outcome: Any, base: Settings) -> tuple[str | None, str | None]:
