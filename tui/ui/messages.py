@@ -137,7 +137,7 @@ class SweepFinished(Message):
 
 
 class AbProgressed(Message):
-    """An MTP on/off TuneEvent; the newest replaces a pending one."""
+    """An MTP on/off LabEvent; the newest replaces a pending one."""
 
     def __init__(self, event: Any) -> None:
         super().__init__()
@@ -157,7 +157,7 @@ class AbFinished(Message):
 
 
 class SearchProgressed(Message):
-    """A search's TuneEvent (every trial counts: these are not collapsed)."""
+    """A search's LabEvent (every trial counts: these are not collapsed)."""
 
     def __init__(self, knob: str, event: Any) -> None:
         super().__init__()

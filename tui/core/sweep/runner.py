@@ -39,10 +39,11 @@ from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, CountingLauncher, Laun
 from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery, choose_knob
 from tui.core.server.failures import Failure
 from tui.core.sweep.definition import Configuration, SweepDefinition, settings_json
-from tui.core.sweep.events import EventFn, SweepError, SweepEvent, SweepOutcome
-from tui.core.sweep.pace import Current, Pace
+from tui.core.lab.events import EventFn, LabEvent
+from tui.core.lab.measure import Prober, default_prober
+from tui.core.lab.pace import Current, Pace
+from tui.core.sweep.events import SweepError, SweepOutcome
 from tui.core.sweep.planning import PlanCheck, PlanVerdict, default_planner
-from tui.core.sweep.probing import Prober, default_prober
 from tui.core.sweep.rows import ctx_warning, memory_summary, row_from_run
 from tui.core.sweep.state import RowResult, StateError, SweepLock, open_state
 
@@ -152,8 +153,8 @@ class Sweep:
     def _emit(self, kind: str, **kw: Any) -> None:
         if self.on_event is None:
             return
-        ev = SweepEvent(kind, self._done, self._total, round(self._elapsed(), 3),
-                        self._pace.eta(self._pending, self._current), launches=self.launcher.n, **kw)
+        ev = LabEvent(kind, self._done, self._total, round(self._elapsed(), 3),
+                        self._pace.eta(self._pending, self._current), kw.pop("message", ""), launches=self.launcher.n, **kw)
         try:
             self.on_event(ev)
         except Exception:  # a broken UI callback must not stop the sweep
@@ -221,7 +222,7 @@ class Sweep:
         self._ran.append(c.key)
         self._pending = [p for p in self._pending if p.key != c.key]
         self._done += 1
-        self._emit("row_done", row=c, result=row, message=f"{c.label()}: {row.status}")
+        self._emit("row_done", candidate=c, trial=row, message=f"{c.label()}: {row.status}")
 
     def _record_store_failure(self, c: Configuration, settings: Settings, reason: str, plan: dict[str, Any] | None) -> int | None:
         if self.store is None:
@@ -255,7 +256,7 @@ class Sweep:
         first = group[0]
         settings = first.settings
         for c in group:
-            self._emit("row_started", row=c, message=c.label())
+            self._emit("row_started", candidate=c, message=c.label())
         verdict = self._plan(settings)
         plan = {"risk": verdict.risk, "message": verdict.message, **({"details": verdict.details} if verdict.details else {})} if verdict else None
         warnings: list[str] = []
@@ -275,7 +276,7 @@ class Sweep:
         elif verdict is not None and verdict.risk == "tight":
             warnings.append(f"memory is tight: {verdict.message}")
         started = time.time()
-        self._emit("launching", row=first, message=f"launching {first.label()}")
+        self._emit("launching", candidate=first, message=f"launching {first.label()}")
         t0 = time.monotonic()
         out = self.launcher.launch(settings, self._cancel)
         if out.cancelled:
@@ -286,13 +287,13 @@ class Sweep:
             flag = choose_knob(settings, out).replace("_", "-")
 
             def on_try(t: KnobTry) -> None:
-                self._emit("search_trial", row=first, trial=t, message=f"{flag} {t.value}: {t.outcome}")
+                self._emit("search_trial", candidate=first, trial=t, message=f"{flag} {t.value}: {t.outcome}")
 
             finding, out, settings = self._recovery.search(settings, out, on_try=on_try)
             if self._cancel.is_set():
                 self.launcher.stop()
                 return
-            self._emit("search_done", row=first, message=finding.message)
+            self._emit("search_done", candidate=first, message=finding.message)
             finding_entry = {"row": first.key, "launch_key": first.launch_key, "label": first.label(), **finding.to_json()}
             self.state.findings.append(finding_entry)
         self._pace.launched(time.monotonic() - t0)
@@ -314,7 +315,7 @@ class Sweep:
         mem_warn = ctx_warning(settings, mem)
         if mem_warn:
             warnings.append(mem_warn)
-        self._emit("ready", row=first, message=f"ready in {out.seconds:.1f} s")
+        self._emit("ready", candidate=first, message=f"ready in {out.seconds:.1f} s")
         dead: Failure | None = None
         for c in group:
             if self._cancel.is_set():
@@ -370,12 +371,12 @@ class Sweep:
 
         def progress(p: Any) -> None:
             self._current = (c, started, int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0))
-            self._emit("probe", row=c, probe=p, message=f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests")
+            self._emit("probe", candidate=c, probe=p, message=f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests")
 
         kw: dict[str, Any] = {}
         if self.store is not None:
             kw["sink"] = self.store
-        self._emit("probe", row=c, message=f"probing {c.label()}")
+        self._emit("probe", candidate=c, message=f"probing {c.label()}")
         try:
             return self.prober(out.url or "", suite, repeat=self.definition.repeat, n_predict=c.n_predict,
                                label=self._label(c), settings=settings, memory=out.memory, plan=plan, cancel=self._cancel,

@@ -174,8 +174,8 @@ class SweepTracker:
         self.view = sweep_view(defn, saved_state(defn), plans, running=True, message="starting…")
 
     def __call__(self, ev: Any) -> None:
-        if ev.row is not None and ev.kind in ("launching", "ready", "search_trial", "probe"):
-            number = ev.row.index + 1
+        if ev.candidate is not None and ev.kind in ("launching", "ready", "search_trial", "probe"):
+            number = ev.candidate.index + 1
             if number != self.current:
                 self.current, self.points = number, []
         if ev.kind == "probe" and ev.probe is not None and getattr(ev.probe, "event", "") == "request_done":
@@ -183,7 +183,7 @@ class SweepTracker:
             if rec is not None:
                 label = f"#{self.current}"
                 self.points.append(ProbePoint(label, len(self.points), rec.tg_tps, rec.pp_tps, rec.acceptance))
-        label = f"#{ev.row.index + 1} {ev.row.label()}: " if ev.row is not None else ""
+        label = f"#{ev.candidate.index + 1} {ev.candidate.label()}: " if ev.candidate is not None else ""
         message = f"{label}{ev.message}" if ev.message else self.view.message
         if ev.kind == "finished":
             message = {"done": "sweep done", "cancelled": "sweep cancelled: g resumes it",
@@ -274,7 +274,7 @@ def _num(x: float | None) -> str:
 
 
 def progress_view(ev: Any, previous: VerdictView) -> VerdictView:
-    """An A/B TuneEvent as progress on the verdict screen (the numbers come with the result)."""
+    """An A/B LabEvent as progress on the verdict screen (the numbers come with the result)."""
     return replace(previous, running=ev.kind not in ("finished", "cancelled"), done=float(ev.done), total=ev.total,
                    eta_s=ev.eta_s, message=ev.message or previous.message)
 
