@@ -14,7 +14,7 @@ from textual.widgets import Input, Select
 from tui.core.gpu.profiles import PROFILES, parse_gpus_spec
 from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
-from tui.core.sweep import load_state
+from tui.core.sweep.state import load_state
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 from tui.ui.screens.sweep import SweepScreen

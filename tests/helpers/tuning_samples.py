@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.helpers import ui_samples
-from tui.core.sweep import RowResult, SweepState
+from tui.core.sweep.state import RowResult, SweepState
 from tui.core.tuning.verdict import PassSample, decide
 from tui.ui.adapters import tuning
 from tui.ui.screens.sweep import SweepScreen

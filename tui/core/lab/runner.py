@@ -31,10 +31,10 @@ from tui.core.lab.failures import failure_kind, probe_failure_class
 from tui.core.lab.knob import FIT_STEP_MIB, KnobFinding, KnobTry
 from tui.core.lab.launcher import CountingLauncher, LaunchOutcome, Launcher
 from tui.core.lab.pace import Pace
+from tui.core.lab.record import store_failure
 from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery, choose_knob
 from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure
-from tui.core.sweep.definition import settings_json
 from tui.core.sweep.planning import PlanCheck, PlanVerdict
 
 R = TypeVar("R")
@@ -98,7 +98,9 @@ class Step(Generic[R]):
     `measure(launched, attempt, passes)` runs that many passes and returns the run; `passes(attempt)`
     says how many to add now (0: measured enough); `record(attempt)` makes and saves the record;
     `label`: the candidate's label in the results store; `work`: what the budget weighs if a launch
-    is needed (`pace.Pace`); `relaunch`: launch even when the key is up (A/B's visits)."""
+    is needed (`pace.Pace`); `relaunch`: launch even when the key is up (A/B's visits); `recover`:
+    search a memory failure's knob (`recovery`), or record the failure as it is (A/B: a side that
+    does not start ends the run)."""
 
     measure: Callable[[Launched, Attempt, int], Any] | None
     passes: Callable[[Attempt], int]
@@ -106,6 +108,7 @@ class Step(Generic[R]):
     label: str = ""
     work: Sequence[Any] = ()
     relaunch: bool = False
+    recover: bool = True
     store_config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -146,7 +149,7 @@ class Lab:
         self.stopped = None
         if self.cancel.is_set():
             return self._stop("cancelled")
-        self.progress.emit("row_started", c.label(), candidate=c)
+        self.progress.emit("row_started", c.label(), **about(c))
         reuse = self.up is not None and self.up.key == key and not step.relaunch
         verdict = self._plan(key, c.settings)
         a = Attempt(c, "ok", c.settings, started_at=time.time(), verdict=verdict, plan=plan_json(verdict))
@@ -203,29 +206,29 @@ class Lab:
     def _launch(self, c: Candidate, key: str, step: Step[Any], a: Attempt) -> Launched | None:
         """Launch `c`; after a memory failure, the recovery's search. None when cancelled."""
         settings = c.settings
-        self.progress.emit("launching", f"launching {c.label()}", candidate=c)
+        self.progress.emit("launching", f"launching {c.label()}", **about(c))
         t0, started = self.clock(), time.time()
         out = self.launcher.launch(settings, self.cancel)
         if out.cancelled:
             return None
         finding: KnobFinding | None = None
-        if not out.ok and out.memory_failure:
+        if not out.ok and out.memory_failure and step.recover:
             flag = choose_knob(settings, out).replace("_", "-")
 
             def on_try(t: KnobTry) -> None:
-                self.progress.emit("search_trial", f"{flag} {t.value}: {t.outcome}", candidate=c, trial=t)
+                self.progress.emit("search_trial", f"{flag} {t.value}: {t.outcome}", **about(c), trial=t)
 
             finding, out, settings = self.recovery.search(settings, out, on_try=on_try)
             if self.cancel.is_set():
                 self.launcher.stop()
                 return None
-            self.progress.emit("search_done", finding.message, candidate=c)
+            self.progress.emit("search_done", finding.message, **about(c))
         self.pace.launched(self.clock() - t0)
         up = Launched(key, settings, out, finding, started_at=started)
         if not out.ok:
             up.run_id = self.record_failure(step.label, settings, launch_reason(up), a.plan, step.store_config)
         else:
-            self.progress.emit("ready", f"ready in {out.seconds:.1f} s", candidate=c)
+            self.progress.emit("ready", f"ready in {out.seconds:.1f} s", **about(c))
         return up
 
     def _measure(self, c: Candidate, up: Launched, a: Attempt, step: Step[Any]) -> bool:
@@ -252,7 +255,8 @@ class Lab:
                     a.settings, a.runs = up.settings, []
                     continue
             break
-        self.pace.worked(self.clock() - t1, c)
+        if step.work:  # the candidate's generation work, first in what the budget weighs
+            self.pace.worked(self.clock() - t1, step.work[0])
         run = a.run
         if run is not None and run.status != "ok":
             a.status, a.reason, a.failure_kind = "failed", run.error, "probe_failed"
@@ -288,6 +292,11 @@ class Lab:
         self.launcher.close()
 
 
+def about(c: Candidate) -> dict[str, Any]:
+    """What an event says it is about: the candidate, and an A/B visit's side and pass."""
+    return {"candidate": c, "side": getattr(c, "side", None), "pass_index": getattr(c, "pass_index", None)}
+
+
 def launch_reason(up: Launched) -> str:
     """Why a launch failed, with the recovery's search when it found nothing."""
     reason = up.out.reason
@@ -301,20 +310,3 @@ def plan_json(v: PlanVerdict | None) -> dict[str, Any] | None:
     if v is None:
         return None
     return {"risk": v.risk, "message": v.message, **({"details": v.details} if v.details else {})}
-
-
-def store_failure(store: Any, *, suite: str, label: str, settings: Settings, error: str,
-                  plan: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
-                  **extra: Any) -> int | None:
-    """The one place a failed run (no measurement) is written to the results store; its id, or None
-    without a store or when the store refuses (a record, never a reason to stop)."""
-    if store is None:
-        return None
-    try:
-        rid = store.begin_run(suite=suite, label=label, model=settings.model, mtp=settings.mtp_enabled,
-                              settings=settings_json(settings.redacted(), only_set=False), config=config or {},
-                              plan=plan, **extra)
-        store.finish_run(rid, "failed", error=error)
-        return int(rid)
-    except Exception:  # noqa: BLE001 - the store is a record, not a reason to lose the experiment
-        return None

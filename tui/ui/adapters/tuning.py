@@ -31,7 +31,7 @@ def definition(settings: Settings, setup: SweepSetup) -> Any:
     """The core's SweepDefinition for the settings on screen and the sweep screen's fields.
 
     Raises ValueError (the core's SweepDefinitionError) naming the axis or field that is wrong."""
-    from tui.core.sweep import build_definition
+    from tui.core.sweep.definition import build_definition
 
     if not setup.axes or not setup.axis_texts():
         raise ValueError("give at least one axis some values, e.g. MTP on,off or ubatch 256,512")
@@ -48,7 +48,7 @@ def simulated(options: Any) -> Any:
 
 def planner(simulate: Any) -> Callable[[Settings], Any]:
     """The sweep's own pre-launch check (the same one `Sweep` runs), against the devices on screen."""
-    from tui.core.sweep import default_planner
+    from tui.core.sweep.planning import default_planner
 
     return default_planner(simulate)
 
@@ -79,7 +79,7 @@ def plan_rows(defn: Any, check: Callable[[Settings], Any]) -> dict[str, PlanInfo
 
 def saved_state(defn: Any) -> Any:
     """The saved state of this sweep (what a resume continues from), or None."""
-    from tui.core.sweep import StateError, load_state
+    from tui.core.sweep.state import StateError, load_state
 
     try:
         return load_state(defn.sweep_id)
@@ -91,7 +91,7 @@ def newest_saved(current: Settings) -> tuple[Settings, SweepSetup] | str:
     """The newest saved sweep as (its base settings, the sweep screen's fields), so `g` resumes it;
     or why none can be shown (none saved, or axes the screen has no field for: resume those with
     `mtp-tune sweep` and the same axes)."""
-    from tui.core.sweep import list_states
+    from tui.core.sweep.state import list_states
     from tui.core.sweep.axes import parse_axis
     from tui.core.sweep.definition import settings_from_json
     from tui.ui.tuning_view import SWEEP_KNOBS
@@ -131,7 +131,8 @@ def sweep_view(defn: Any, state: Any, plans: dict[str, PlanInfo], *, running: bo
                elapsed_s: float = 0.0, eta_s: float | None = None, message: str = "",
                error: str | None = None) -> SweepView:
     """The sweep screen's content from the definition, its state (None: nothing run) and the plans."""
-    from tui.core.sweep import SweepState, build_table
+    from tui.core.sweep.state import SweepState
+    from tui.core.sweep.results import build_table
     from tui.core.sweep.results import summary_lines
 
     st = state if state is not None else SweepState(defn.sweep_id, defn.to_json())
@@ -199,7 +200,9 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
               started: Callable[[Any], None]) -> tuple[SweepView, str | None]:
     """Run (or resume) `defn` to the end or a cancel. `started(sweep)` hands the Sweep to the caller
     (for `cancel()`) before it runs. Returns the final view and an error paragraph, if any."""
-    from tui.core.sweep import StateError, Sweep, SweepError
+    from tui.core.sweep.state import StateError
+    from tui.core.sweep.runner import Sweep
+    from tui.core.sweep.events import SweepError
 
     try:
         sweep = Sweep(defn, server_bin=server_bin, on_event=tracker, planner=planner(simulate))
@@ -220,8 +223,8 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
 
 def save_best(defn: Any, name: str) -> tuple[str | None, str | None]:
     """The best row as TOML profile `name` and INI section `[name]`: (what was written, error)."""
-    from tui.core.sweep import build_table
-    from tui.core.sweep import save_best as core_save_best
+    from tui.core.sweep.results import build_table
+    from tui.core.sweep.best import save_best as core_save_best
 
     state = saved_state(defn)
     if state is None:
