@@ -1,4 +1,4 @@
-"""The sweep's ETA and budget check (`sweep.pace`): measured launch and generation rates, pure arithmetic."""
+"""The sweep's ETA and budget check (`lab.pace`): measured launch and generation rates, pure arithmetic."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import Configuration
-from tui.core.sweep.pace import Pace, weight
+from tui.core.lab.pace import Pace, weight
 
 
 def row(key: str, launch_key: str, n_predict: int | None = 100) -> Configuration:

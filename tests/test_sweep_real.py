@@ -29,7 +29,7 @@ from tui.core.options.settings import Settings
 from tui.core.server.process import free_port
 from tui.core.sweep.definition import build_definition
 from tui.core.sweep.results import build_table
-from tui.core.sweep.events import SweepEvent
+from tui.core.lab.events import LabEvent
 from tui.core.sweep.runner import Sweep
 from tui.core.demo.tiny_model import preset, write_tiny_model
 
@@ -54,7 +54,7 @@ def base(model: Path, **kw: Any) -> Settings:
     return Settings(model=str(model), ctx_size=kw.pop("ctx_size", 4096), parallel=1, threads=1, threads_batch=1, **kw)
 
 
-def run_sweep(defn: Any, server_bin: Path, events: list[SweepEvent] | None = None, **kw: Any) -> tuple[Sweep, Any]:
+def run_sweep(defn: Any, server_bin: Path, events: list[LabEvent] | None = None, **kw: Any) -> tuple[Sweep, Any]:
     sw = Sweep(defn, server_bin=server_bin, store=kw.pop("store", None), planner=None,
                on_event=(events.append if events is not None else None), **kw)
     return sw, sw.run()
@@ -66,7 +66,7 @@ def test_2x2_sweep_completes_with_4_rows(server_bin: Path, tiny_models: dict[str
     store = open_store()
     defn = build_definition(base(tiny_models["tiny-mtp"]), ["mtp=on,off", "ub=256,512"], suite=str(suite_file),
                             repeat=2, n_predict=64)
-    events: list[SweepEvent] = []
+    events: list[LabEvent] = []
     sw, out = run_sweep(defn, server_bin, events, store=store)
     assert out.stopped == "done" and out.launches == 4
     table = build_table(defn, sw.state)
@@ -153,8 +153,8 @@ def test_cancel_then_resume_runs_only_unfinished_rows(server_bin: Path, tiny_mod
     assert defn.launch_count() == 3
     sw = Sweep(defn, server_bin=server_bin, store=None, planner=None)
 
-    def on_event(ev: SweepEvent) -> None:
-        if ev.kind == "row_done" and ev.result is not None and ev.result.status == "ok":
+    def on_event(ev: LabEvent) -> None:
+        if ev.kind == "row_done" and ev.trial is not None and ev.trial.status == "ok":
             ok_rows = [r for r in sw.state.trials.values() if r.status == "ok"]
             if len(ok_rows) == 3:
                 sw.cancel()
@@ -285,7 +285,7 @@ def test_fit_target_search_converges_on_a_real_rpc_allocation_failure(
     settings = Settings(model=str(model), parallel=1, threads=1, threads_batch=1, rpc=[limited_rpc_server],
                         n_gpu_layers="all", spec_type=["draft-mtp"])
     defn = build_definition(settings, ["spec-draft-n-max=2"], suite=str(suite_file), repeat=1, n_predict=16)
-    events: list[SweepEvent] = []
+    events: list[LabEvent] = []
     sw, out = run_sweep(defn, server_bin, events)
     (row,) = build_table(defn, sw.state).rows
     finding = row.finding

@@ -20,7 +20,8 @@ from tui.core.sweep.definition import build_definition
 from tui.core.sweep.results import build_table
 from tui.core.lab.failures import classify_memory
 from tui.core.lab.launcher import LaunchOutcome
-from tui.core.sweep.events import SweepError, SweepEvent
+from tui.core.lab.events import LabEvent
+from tui.core.sweep.events import SweepError
 from tui.core.sweep.planning import PlanVerdict
 from tui.core.lab.recovery import choose_knob
 from tui.core.sweep.runner import Sweep
@@ -101,7 +102,7 @@ class FakeProber:
 
 
 def make(defn: Any, launcher: FakeLauncher, prober: FakeProber | None = None, planner: Any = None,
-         events: list[SweepEvent] | None = None, tmp: Path | None = None) -> Sweep:
+         events: list[LabEvent] | None = None, tmp: Path | None = None) -> Sweep:
     return Sweep(defn, launcher=launcher, prober=prober or FakeProber(), planner=planner, store=None,
                  on_event=events.append if events is not None else None, state_root=tmp)
 
@@ -170,7 +171,7 @@ def test_first_decode_oom_triggers_a_fit_target_search(suite: str, tmp_path: Pat
 
     defn = build_definition(Settings(model="/m.gguf", parallel=1), ["mtp=on"], suite=suite, repeat=1)
     be = FakeLauncher(rule)
-    events: list[SweepEvent] = []
+    events: list[LabEvent] = []
     sw = make(defn, be, events=events, tmp=tmp_path)
     sw.run()
     (row,) = build_table(defn, sw.state).rows
@@ -302,7 +303,7 @@ def test_cancel_keeps_finished_rows_and_resume_skips_them(suite: str, tmp_path: 
 
 
 def test_a_broken_event_callback_does_not_stop_the_sweep(suite: str, tmp_path: Path) -> None:
-    def boom(ev: SweepEvent) -> None:
+    def boom(ev: LabEvent) -> None:
         raise RuntimeError("ui bug")
 
     defn = build_definition(base(), ["ub=128"], suite=suite, repeat=1)

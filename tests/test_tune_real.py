@@ -16,7 +16,7 @@ from tests.helpers.supervisor_util import servers_of
 from tui.cli import main
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_key
-from tui.core.tuning.progress import TuneEvent
+from tui.core.lab.events import LabEvent
 from tui.core.tuning.tune_run import TuneRequest, TuneRun
 from tui.core.tuning.tune_workload import parse_workload
 
@@ -151,10 +151,10 @@ def test_a_stopped_tune_continues_with_what_it_had_not_measured(server_bin: Path
         return TuneRequest(base, parse_workload(str(suite)), server_bin, Floors(),
                            {"ubatch": (128, 256), "draft-kv": ("q8_0", "q4_0")}, "cpu", ab_passes=0)
 
-    events: list[TuneEvent] = []
+    events: list[LabEvent] = []
     first = TuneRun(request(), devices=devices_now("cpu"))
 
-    def stop_after_two(ev: TuneEvent) -> None:
+    def stop_after_two(ev: LabEvent) -> None:
         events.append(ev)
         if ev.kind == "trial" and ev.trial.measured and len([e for e in events if e.kind == "trial"]) >= 2:
             first.stop()

@@ -22,7 +22,7 @@ from tui.core.results.store import Store
 from tui.core.lab.launcher import open_launcher
 from tui.core.demo.tiny_model import preset, write_tiny_model
 from tui.core.tuning.ab import run_ab
-from tui.core.tuning.progress import TuneEvent
+from tui.core.lab.events import LabEvent
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -48,7 +48,7 @@ def base(model: Path) -> Settings:
 
 def test_ab_passes_are_interleaved_stored_and_labelled(server_bin: Path, tiny_models: dict[str, Path],
                                                        suite_file: Path, tmp_path: Path) -> None:
-    events: list[TuneEvent] = []
+    events: list[LabEvent] = []
     with Store(tmp_path / "results.sqlite") as store:
         v = run_ab(base(tiny_models["tiny-mtp"]), str(suite_file), (20, 400), passes=2, server_bin=server_bin,
                    store=store, on_event=events.append)
@@ -109,7 +109,7 @@ def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict
     in_flight = threading.Event()
     launcher = open_launcher(server_bin)
 
-    def on_event(e: TuneEvent) -> None:
+    def on_event(e: LabEvent) -> None:
         if e.kind == "probe" and e.probe is not None and e.probe.event == "first_token":
             in_flight.set()
 

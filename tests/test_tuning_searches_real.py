@@ -21,7 +21,7 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.core.planning.largest_ctx import CTX_STEP
 from tui.core.demo.tiny_model import preset, write_tiny_model
-from tui.core.tuning.progress import TuneEvent
+from tui.core.lab.events import LabEvent
 from tui.core.tuning.searches import largest_ctx, plan_largest_ctx, smallest_fit_target
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,7 +48,7 @@ def test_the_plan_is_the_largest_context_the_planner_fits(long_ctx_model: Path) 
 
 
 def test_largest_ctx_confirms_the_plan_with_a_launch(server_bin: Path, long_ctx_model: Path) -> None:
-    events: list[TuneEvent] = []
+    events: list[LabEvent] = []
     r = largest_ctx(base(long_ctx_model, spec_type=["draft-mtp"]), upper=16384, server_bin=server_bin,  # this machine
                     on_event=events.append)
     assert r.found and r.value == r.planned == 16384, r.message
@@ -83,7 +83,7 @@ def test_smallest_fit_target_on_a_real_rpc_allocation_failure(server_bin: Path, 
                                                               long_ctx_model: Path) -> None:
     s = Settings(model=str(long_ctx_model), parallel=1, threads=1, threads_batch=1, rpc=[limited_rpc_server],
                  n_gpu_layers="all", spec_type=["draft-mtp"])
-    events: list[TuneEvent] = []
+    events: list[LabEvent] = []
     up = smallest_fit_target(s, server_bin=server_bin, on_event=events.append)
     print(f"from 1024 MiB: {up.message}; trials {[(t.value, t.outcome) for t in up.trials]}")
     assert up.found and up.value is not None, up.message
@@ -105,7 +105,7 @@ def test_smallest_fit_target_on_a_real_rpc_allocation_failure(server_bin: Path, 
 def test_cancel_stops_a_search(server_bin: Path, long_ctx_model: Path) -> None:
     cancel = threading.Event()
 
-    def on_event(e: TuneEvent) -> None:
+    def on_event(e: LabEvent) -> None:
         if e.kind == "launching":
             cancel.set()  # as a UI thread would, while the first launch is starting
 

@@ -19,7 +19,7 @@ from tests.helpers import ui_samples as samples
 from tests.helpers.supervisor_util import servers_of
 from tui.core.gpu.profiles import parse_gpus_spec
 from tui.core.options.settings import Settings
-from tui.core.tuning.progress import TuneEvent
+from tui.core.lab.events import LabEvent
 from tui.core.tuning.space import Floors
 from tui.ui.lab import tune_ops as adapter
 from tui.ui.app import MtpTuneApp, make_app
@@ -201,7 +201,7 @@ async def test_g_runs_the_worker_and_x_cancels_it(tiny_models: dict[str, Path], 
         started(run)
         for rec in tune_samples.records(3):
             run.launches += 1
-            tracker(TuneEvent("trial", rec.number, 0, 2.0 * rec.number, 30.0, f"#{rec.number}: ok  |  the run's line",
+            tracker(LabEvent("trial", rec.number, 0, 2.0 * rec.number, 30.0, f"#{rec.number}: ok  |  the run's line",
                               trial=rec))
         run.cancel.wait(20)
         return None, replace(tracker.view, running=False, stopped="cancelled", message="tune cancelled"), None

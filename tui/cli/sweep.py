@@ -79,23 +79,23 @@ class ProgressLine:
                 return
             if not self.tty and p.done not in (1, p.total // 2):  # a log file gets a few lines per row
                 return
-            text = f"{head} #{ev.row.index + 1} {ev.row.label()}: probe {p.done}/{p.total}"
+            text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label()}: probe {p.done}/{p.total}"
             self._line(text, final=False)
             return
         if ev.kind in ("row_started",):
             return
-        if ev.kind == "row_done" and ev.result is not None:
-            r = ev.result
+        if ev.kind == "row_done" and ev.trial is not None:
+            r = ev.trial
             tg_tps, acceptance = r.median("tg_tps"), r.accept_rate()
             tg = f" TG {tg_tps:.1f}" if tg_tps else ""
             acc = f" acc {acceptance:.0%}" if acceptance is not None else ""
-            text = f"{head} #{ev.row.index + 1} {ev.row.label()}: {r.status}{tg}{acc}"
+            text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label()}: {r.status}{tg}{acc}"
             self._line(text, final=r.status not in ("duplicate", "invalid") or not self.tty)
             return
         if ev.kind == "search_trial" and ev.trial is not None:
-            self._line(f"{head} #{ev.row.index + 1} search: {ev.message}", final=not self.tty)
+            self._line(f"{head} #{ev.candidate.index + 1} search: {ev.message}", final=not self.tty)
             return
-        row = f" #{ev.row.index + 1}" if ev.row is not None else ""
+        row = f" #{ev.candidate.index + 1}" if ev.candidate is not None else ""
         self._line(f"{head}{row} {ev.message}".rstrip(), final=ev.kind in ("started", "search_done", "stopped", "finished"))
 
     def _line(self, text: str, final: bool) -> None:

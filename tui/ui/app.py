@@ -2,7 +2,7 @@
 
 Threading rule (Harlequin's): every blocking call (NVML sampling, HTTP, planning, server start and
 stop, probes, the results store) runs in a worker that never touches a widget; it posts a message,
-and the main screen's handlers hand it to a controller and show what changed (tui/ui/screens/main.py).
+and the main screen's handlers hand it to a controller and show what changed (tui/ui/cockpit/screen.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from typing import Any
 from tui.core.options import reader
 from tui.core.options.argv import settings_from_argv
 from tui.core.probes.hygiene import ProbeWarning, check_gpu_snapshot, check_memory_report
-from tui.core.probes.run_types import ProbeRun, ProgressFn, RunConfig, RunContext, mtp_from_settings
+from tui.core.lab.record import store_failure
+from tui.core.probes.run_types import ProbeRun, ProgressFn, RunConfig, RunContext
 from tui.core.probes.runner import run_probe
 from tui.core.probes.suites import Suite
 from tui.core.options.settings import Settings
@@ -278,13 +279,8 @@ def _failed_launch(
 ) -> ProbeRun:
     from tui.core.probes.records import summarize_run
 
-    run_id = None
     summary = summarize_run([])
-    if store is not None:
-        run_id = store.begin_run(
-            suite=suite.name, label=label, model=settings.get("model"), mtp=mtp_from_settings(settings),
-            settings=settings, config={**config.to_json(), "suite": suite.to_json()}, server=server, memory=memory,
-            plan=plan,
-        )
-        store.finish_run(run_id, "failed", summary=summary, warnings=[w.to_json() for w in extra], error=why)
+    run_id = store_failure(store, suite=suite.name, label=label, settings=settings, error=why, plan=plan,
+                           config={**config.to_json(), "suite": suite.to_json()}, server=server, memory=memory,
+                           summary=summary, warnings=[w.to_json() for w in extra])
     return ProbeRun(run_id, "failed", suite.name, config, [], summary, extra, error=why, server=server)

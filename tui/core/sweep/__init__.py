@@ -1,27 +1,13 @@
 """Sweeps: run a grid of llama-server configurations unattended, recover from OOMs, resume, and
 report the best configuration.
 
-Typical use (a UI runs `Sweep.run()` in a worker thread and shows the events):
+Typical use (a UI runs `Sweep.run()` in a worker thread and shows the events; each name is
+imported from its module: `definition`, `runner`, `results`, `best`):
 
     defn = build_definition(settings, ["mtp=on,off", "ub=256,512"], suite="tasks", repeat=3)
-    sweep = Sweep(defn, server_bin=path, on_event=callback)   # callback(SweepEvent), on the sweep thread
+    sweep = Sweep(defn, server_bin=path, on_event=callback)   # callback(LabEvent), on the sweep thread
     outcome = sweep.run()                                      # sweep.cancel() from any thread
     table = build_table(defn, sweep.state)                     # rows, best, within noise, MTP break-even
                                                                # (sweep.state: its `lab.journal.Journal`)
     save_best(table, "my-best")                                # TOML profile + [my-best] INI section
 """
-
-from tui.core.lab.axis import Axis
-from tui.core.sweep.axes import Limits, Objective, SweepDefinitionError, parse_axis, parse_objective
-from tui.core.sweep.definition import Configuration, SweepDefinition, build_definition
-from tui.core.sweep.best import save_best
-from tui.core.sweep.results import SweepTable, TableRow, build_table
-from tui.core.sweep.events import SweepError, SweepEvent, SweepOutcome
-from tui.core.sweep.planning import PlanVerdict, default_planner
-from tui.core.sweep.runner import Sweep
-
-__all__ = [
-    "Axis", "Configuration", "Limits", "Objective", "PlanVerdict", "Sweep", "SweepDefinition",
-    "SweepDefinitionError", "SweepError", "SweepEvent", "SweepOutcome", "SweepTable", "TableRow",
-    "build_definition", "build_table", "default_planner", "parse_axis", "parse_objective", "save_best",
-]

@@ -1,24 +1,20 @@
-"""Run a sweep: plan, launch, check a first decode, probe and record every configuration, unattended.
+"""Run a sweep: the grid strategy on the lab's one trial loop (`lab.runner.Lab`), unattended.
 
-For each launch group (configurations that differ only in generation length share one server):
+Every configuration is a candidate of the loop, in grid order, measured with a fixed number of
+passes (`repeat`); configurations that differ only in generation length share one launch key, so
+one server serves them all (the loop keeps it up). The loop plans (a predicted OOM is recorded as
+`predicted_oom` and skipped unless `try_anyway`), checks the budget, launches through the lab's one
+launcher with a first decode, recovers from a memory failure with the lab's one policy
+(`lab.recovery`: the answer is recorded as a finding and the row measured with it), probes, and
+classifies any other failure (`lab.failures`); the sweep goes on.
 
-1. plan first: a predicted OOM is recorded as `predicted_oom` and skipped, unless `try_anyway`;
-2. launch the real llama-server and wait until it is ready, then decode a few tokens, because MTP
-   OOMs often come at the first decode rather than at load;
-3. a memory allocation failure at either point starts the lab's recovery (`lab.recovery`): the
-   smallest `--fit-target` that works on GPU/RPC devices, the largest `--ctx-size` on the CPU
-   backend. The answer is recorded as a finding and the row is measured with it; a probe that runs
-   out of memory with it steps to the safe side, a few times at most;
-4. probe every configuration of the group and record the run in the results store;
-5. any other failure is classified (`lab.failures`), recorded, and the sweep goes on.
+What is the sweep's own: the resumable state (`state.py`, saved after every row, so an interrupted
+sweep resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
+skipped before anything runs (invalid, duplicate), the ETA from `lab.pace.Pace`, and its record
+step (`_record`: an attempt as a `lab.trial.Trial`).
 
-Launches go through the lab's one launcher (`lab.launcher.open_launcher`), counted by a
-`CountingLauncher`: a sweep's trials are kept in its state and the results store, never in the
-user's launch history.
-
-State is saved after every row (`state.py`), so an interrupted sweep resumes where it stopped.
 `Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
-events (with an ETA) go to the `on_event` callback, on the sweep's thread.
+events (`lab.events.LabEvent`, with an ETA) go to the `on_event` callback, on the sweep's thread.
 """
 
 from __future__ import annotations
@@ -30,21 +26,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tui.core.options.settings import Settings
+from tui.core.lab.events import EventFn, Progress
+from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher
+from tui.core.lab.measure import Prober, default_prober
+from tui.core.lab.pace import Current
+from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
-from tui.core.lab.failures import failure_kind, probe_failure_class
 from tui.core.lab.journal import JournalError, JournalLock, open_journal
-from tui.core.lab.knob import KnobFinding, KnobTry
 from tui.core.lab.trial import Trial
-from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, CountingLauncher, LaunchOutcome, Launcher, aim_first_decode,
-                                   open_launcher)
-from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery, choose_knob
-from tui.core.server.failures import Failure
 from tui.core.sweep.definition import Configuration, SweepDefinition, settings_json
-from tui.core.sweep.events import EventFn, SweepError, SweepEvent, SweepOutcome
-from tui.core.sweep.pace import Current, Pace
-from tui.core.sweep.planning import PlanCheck, PlanVerdict, default_planner
-from tui.core.sweep.probing import Prober, default_prober
+from tui.core.sweep.events import SweepError, SweepOutcome
+from tui.core.sweep.planning import PlanCheck, default_planner
 from tui.core.sweep.rows import ctx_warning, memory_summary, trial_from_run
 
 # --------------------------------------------------------------------------- the sweep
@@ -78,27 +70,37 @@ class Sweep:
                 raise SweepError("no llama-server binary given: pass server_bin (mtp-tune finds or builds one with "
                                  "`mtp-tune doctor`, or set $MTP_TUNE_LLAMA_SERVER).")
             launcher = open_launcher(server_bin, env=env, ready_timeout=ready_timeout)
-        self.launcher = CountingLauncher(launcher, on_launch=self._counted)
         self.prober = prober or default_prober()
         self.planner: PlanCheck | None = default_planner() if planner == "default" else planner  # type: ignore[assignment]
         self._store_arg = store
         self.store: Any = None
-        self.on_event = on_event
         self._state_root = state_root
         self._fresh = fresh
         self.state = open_journal("sweep", definition.sweep_id, definition.to_json(), state_root, fresh=fresh)
         self._cancel = threading.Event()
-        self._recovery = Recovery(self.launcher, self._cancel, definition.fit_step_mib)
-        self._t0 = time.monotonic()
         self._ran: list[str] = []
-        self._done = 0
-        self._total = 0
-        self._pace = Pace()  # the ETA and the budget check
         self._running = threading.Lock()
         self._pending: list[Configuration] = []
         self._current: Current | None = None  # the row being probed
+        self._prog = Progress(0, on_event, eta=lambda: self.lab.pace.eta(self._pending, self._current),
+                              launches=lambda: self.lab.launches)
+        self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, suite=definition.suite,
+                       fit_step_mib=definition.fit_step_mib, try_anyway=definition.try_anyway,
+                       budget_s=definition.limits.budget_s, on_launch=self._counted)
+        #: The lab's counting launcher (every launch of the sweep, the recovery's included).
+        self.launcher = self.lab.launcher
+        self._findings: dict[int, dict[str, Any]] = {}  # id(launch) -> its entry in state.findings
 
     # ---- public --------------------------------------------------------------------------
+
+    @property
+    def on_event(self) -> EventFn | None:
+        return self._prog.on_event
+
+    @on_event.setter
+    def on_event(self, fn: EventFn | None) -> None:
+        """Progress goes to `fn` from now on (a UI may attach after making the sweep)."""
+        self._prog.on_event = fn
 
     def cancel(self) -> None:
         """Stop as soon as possible: the running probe is abandoned, the server stopped, and the
@@ -130,7 +132,7 @@ class Sweep:
             self._fresh = False
             return self._run()
         finally:
-            self.launcher.close()
+            self.lab.close()
             if self._store_arg == "default" and self.store is not None:
                 with contextlib.suppress(Exception):
                     self.store.close()
@@ -147,18 +149,8 @@ class Sweep:
         else:
             self.store = self._store_arg
 
-    def _elapsed(self) -> float:
-        return time.monotonic() - self._t0
-
-    def _emit(self, kind: str, **kw: Any) -> None:
-        if self.on_event is None:
-            return
-        ev = SweepEvent(kind, self._done, self._total, round(self._elapsed(), 3),
-                        self._pace.eta(self._pending, self._current), launches=self.launcher.n, **kw)
-        try:
-            self.on_event(ev)
-        except Exception:  # a broken UI callback must not stop the sweep
-            pass
+    def _emit(self, kind: str, message: str = "", **kw: Any) -> None:
+        self._prog.emit(kind, message, **kw)
 
     def _run(self) -> SweepOutcome:
         d = self.definition
@@ -167,10 +159,11 @@ class Sweep:
         except SuiteError as e:
             raise SweepError(str(e)) from None
         self._open_store()
+        self.lab.store = self.store
         aim_first_decode(self.launcher, suite.prompts[0])
-        self._t0 = time.monotonic()
+        self.lab.restart_clock()
         configs = d.configurations()
-        self._total = len(configs)
+        self._prog.total = len(configs)
         st = self.state
         session = {"started_at": time.time(), "finished_at": None, "launches": 0, "stopped": None}
         st.sessions.append(session)
@@ -184,203 +177,121 @@ class Sweep:
                 st.record(Trial(c.key, "duplicate", reason=c.duplicate_reason, settings=settings_json(c.settings.redacted()),
                                     n_predict=c.n_predict, finished_at=time.time()))
         self._pending = [c for c in configs if not st.finished(c.key, try_anyway=d.try_anyway)]
-        self._done = self._total - len(self._pending)
+        self._prog.done = self._prog.total - len(self._pending)
         st.save()
-        self._emit("started", message=f"sweep {d.sweep_id}: {self._total} configurations, {self._done} already done, "
-                                       f"{len({c.launch_key for c in self._pending})} launches to go")
+        self._emit("started", f"sweep {d.sweep_id}: {self._prog.total} configurations, {self._prog.done} already done, "
+                              f"{len({c.launch_key for c in self._pending})} launches to go")
         stopped = "done"
-        groups: list[list[Configuration]] = []
-        for c in self._pending:
-            if groups and groups[-1][0].launch_key == c.launch_key:
-                groups[-1].append(c)
-            else:
-                groups.append([c])
-        for group in groups:
+        for c in list(self._pending):
             if self._cancel.is_set():
                 stopped = "cancelled"
                 break
-            if self._pace.over_budget(group, self._elapsed(), self.definition.limits.budget_s):
-                stopped = "budget"
-                self._emit("stopped", message="time budget reached; re-run the same sweep to continue")
+            row = self.lab.trial(c, c.launch_key, self._step(c, suite, self._group(c)))
+            if row is None:
+                stopped = self.lab.stopped or "cancelled"
+                if stopped == "budget":
+                    self._emit("stopped", "time budget reached; re-run the same sweep to continue")
                 break
-            self._run_group(group, suite)
-            if self._cancel.is_set():
-                stopped = "cancelled"
-                break
-        self.launcher.stop()
+        self.lab.stop()
         session["finished_at"] = time.time()
-        session["launches"] = self.launcher.n
+        session["launches"] = self.lab.launches
         session["stopped"] = stopped
         st.save()
-        self._emit("finished", message=stopped)
-        return SweepOutcome(st, stopped, self._elapsed(), self.launcher.n, list(self._ran))
+        self._emit("finished", stopped)
+        return SweepOutcome(st, stopped, self.lab.elapsed(), self.lab.launches, list(self._ran))
 
-    def _finish_row(self, c: Configuration, row: Trial) -> None:
+    def _group(self, c: Configuration) -> list[Configuration]:
+        """`c` and the pending rows after it that share its launch (what the budget weighs)."""
+        i = next(j for j, p in enumerate(self._pending) if p.key == c.key)
+        group = [c]
+        for p in self._pending[i + 1:]:
+            if p.launch_key != c.launch_key:
+                break
+            group.append(p)
+        return group
+
+    def _step(self, c: Configuration, suite: Suite, group: list[Configuration]) -> Step[Trial]:
+        """The grid's way through the loop: fixed passes (`repeat`, one probe run), recorded as a row."""
+        repeat = self.definition.repeat
+        return Step(measure=lambda up, a, n: self._probe(c, up, a, suite, n),
+                    passes=lambda a: 0 if a.runs else repeat,
+                    record=self._record, label=self._label(c), work=group,
+                    store_config={"sweep": self.sweep_id, "row": c.key, "n_predict": c.n_predict})
+
+    def _record(self, a: Attempt) -> Trial:
+        """The record step: the attempt as the sweep's row, saved in the state."""
+        c: Configuration = a.candidate
+        settings = settings_json(a.settings.redacted())
+        up = a.launched
+        if a.status in ("invalid", "predicted_oom"):
+            reason = a.reason if a.status == "invalid" else f"{a.reason} (use --try-anyway to launch it anyway)"
+            row = Trial(c.key, a.status, reason=reason, failure_kind=a.failure_kind, settings=settings,
+                            n_predict=c.n_predict, plan=a.plan)
+            return self._finish_row(c, row)
+        assert up is not None
+        self._note_finding(c, up)
+        mem = memory_summary(up.out)
+        warnings = list(a.warnings)
+        if a.run is None:  # the launch failed, or its server died with an earlier row
+            failed_launch = not up.out.ok
+            row = Trial(c.key, "failed", reason=a.reason, failure_kind=a.failure_kind, settings=settings,
+                            n_predict=c.n_predict, plan=a.plan, memory=mem, warnings=warnings,
+                            finding=up.finding.to_json() if up.finding and failed_launch else None,
+                            run_id=up.run_id if failed_launch else None, launch=self.state.launches,
+                            log_path=up.out.log_path, started_at=a.started_at if failed_launch else None)
+            return self._finish_row(c, row)
+        mem_warn = ctx_warning(a.settings, mem)
+        if mem_warn:
+            warnings.append(mem_warn)
+        row = trial_from_run(c, a.run, a.settings, mem, a.plan, warnings, up.finding, self.state.launches, up.out.log_path)
+        row.started_at = a.started_at
+        if a.dead is not None:
+            row.reason, row.failure_kind = a.reason, a.failure_kind
+        return self._finish_row(c, row)
+
+    def _note_finding(self, c: Configuration, up: Launched) -> None:
+        """The recovery's finding of a launch, in the state's findings (updated when it stepped safer)."""
+        if up.finding is None:
+            return
+        entry = self._findings.get(id(up))
+        if entry is None:
+            entry = self._findings[id(up)] = {"row": c.key, "launch_key": c.launch_key, "label": c.label()}
+            self.state.findings.append(entry)
+        entry.update(up.finding.to_json())
+
+    def _finish_row(self, c: Configuration, row: Trial) -> Trial:
         row.finished_at = time.time()
         self.state.record(row)
         self.state.save()
         self._ran.append(c.key)
         self._pending = [p for p in self._pending if p.key != c.key]
-        self._done += 1
-        self._emit("row_done", row=c, result=row, message=f"{c.label()}: {row.status}")
-
-    def _record_store_failure(self, c: Configuration, settings: Settings, reason: str, plan: dict[str, Any] | None) -> int | None:
-        if self.store is None:
-            return None
-        try:
-            rid = self.store.begin_run(suite=self.definition.suite, label=self._label(c), model=settings.model,
-                                       mtp=settings.mtp_enabled, settings=settings_json(settings.redacted(), only_set=False),
-                                       config={"sweep": self.sweep_id, "row": c.key, "n_predict": c.n_predict}, plan=plan)
-            self.store.finish_run(rid, "failed", error=reason)
-            return int(rid)
-        except Exception:
-            return None
+        self._prog.step()
+        self._emit("row_done", f"{c.label()}: {row.status}", candidate=c, trial=row)
+        return row
 
     def _label(self, c: Configuration) -> str:
         return f"sweep {self.sweep_id[:8]} #{c.index + 1} {c.label()}"
 
-    def _plan(self, settings: Settings) -> PlanVerdict | None:
-        if self.planner is None:
-            return None
-        try:
-            return self.planner(settings)
-        except Exception as e:  # a planner that cannot read the model must not stop the sweep
-            return PlanVerdict("unknown", f"the planner could not plan this configuration: {e}")
-
-    def _counted(self, settings: Settings) -> None:
+    def _counted(self, settings: Any) -> None:
         """Every launch of the sweep, the recovery's included, counts in its state."""
         self.state.launches += 1
 
-    def _run_group(self, group: list[Configuration], suite: Suite) -> None:
-        d = self.definition
-        first = group[0]
-        settings = first.settings
-        for c in group:
-            self._emit("row_started", row=c, message=c.label())
-        verdict = self._plan(settings)
-        plan = {"risk": verdict.risk, "message": verdict.message, **({"details": verdict.details} if verdict.details else {})} if verdict else None
-        warnings: list[str] = []
-        if verdict is not None and verdict.risk == "invalid":
-            for c in group:
-                self._finish_row(c, Trial(c.key, "invalid", reason=verdict.message, failure_kind="planner",
-                                              settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan))
-            return
-        if verdict is not None and verdict.risk == "oom":
-            if not d.try_anyway:
-                for c in group:
-                    self._finish_row(c, Trial(c.key, "predicted_oom", reason=f"the planner predicts an OOM: {verdict.message} "
-                                                  "(use --try-anyway to launch it anyway)", settings=settings_json(settings.redacted()),
-                                                  n_predict=c.n_predict, plan=plan))
-                return
-            warnings.append(f"launched although the planner predicts an OOM: {verdict.message}")
-        elif verdict is not None and verdict.risk == "tight":
-            warnings.append(f"memory is tight: {verdict.message}")
-        started = time.time()
-        self._emit("launching", row=first, message=f"launching {first.label()}")
-        t0 = time.monotonic()
-        out = self.launcher.launch(settings, self._cancel)
-        if out.cancelled:
-            return
-        finding: KnobFinding | None = None
-        finding_entry: dict[str, Any] = {}
-        if not out.ok and out.memory_failure:
-            flag = choose_knob(settings, out).replace("_", "-")
-
-            def on_try(t: KnobTry) -> None:
-                self._emit("search_trial", row=first, trial=t, message=f"{flag} {t.value}: {t.outcome}")
-
-            finding, out, settings = self._recovery.search(settings, out, on_try=on_try)
-            if self._cancel.is_set():
-                self.launcher.stop()
-                return
-            self._emit("search_done", row=first, message=finding.message)
-            finding_entry = {"row": first.key, "launch_key": first.launch_key, "label": first.label(), **finding.to_json()}
-            self.state.findings.append(finding_entry)
-        self._pace.launched(time.monotonic() - t0)
-        if not out.ok:
-            reason = out.reason
-            if finding is not None and not finding.converged:
-                reason += f" Search for a working {finding.flag}: {finding.message}"
-            kind = failure_kind(out)
-            rid = self._record_store_failure(first, settings, reason, plan)
-            for c in group:
-                self._finish_row(c, Trial(c.key, "failed", reason=reason, failure_kind=kind,
-                                              settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan,
-                                              memory=memory_summary(out), warnings=list(warnings),
-                                              finding=finding.to_json() if finding else None, run_id=rid,
-                                              launch=self.state.launches, log_path=out.log_path, started_at=started))
-            self.launcher.stop()
-            return
-        mem = memory_summary(out)
-        mem_warn = ctx_warning(settings, mem)
-        if mem_warn:
-            warnings.append(mem_warn)
-        self._emit("ready", row=first, message=f"ready in {out.seconds:.1f} s")
-        dead: Failure | None = None
-        for c in group:
-            if self._cancel.is_set():
-                return
-            if dead is not None:
-                self._finish_row(c, Trial(c.key, "failed", reason=dead.explain(), failure_kind=dead.kind.value,
-                                              settings=settings_json(settings.redacted()), n_predict=c.n_predict, plan=plan,
-                                              memory=mem, warnings=list(warnings), launch=self.state.launches,
-                                              log_path=out.log_path))
-                continue
-            row_started = time.time()
-            t1 = time.monotonic()
-            run = self._probe(c, settings, out, plan, suite)
-            if run is None or run.status == "cancelled" or self._cancel.is_set():
-                return
-            tries = 0
-            while (run.status != "ok" and finding is not None and finding.converged and tries < RELAUNCH_TRIES
-                   and self._probe_ran_out_of_memory(run)):
-                # The search's answer loaded and decoded a few tokens, but the probe ran out of
-                # memory: the bound is too close. Step to the safe side and measure again.
-                tries += 1
-                moved = self._recovery.step_safer(finding, settings, run.error or "")
-                if moved is None:
-                    break
-                settings, out = moved
-                mem = memory_summary(out)
-                finding_entry.update(finding.to_json())
-                run = self._probe(c, settings, out, plan, suite)
-                if run is None or run.status == "cancelled" or self._cancel.is_set():
-                    return
-            self._pace.worked(time.monotonic() - t1, c)
-            row = trial_from_run(c, run, settings, mem, plan, warnings, finding, self.state.launches, out.log_path)
-            row.started_at = row_started
-            if run.status != "ok":
-                f = self.launcher.failure()
-                if f is not None:
-                    dead = f
-                    row.reason = f"{f.explain()} (during the probe: {run.error})"
-                    row.failure_kind = f.kind.value
-            self._finish_row(c, row)
-        self.launcher.stop()
-
-    def _probe_ran_out_of_memory(self, run: Any) -> bool:
-        """The searched answer's probe failed for memory: an allocation error in any reply, or the
-        server ended by one (only the knob changed, so a crash or a kill counts too)."""
-        texts = [run.error or ""] + [getattr(r, "error", None) or "" for r in (run.requests or [])]
-        return probe_failure_class(texts, self.launcher.failure(), knob_changed=True) == "oom_decode"
-
-    def _probe(self, c: Configuration, settings: Settings, out: LaunchOutcome, plan: dict[str, Any] | None,
-               suite: Suite) -> Any:
+    def _probe(self, c: Configuration, up: Launched, a: Attempt, suite: Suite, repeat: int) -> Any:
+        out: LaunchOutcome = up.out
         started = time.monotonic()
         self._current = (c, started, 0, 0)
 
         def progress(p: Any) -> None:
             self._current = (c, started, int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0))
-            self._emit("probe", row=c, probe=p, message=f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests")
+            self._emit("probe", f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests", candidate=c, probe=p)
 
         kw: dict[str, Any] = {}
         if self.store is not None:
             kw["sink"] = self.store
-        self._emit("probe", row=c, message=f"probing {c.label()}")
+        self._emit("probe", f"probing {c.label()}", candidate=c)
         try:
-            return self.prober(out.url or "", suite, repeat=self.definition.repeat, n_predict=c.n_predict,
-                               label=self._label(c), settings=settings, memory=out.memory, plan=plan, cancel=self._cancel,
+            return self.prober(out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
+                               settings=up.settings, memory=out.memory, plan=a.plan, cancel=self._cancel,
                                progress=progress, **kw)
         finally:
             self._current = None
-

@@ -1,6 +1,6 @@
 """Tuning actions over one configuration: the MTP on/off verdict and the knob searches.
 
-Each action blocks; a UI runs it in a worker, reads `progress.TuneEvent`s from the `on_event`
+Each action blocks; a UI runs it in a worker, reads `lab.events.LabEvent`s from the `on_event`
 callback (on the worker's thread: post them, never touch widgets) and cancels by setting the
 `threading.Event` it passed as `cancel`, from any thread.
 

@@ -1,9 +1,10 @@
 """MTP on vs off, measured the way drift cannot decide it: passes interleaved A B A B.
 
 Both sides are the same settings and suite; only `--spec-type` differs (draft-mtp added, or
-removed). Each pass launches the server with its side's settings (the lab's launcher: ready, then
-a first decode; never recorded in the launch history, so quitting mid-A/B restores nothing), probes the suite once (`probes.runner` through the sweep's prober), records the
-run in the results store, and stops the server, so slow drift (clocks, thermals, other load) hits
+removed). Each pass is a visit of the lab's trial loop (`lab.runner.Lab`, launching anew every visit): the
+server launches with its side's settings (ready, then a first decode; never recorded in the launch
+history, so quitting mid-A/B restores nothing), the suite is probed once (`lab.measure`), the run
+recorded in the results store (a failed launch by the loop's one store write), and the server stops, so slow drift (clocks, thermals, other load) hits
 both sides alike instead of favouring whichever ran first. The verdict is `verdict.decide` over
 the passes; a UI recomputes it for another workload with `MtpVerdict.for_workload`.
 
@@ -17,18 +18,19 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher,
                                    supervised)
+from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.records import PassStats
 from tui.core.probes.suites import Suite, get_suite
 from tui.core.options.settings import Settings, effective_spec_types
 from tui.core.sweep.definition import settings_json
-from tui.core.sweep.probing import Prober, default_prober
-from tui.core.tuning.progress import EventFn, Progress, new_cancel
+from tui.core.lab.measure import Prober, default_prober
+from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.tuning.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
 DEFAULT_PASSES = 3
@@ -95,52 +97,49 @@ def run_ab(
     ab_id = uuid.uuid4().hex[:6]  # ties the passes of one A/B together in the store
     order = interleaved(passes)
     prog = Progress(len(order), on_event)
+    lab = Lab(launcher, cancel=cancel, progress=prog, store=store, suite=suite.name)
     samples: list[PassSample] = []
     run_ids: list[int] = []
     status, error = "complete", None
     prog.emit("started", f"MTP on vs off: {passes} passes each, interleaved ({len(order)} launches)")
     try:
         for n, (side, i) in enumerate(order):
-            if cancel.is_set():
-                status = "cancelled"
-                break
             launched = with_mtp(off_settings, False) if off_settings is not None and side == "off" else \
                 with_mtp(settings, side == "on")
+            visit = Visit(side, i, passes, launched)
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
-            prog.emit("launching", f"launching MTP {side} (pass {i + 1}/{passes})", side=side, pass_index=i)
-            out = launcher.launch(launched, cancel)
-            if out.cancelled or cancel.is_set():
+
+            def measure(up: Launched, a: Attempt, k: int, v: Visit = visit, label: str = label) -> Any:
+                real = supervised(launcher)
+                rs = real.running_settings() if real is not None else None
+                running = rs.settings if rs is not None and rs.settings is not None else up.settings
+                if rs is not None:  # labelled from what the server runs, not from what was asked
+                    label = f"A/B {ab_id} {rs.label()} pass {v.index + 1}/{passes}"
+                return _probe(prober, up.out, suite, label, running, n_predict, cancel, store, prog, v.side, v.index)
+
+            a = lab.trial(visit, visit.key, Step(measure, passes=lambda a: 0 if a.runs else 1, record=lambda a: a,
+                                                 label=label, relaunch=True, recover=False, store_config={"ab": label}))
+            lab.stop()  # every visit launches anew, so drift hits both sides alike
+            if a is None:
                 status = "cancelled"
                 break
-            if not out.ok:
-                status, error = "failed", f"MTP {side} did not start: {out.reason}"
-                rid = _record_failure(store, suite, label, launched, error)
-                if rid is not None:
-                    run_ids.append(rid)
-                prog.emit("launch_failed", error, side=side, pass_index=i)
-                break
-            prog.emit("ready", f"MTP {side} ready in {out.seconds:.1f} s", side=side, pass_index=i)
-            real = supervised(launcher)
-            rs = real.running_settings() if real is not None else None
-            running = rs.settings if rs is not None and rs.settings is not None else launched
-            if rs is not None:  # labelled from what the server runs, not from what was asked
-                label = f"A/B {ab_id} {rs.label()} pass {i + 1}/{passes}"
-            run = _probe(prober, out, suite, label, running, n_predict, cancel, store, prog, side, i)
-            launcher.stop()
-            if run.run_id is not None:
+            run = a.run
+            if run is not None and run.run_id is not None:
                 run_ids.append(int(run.run_id))
-            if run.status == "cancelled" or cancel.is_set():
-                status = "cancelled"
-                break
-            if run.status != "ok":
-                f = launcher.failure()
-                status, error = "failed", f"MTP {side} pass {i + 1}: {f.explain() if f else run.error}"
+            elif a.launched is not None and a.launched.run_id is not None:
+                run_ids.append(a.launched.run_id)
+            if a.status != "ok":
+                if run is None:
+                    status, error = "failed", f"MTP {side} did not start: {a.reason}"
+                    prog.emit("launch_failed", error, side=side, pass_index=i)
+                else:
+                    status, error = "failed", f"MTP {side} pass {i + 1}: {a.dead.explain() if a.dead else run.error}"
                 break
             samples += _samples(run, side, i, n)
             prog.step()
             prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side, pass_index=i)
     finally:
-        launcher.stop()
+        lab.stop()
         if own_launcher:
             launcher.close()
         if own_store and store is not None:
@@ -150,6 +149,27 @@ def run_ab(
                     run_ids=run_ids)
     prog.emit("cancelled" if status == "cancelled" else "finished", result.answer)
     return result
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One visit of an A/B: a side's pass, a candidate of the lab's loop (launched anew each time)."""
+
+    side: Side
+    index: int  # 0-based pass of the side
+    passes: int
+    settings: Settings
+
+    @property
+    def key(self) -> str:
+        return f"{self.side} {self.index}"
+
+    @property
+    def pass_index(self) -> int:
+        return self.index
+
+    def label(self) -> str:
+        return f"MTP {self.side} (pass {self.index + 1}/{self.passes})"
 
 
 def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,
@@ -173,15 +193,3 @@ def _samples(run: Any, side: Side, i: int, order: int) -> list[PassSample]:
         out.append(PassSample(side, i, order, ps.pp_tps, ps.tg_tps, ps.acceptance,
                               int(run.run_id) if run.run_id is not None else None))
     return out
-
-
-def _record_failure(store: Any, suite: Suite, label: str, settings: Settings, error: str) -> int | None:
-    if store is None:
-        return None
-    try:
-        rid = store.begin_run(suite=suite.name, label=label, model=settings.model, mtp=settings.mtp_enabled,
-                              settings=settings_json(settings.redacted(), only_set=False), config={"ab": label})
-        store.finish_run(rid, "failed", error=error)
-        return int(rid)
-    except Exception:  # the store is a record, not a reason to lose the verdict
-        return None

@@ -47,7 +47,7 @@ class Machine:
 
 @dataclass
 class PaceWork:
-    """What `sweep.pace.Pace` weighs for a tune: one unit per pass (it reads key, launch_key, n_predict)."""
+    """What `lab.pace.Pace` weighs for a tune: one unit per pass (it reads key, launch_key, n_predict)."""
 
     n_predict: int
     key: str = "next"

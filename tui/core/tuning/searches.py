@@ -36,7 +36,7 @@ from tui.core.lab.launcher import CountingLauncher, LaunchOutcome, Launcher, ope
 from tui.core.lab.recovery import Recovery, choose_knob, with_knob
 from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, plan_largest_ctx
 from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
-from tui.core.tuning.progress import EventFn, Progress, new_cancel
+from tui.core.lab.events import EventFn, Progress, new_cancel
 
 
 @dataclass

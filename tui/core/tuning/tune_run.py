@@ -37,11 +37,12 @@ from tui.core.sweep.definition import settings_from_json
 from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
-from tui.core.tuning.progress import EventFn, TuneEvent
+from tui.core.lab.events import EventFn, LabEvent
 from tui.core.tuning.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tuning.tune_result import TuneResult, build_result, fmt_seconds
 from tui.core.tuning.tune_identity import check_section, hardware_identity, tune_definition, tune_id
-from tui.core.tuning.tune_measure import Measure, make_prober
+from tui.core.lab.measure import default_prober
+from tui.core.tuning.tune_measure import Measure
 from tui.core.tuning.tune_hygiene import gpu_hygiene
 from tui.core.tuning.tune_model import TuneModel
 from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
@@ -158,7 +159,7 @@ class TuneRun:
     def emit(self, kind: str, message: str, **kw: Any) -> None:
         if self.on_event is not None:
             try:
-                self.on_event(TuneEvent(kind, self._done(), 0, round(time.monotonic() - self._t0, 3), kw.pop("eta_s", None),
+                self.on_event(LabEvent(kind, self._done(), 0, round(time.monotonic() - self._t0, 3), kw.pop("eta_s", None),
                                         message, **kw))
             except Exception:  # noqa: BLE001 - a broken progress printer must not stop the tune
                 pass
@@ -299,7 +300,7 @@ class TuneRun:
                            time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
                            hygiene_checked=hygiene is not None)
 
-    def _on_trial(self, st: Journal, ev: TuneEvent) -> None:
+    def _on_trial(self, st: Journal, ev: LabEvent) -> None:
         if ev.kind == "hygiene":
             self.emit("hygiene", ev.message)
         if ev.kind != "trial" or ev.trial is None:
@@ -363,7 +364,7 @@ class TuneRun:
             return None, f"no A/B: {e}."
         self.emit("ab", f"final step: MTP on #{on.number} against MTP off #{off.number}, {n} interleaved passes each")
 
-        def on_ab(ev: TuneEvent) -> None:
+        def on_ab(ev: LabEvent) -> None:
             if ev.kind == "launching":
                 self.launches += 1
                 st.launches += 1
@@ -371,7 +372,7 @@ class TuneRun:
                 self.emit("ab", f"A/B: {ev.message}", eta_s=ev.eta_s)
 
         v = run_ab(launch_settings(space, on), suite, (round(workload.in_tokens), round(workload.out_tokens)), n,
-                   launcher=launcher, prober=make_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
+                   launcher=launcher, prober=default_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
                    cancel=self.cancel, store=self.store, off_settings=launch_settings(space, off))
         if v.status == "complete":
             st.tune.set_ab(on.key, off.key, n, v.to_json())

@@ -21,7 +21,7 @@ A failed launch is classified (`lab.failures`) and never retried blindly: an out
 failure kills its memory key and everything at or above it; on a GPU one right after a fit search
 steps the fit-target to the safe side (`lab.recovery`: the bound did not hold), which is a
 different allocation, a few steps at most.
-The budget is checked before each candidate (`sweep.pace.Pace`): the result is the best so far.
+The budget is checked before each candidate (`lab.pace.Pace`): the result is the best so far.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from tui.core.lab.launcher import CountingLauncher, LaunchOutcome
 from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_json
-from tui.core.sweep.pace import Pace
+from tui.core.lab.pace import Pace
 from tui.core.lab import ranking
 from tui.core.lab.axis import Axis
 from tui.core.tuning.machine import Machine, PaceWork
 from tui.core.tuning.memory import WHERE, MemoryBook
-from tui.core.tuning.progress import EventFn, Progress, new_cancel
+from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.tuning.space import Candidate, Space
 from tui.core.lab.trial import Samples, Trial
 from tui.core.tuning.tune_result import TuneResult, build_result

@@ -31,7 +31,7 @@ def definition(settings: Settings, setup: SweepSetup) -> Any:
     """The core's SweepDefinition for the settings on screen and the sweep screen's fields.
 
     Raises ValueError (the core's SweepDefinitionError) naming the axis or field that is wrong."""
-    from tui.core.sweep import build_definition
+    from tui.core.sweep.definition import build_definition
 
     if not setup.axes or not setup.axis_texts():
         raise ValueError("give at least one axis some values, e.g. MTP on,off or ubatch 256,512")
@@ -48,7 +48,7 @@ def simulated(options: Any) -> Any:
 
 def planner(simulate: Any) -> Callable[[Settings], Any]:
     """The sweep's own pre-launch check (the same one `Sweep` runs), against the devices on screen."""
-    from tui.core.sweep import default_planner
+    from tui.core.sweep.planning import default_planner
 
     return default_planner(simulate)
 
@@ -130,7 +130,7 @@ def sweep_view(defn: Any, state: Any, plans: dict[str, PlanInfo], *, running: bo
                error: str | None = None) -> SweepView:
     """The sweep screen's content from the definition, its state (None: nothing run) and the plans."""
     from tui.core.lab.journal import Journal
-    from tui.core.sweep import build_table
+    from tui.core.sweep.results import build_table
     from tui.core.sweep.results import summary_lines
 
     st = state if state is not None else Journal("sweep", defn.sweep_id, defn.to_json())
@@ -173,8 +173,8 @@ class SweepTracker:
         self.view = sweep_view(defn, saved_state(defn), plans, running=True, message="starting…")
 
     def __call__(self, ev: Any) -> None:
-        if ev.row is not None and ev.kind in ("launching", "ready", "search_trial", "probe"):
-            number = ev.row.index + 1
+        if ev.candidate is not None and ev.kind in ("launching", "ready", "search_trial", "probe"):
+            number = ev.candidate.index + 1
             if number != self.current:
                 self.current, self.points = number, []
         if ev.kind == "probe" and ev.probe is not None and getattr(ev.probe, "event", "") == "request_done":
@@ -182,7 +182,7 @@ class SweepTracker:
             if rec is not None:
                 label = f"#{self.current}"
                 self.points.append(ProbePoint(label, len(self.points), rec.tg_tps, rec.pp_tps, rec.acceptance))
-        label = f"#{ev.row.index + 1} {ev.row.label()}: " if ev.row is not None else ""
+        label = f"#{ev.candidate.index + 1} {ev.candidate.label()}: " if ev.candidate is not None else ""
         message = f"{label}{ev.message}" if ev.message else self.view.message
         if ev.kind == "finished":
             message = {"done": "sweep done", "cancelled": "sweep cancelled: g resumes it",
@@ -199,7 +199,8 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
     """Run (or resume) `defn` to the end or a cancel. `started(sweep)` hands the Sweep to the caller
     (for `cancel()`) before it runs. Returns the final view and an error paragraph, if any."""
     from tui.core.lab.journal import JournalError
-    from tui.core.sweep import Sweep, SweepError
+    from tui.core.sweep.runner import Sweep
+    from tui.core.sweep.events import SweepError
 
     try:
         sweep = Sweep(defn, server_bin=server_bin, on_event=tracker, planner=planner(simulate))
@@ -220,8 +221,8 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
 
 def save_best(defn: Any, name: str) -> tuple[str | None, str | None]:
     """The best row as TOML profile `name` and INI section `[name]`: (what was written, error)."""
-    from tui.core.sweep import build_table
-    from tui.core.sweep import save_best as core_save_best
+    from tui.core.sweep.results import build_table
+    from tui.core.sweep.best import save_best as core_save_best
 
     state = saved_state(defn)
     if state is None:
@@ -274,7 +275,7 @@ def _num(x: float | None) -> str:
 
 
 def progress_view(ev: Any, previous: VerdictView) -> VerdictView:
-    """An A/B TuneEvent as progress on the verdict screen (the numbers come with the result)."""
+    """An A/B LabEvent as progress on the verdict screen (the numbers come with the result)."""
     return replace(previous, running=ev.kind not in ("finished", "cancelled"), done=float(ev.done), total=ev.total,
                    eta_s=ev.eta_s, message=ev.message or previous.message)
 

@@ -32,7 +32,7 @@ class SweepFinished(Message):
 
 
 class AbProgressed(Message):
-    """An MTP on/off TuneEvent; the newest replaces a pending one."""
+    """An MTP on/off LabEvent; the newest replaces a pending one."""
 
     def __init__(self, event: Any) -> None:
         super().__init__()
@@ -52,7 +52,7 @@ class AbFinished(Message):
 
 
 class SearchProgressed(Message):
-    """A search's TuneEvent (every trial counts: these are not collapsed)."""
+    """A search's LabEvent (every trial counts: these are not collapsed)."""
 
     def __init__(self, knob: str, event: Any) -> None:
         super().__init__()

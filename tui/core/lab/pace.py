@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
-from tui.core.sweep.definition import Configuration
+
+class Work(Protocol):
+    """What the pace weighs of a candidate (a sweep's `Configuration`, a tune's passes)."""
+
+    key: str
+    launch_key: str
+    n_predict: int | None
+
 
 #: The row being probed: (configuration, monotonic start, requests done, requests in all).
-Current = tuple[Configuration, float, int, int]
+Current = tuple[Work, float, int, int]
 
 
-def weight(c: Configuration) -> float:
+def weight(c: Work) -> float:
     """A row's generation work, in units the measured rate is per."""
     return float(c.n_predict or 512)
 
@@ -32,14 +40,14 @@ class Pace:
     def launched(self, seconds: float) -> None:
         self._launch_s.append(seconds)
 
-    def worked(self, seconds: float, c: Configuration) -> None:
+    def worked(self, seconds: float, c: Work) -> None:
         self._work_s += seconds
         self._work_done += weight(c)
 
     def _mean_launch_s(self) -> float:
         return sum(self._launch_s) / len(self._launch_s) if self._launch_s else 0.0
 
-    def eta(self, left: Sequence[Configuration], cur: Current | None) -> float | None:
+    def eta(self, left: Sequence[Work], cur: Current | None) -> float | None:
         """Seconds left: mean launch time per launch left, plus generation work left at the
         measured seconds per token of n_predict (from finished rows, or the running probe)."""
         if not left:
@@ -59,7 +67,7 @@ class Pace:
         groups = len({x.launch_key for x in others if cur is None or x.launch_key != cur[0].launch_key})
         return round(groups * self._mean_launch_s() + sum(weight(x) for x in others) * (per_w or 0.0) + cur_left, 1)
 
-    def over_budget(self, group: Sequence[Configuration], elapsed: float, budget: float | None) -> bool:
+    def over_budget(self, group: Sequence[Work], elapsed: float, budget: float | None) -> bool:
         """True when the budget is spent, or when this launch group would not finish inside it."""
         if budget is None:
             return False
