@@ -16,9 +16,10 @@ may import only from tiers below its own, never from its own tier or above (`LAY
     4  planning                  GGUF header, device list, estimate, exact mode (dry runs a server)
     5  probes remote             PP/TG/acceptance measurements, statistics, comparison, break-even;
                                  models not on this disk (header by HTTP ranges, Hub resolution, variants)
-    6  sweep                     grids of launches and probes
-    7  tuning                    the MTP on/off verdict and knob searches (built on sweep)
-    8  doctor                    checks everything above, so nothing imports it
+    6  lab                       the one trial engine: launcher, failures, recovery, ranking, trial, journal, loop
+    7  sweep                     grids of launches and probes (a strategy on the lab)
+    8  tuning                    the tune's search, the MTP on/off verdict and knob searches (on the lab)
+    9  doctor                    checks everything above, so nothing imports it
 
 A needed edge that points up or sideways means the code is in the wrong subpackage: move it down
 (as `breakeven` moved from tuning to probes) rather than hide the import.
@@ -40,6 +41,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"demo"}),
     frozenset({"planning"}),
     frozenset({"probes", "remote"}),
+    frozenset({"lab"}),
     frozenset({"sweep"}),
     frozenset({"tuning"}),
     frozenset({"doctor"}),
@@ -184,7 +186,7 @@ def _path(g: dict[str, set[str]], comp: list[str]) -> list[str]:
 def test_the_graph_sees_the_package() -> None:
     g = graph(module_level_only=True)
     assert "tui.core.planning.plan" in g and "tui.core.planning.accounting" in g["tui.core.planning.plan"]
-    assert "tui.core.sweep.planning" in g["tui.core.sweep.runner"]
+    assert "tui.core.lab.planning" in g["tui.core.sweep.runner"]
 
 
 def test_the_cycle_finder_finds_and_names_a_cycle() -> None:
@@ -228,7 +230,7 @@ def _core_subpackage(mod: str) -> str | None:
 
 def test_the_subpackage_graph_sees_the_layers() -> None:
     g = subpackage_graph()
-    assert {"probes", "planning", "options"} <= g["sweep"]  # module- and function-level edges both count
+    assert {"probes", "planning", "options"} <= g["lab"]  # module- and function-level edges both count
     assert "probes" in g["tuning"] and "options" in g["server"]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.core.planning.exact import exact_plan
 from tui.core.planning.standin import RpcServers
-from tui.core.sweep.planning import plan_check
+from tui.core.lab.planning import plan_check
 from tui.core.demo.tiny_model import preset, write_tiny_model
 
 

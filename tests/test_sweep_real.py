@@ -116,7 +116,7 @@ def test_configuration_that_cannot_start_is_recorded_and_skipped(server_bin: Pat
 
 def test_real_planner_skips_predicted_oom_and_certain_failures(server_bin: Path, tiny_models: dict[str, Path],
                                                                 suite_file: Path, tmp_path: Path) -> None:
-    from tui.core.sweep.planning import default_planner
+    from tui.core.lab.planning import default_planner
 
     # The planner knows before launching that draft-mtp cannot start on a model without MTP layers.
     defn = build_definition(base(tiny_models["tiny-nomtp"]), ["mtp=on,off"], suite=str(suite_file), repeat=1, n_predict=32)

@@ -13,7 +13,8 @@ import pytest
 
 from tui.cli import main
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import Configuration, build_definition, settings_json
+from tui.core.sweep.definition import Configuration, build_definition
+from tui.core.options.settings import settings_json
 from tui.core.sweep.best import save_best
 from tui.core.sweep.results import build_table
 from tui.core.lab.journal import Journal, JournalError, load_journal, open_journal

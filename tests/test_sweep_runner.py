@@ -22,7 +22,7 @@ from tui.core.lab.failures import classify_memory
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.lab.events import LabEvent
 from tui.core.sweep.events import SweepError
-from tui.core.sweep.planning import PlanVerdict
+from tui.core.lab.planning import PlanVerdict
 from tui.core.lab.recovery import choose_knob
 from tui.core.sweep.runner import Sweep
 

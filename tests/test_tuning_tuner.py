@@ -13,8 +13,9 @@ from tests.helpers.fake_machine import FakeBackendBase
 from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.lab.launcher import LaunchOutcome
-from tui.core.sweep.definition import settings_from_json, settings_key
-from tui.core.sweep.planning import PlanVerdict
+from tui.core.sweep.definition import settings_key
+from tui.core.options.settings import settings_from_json
+from tui.core.lab.planning import PlanVerdict
 from tui.core.lab import ranking
 from tui.core.tuning.searches import smallest_fit_target
 from tui.core.tuning.space import KV_QUALITY, build_space, memory_key

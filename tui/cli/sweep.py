@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     from tui.core.sweep.best import save_best
     from tui.core.sweep.results import build_table
     from tui.core.sweep.events import SweepError
-    from tui.core.sweep.planning import default_planner
+    from tui.core.lab.planning import default_planner
     from tui.core.sweep.runner import Sweep
     from tui.core.lab.journal import JournalError
 

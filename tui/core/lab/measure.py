@@ -17,7 +17,7 @@ from tui.core.options.settings import Settings
 from tui.core.probes.hygiene import check_memory_report
 from tui.core.probes.run_types import RunConfig, RunContext
 from tui.core.probes.suites import Suite
-from tui.core.sweep.definition import settings_json
+from tui.core.options.settings import settings_json
 from tui.core.lab.trial import Samples
 
 

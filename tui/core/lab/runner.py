@@ -31,11 +31,11 @@ from tui.core.lab.failures import failure_kind, probe_failure_class
 from tui.core.lab.knob import FIT_STEP_MIB, KnobFinding, KnobTry
 from tui.core.lab.launcher import CountingLauncher, LaunchOutcome, Launcher
 from tui.core.lab.pace import Pace
-from tui.core.lab.record import store_failure
+from tui.core.results.failed import store_failure
 from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery, choose_knob
 from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure
-from tui.core.sweep.planning import PlanCheck, PlanVerdict
+from tui.core.lab.planning import PlanCheck, PlanVerdict
 
 R = TypeVar("R")
 

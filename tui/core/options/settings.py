@@ -7,7 +7,9 @@ ranges of each live in `options.rules`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from tui.core.options.redact import REDACTED, redact_argv
 
@@ -83,3 +85,31 @@ def effective_spec_types(types: list[str]) -> list[str]:
     list holds `none`, so any `none` switches the whole list off; otherwise order is kept.
     """
     return [] if "none" in types else list(types)
+
+
+def settings_json(settings: Settings, *, only_set: bool = True) -> dict[str, Any]:
+    """Settings as a JSON object (states, journals, the results store, profiles); `only_set` keeps the
+    fields that differ from the defaults. The API key is never written; redact first for the rest."""
+    default = Settings()
+    out: dict[str, Any] = {}
+    for f in fields(Settings):
+        if f.name == "api_key":
+            continue
+        v = getattr(settings, f.name)
+        if only_set and v == getattr(default, f.name):
+            continue
+        out[f.name] = list(v) if isinstance(v, list) else v
+    return out
+
+
+def settings_from_json(d: Mapping[str, Any]) -> Settings:
+    """The Settings a `settings_json` object describes (unknown keys, from a newer mtp-tune, ignored)."""
+    known = {f.name for f in fields(Settings)}
+    return Settings(**{k: (list(v) if isinstance(v, list) else v) for k, v in d.items() if k in known})
+
+
+def mtp_from_settings(settings: Mapping[str, Any] | None) -> bool | None:
+    """The MTP flag a run is stored with: None when the settings do not say (attach mode)."""
+    if not settings or "spec_type" not in settings:
+        return None
+    return "draft-mtp" in effective_spec_types(list(settings.get("spec_type") or []))

@@ -6,11 +6,10 @@ build and read runs without the runner (`runner`) that performs them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from tui.core.options.settings import effective_spec_types
 from tui.core.probes import hygiene
 from tui.core.probes.hygiene import ProbeWarning
 from tui.core.probes.records import RequestRecord
@@ -125,10 +124,3 @@ class ProbeRun:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
-
-
-def mtp_from_settings(settings: Mapping[str, Any] | None) -> bool | None:
-    """The MTP flag a run is stored with: None when the settings do not say (attach mode)."""
-    if not settings or "spec_type" not in settings:
-        return None
-    return "draft-mtp" in effective_spec_types(list(settings.get("spec_type") or []))

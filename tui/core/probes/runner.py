@@ -22,8 +22,9 @@ from typing import Any
 from tui.core.probes import hygiene
 from tui.core.probes.hygiene import ProbeWarning
 from tui.core.probes.records import RequestRecord, summarize_run
+from tui.core.options.settings import mtp_from_settings
 from tui.core.probes.run_types import (
-    ProbeProgress, ProbeRun, ProgressFn, RunConfig, RunContext, RunSink, mtp_from_settings,
+    ProbeProgress, ProbeRun, ProgressFn, RunConfig, RunContext, RunSink,
 )
 from tui.core.probes.suites import ProbePrompt, Suite
 from tui.core.probes.transport import Cancelled, MetricsScraper, ProbeClient, RunFailed, cancellable, send

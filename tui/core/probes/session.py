@@ -19,7 +19,7 @@ from typing import Any
 from tui.core.options import reader
 from tui.core.options.argv import settings_from_argv
 from tui.core.probes.hygiene import ProbeWarning, check_gpu_snapshot, check_memory_report
-from tui.core.lab.record import store_failure
+from tui.core.results.failed import store_failure
 from tui.core.probes.run_types import ProbeRun, ProgressFn, RunConfig, RunContext
 from tui.core.probes.runner import run_probe
 from tui.core.probes.suites import Suite

@@ -23,7 +23,7 @@ from typing import Any
 
 from tui.core.options.argv import settings_to_argv
 from tui.core.options.redact import without_secrets
-from tui.core.options.settings import Settings, effective_spec_types
+from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.options.validate import errors, validate
 from tui.core.lab.axis import Axis
 from tui.core.sweep.axes import (
@@ -91,25 +91,6 @@ def settings_key(settings: Settings) -> str:
     the same launch)."""
     s = replace(settings, host="127.0.0.1", port=None, api_key=None)
     return _hash(without_secrets(settings_to_argv(s)))
-
-
-def settings_json(settings: Settings, *, only_set: bool = True) -> dict[str, Any]:
-    """Settings as a JSON object; `only_set` keeps the fields that differ from the defaults."""
-    default = Settings()
-    out: dict[str, Any] = {}
-    for f in fields(Settings):
-        if f.name == "api_key":
-            continue
-        v = getattr(settings, f.name)
-        if only_set and v == getattr(default, f.name):
-            continue
-        out[f.name] = list(v) if isinstance(v, list) else v
-    return out
-
-
-def settings_from_json(d: dict[str, Any]) -> Settings:
-    known = {f.name for f in fields(Settings)}
-    return Settings(**{k: (list(v) if isinstance(v, list) else v) for k, v in d.items() if k in known})
 
 
 def _hash(obj: Any, n: int = 12) -> str:

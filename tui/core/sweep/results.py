@@ -21,14 +21,8 @@ from tui.core.lab.trial import Trial
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
 from tui.core.options.settings import Settings
 from tui.core.sweep.axes import Objective, format_axis_value
-from tui.core.sweep.definition import (
-    Configuration,
-    SweepDefinition,
-    normalize,
-    settings_from_json,
-    settings_json,
-    settings_key,
-)
+from tui.core.sweep.definition import Configuration, SweepDefinition, normalize, settings_key
+from tui.core.options.settings import settings_from_json, settings_json
 
 
 @dataclass

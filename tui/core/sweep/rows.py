@@ -10,7 +10,8 @@ from tui.core.lab.knob import KnobFinding
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.lab.trial import Samples, Trial
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import Configuration, settings_json
+from tui.core.sweep.definition import Configuration
+from tui.core.options.settings import settings_json
 
 
 def memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:

@@ -34,9 +34,10 @@ from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.lab.journal import JournalError, JournalLock, open_journal
 from tui.core.lab.trial import Trial
-from tui.core.sweep.definition import Configuration, SweepDefinition, settings_json
+from tui.core.sweep.definition import Configuration, SweepDefinition
+from tui.core.options.settings import settings_json
 from tui.core.sweep.events import SweepError, SweepOutcome
-from tui.core.sweep.planning import PlanCheck, default_planner
+from tui.core.lab.planning import PlanCheck, default_planner
 from tui.core.sweep.rows import ctx_warning, memory_summary, trial_from_run
 
 # --------------------------------------------------------------------------- the sweep

@@ -28,7 +28,7 @@ from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.records import PassStats
 from tui.core.probes.suites import Suite, get_suite
 from tui.core.options.settings import Settings, effective_spec_types
-from tui.core.sweep.definition import settings_json
+from tui.core.options.settings import settings_json
 from tui.core.lab.measure import Prober, default_prober
 from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.tuning.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide

@@ -1,6 +1,6 @@
 """What a tune drives, as injected callables: a launcher, a probe, the planner and the fit-target
 search. The real tune passes the lab's launcher (`lab.launcher.open_launcher`), a probe run,
-`sweep.planning.plan_check(exact=True)` and `searches.smallest_fit_target`; the tests pass a fake machine.
+`lab.planning.plan_check(exact=True)` and `searches.smallest_fit_target`; the tests pass a fake machine.
 
 The tuner wraps the launcher in `lab.launcher.CountingLauncher`, the fit-target searches' launches
 included, so the launch count (the figure a tune is judged by) and the budget's pace are exact
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tui.core.options.settings import Settings
 from tui.core.lab.launcher import LaunchOutcome, Launcher
-from tui.core.sweep.planning import PlanCheck
+from tui.core.lab.planning import PlanCheck
 from tui.core.tuning.searches import SearchResult
 from tui.core.lab.trial import Samples
 from tui.core.tuning.workload import Workload
@@ -31,7 +31,7 @@ FitSearch = Callable[[Settings, Launcher, threading.Event], SearchResult]
 @dataclass
 class Machine:
     """`launcher` launches (`lab.launcher.Launcher`); `measure` probes the running server; `plan` is
-    a `sweep.planning.PlanCheck`; `fit_search` is None without a GPU (nothing for --fit to do);
+    a `lab.planning.PlanCheck`; `fit_search` is None without a GPU (nothing for --fit to do);
     `clock` is what the budget reads (a fake machine passes its own)."""
 
     launcher: Launcher

@@ -21,7 +21,8 @@ from typing import Any
 from tui.core.config.jsonshape import check, fields
 from tui.core.lab.journal import Journal
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import settings_json, settings_key
+from tui.core.sweep.definition import settings_key
+from tui.core.options.settings import settings_json
 from tui.core.tuning.space import Floors
 from tui.core.tuning.tune_workload import WorkloadSpec
 from tui.core.tuning.verdict import PassSample

@@ -6,7 +6,7 @@
   user's launch history. With `--stand-ins` the same launcher sends every launch to capped stand-ins;
 * measure: the probe runner over the workload (`tune_workload`), one stored run per call, its
   complete passes as the tuner's per-pass samples;
-* plan: `sweep.planning.plan_check(exact=True)`: llama.cpp's own dry run for every candidate that
+* plan: `lab.planning.plan_check(exact=True)`: llama.cpp's own dry run for every candidate that
   gets this far (simulated GPUs played by loopback stand-ins), the estimate where it cannot run;
 * fit-target: `searches.smallest_fit_target`, only where `--fit` has real device memory to act on
   (GPUs NVML sees, or `--rpc` servers). Simulated GPUs (`--gpus`) are planned against, but the
@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, open_launcher,
                                    stand_in_note, stand_ins_problem)
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import settings_from_json
+from tui.core.options.settings import settings_from_json
 from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
@@ -113,7 +113,7 @@ def launch_settings(space: Space, rec: Trial) -> Settings:
 def _planner(req: TuneRequest) -> Any:
     """Exact mode for every candidate; a remote model's candidates planned on its header copy."""
     from tui.core.remote.source import local_settings
-    from tui.core.sweep.planning import plan_check
+    from tui.core.lab.planning import plan_check
 
     check = plan_check(req.gpus, exact=True, server_bin=req.server_bin)
     header = req.model.header if req.model is not None else None

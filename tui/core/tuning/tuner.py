@@ -36,7 +36,7 @@ from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.launcher import CountingLauncher, LaunchOutcome
 from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import settings_json
+from tui.core.options.settings import settings_json
 from tui.core.lab.pace import Pace
 from tui.core.lab import ranking
 from tui.core.lab.axis import Axis

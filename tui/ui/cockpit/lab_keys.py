@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import settings_json
+from tui.core.options.settings import settings_json
 from tui.ui.lab.confirm import confirm_then
 from tui.ui.lab.search_screen import SearchScreen
 from tui.ui.lab.sweep_screen import SweepScreen, default_setup

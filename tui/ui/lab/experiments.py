@@ -48,7 +48,7 @@ def simulated(options: Any) -> Any:
 
 def planner(simulate: Any) -> Callable[[Settings], Any]:
     """The sweep's own pre-launch check (the same one `Sweep` runs), against the devices on screen."""
-    from tui.core.sweep.planning import default_planner
+    from tui.core.lab.planning import default_planner
 
     return default_planner(simulate)
 
@@ -93,7 +93,7 @@ def newest_saved(current: Settings) -> tuple[Settings, SweepSetup] | str:
     `mtp-tune sweep` and the same axes)."""
     from tui.core.lab.journal import list_journals
     from tui.core.sweep.axes import parse_axis
-    from tui.core.sweep.definition import settings_from_json
+    from tui.core.options.settings import settings_from_json
     states = list_journals("sweep")
     if not states:
         return "no saved sweep yet"

@@ -1,16 +1,15 @@
-"""The record step's write to the results store: a trial that failed before any measurement.
+"""A run that failed before any measurement, written to the results store (`store_failure`).
 
-Why here: the sweep, the A/B and the cockpit's own probe each wrote a failed run by hand
-(`begin_run` + `finish_run("failed")`), with different fields and different error handling.
+Why one function beside the store: the sweep, the A/B and the cockpit's own probe each wrote a failed
+run by hand (`begin_run` + `finish_run("failed")`), with different fields and different error handling;
+it sits with the store (below the probes and the lab) so both can use it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tui.core.options.settings import Settings
-from tui.core.probes.run_types import mtp_from_settings
-from tui.core.sweep.definition import settings_json
+from tui.core.options.settings import Settings, mtp_from_settings, settings_json
 
 
 def store_failure(store: Any, *, suite: str, label: str | None, settings: Settings | dict[str, Any], error: str,
