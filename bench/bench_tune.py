@@ -9,8 +9,9 @@ experiment runs once per `--threads` value (default 1 and 2): the answer is MTP 
 corner of the 48 in the other. Both go through `TuneRun` (the code `mtp-tune tune` runs: llama.cpp's
 dry run for every candidate, the real server, the probe runner) with the same request shape:
 
-* the grid: `TuneOptions(strategy="grid")`, every configuration measured to the last rung (4 passes);
-* the search (`strategy="search"`): deterministic, so it is run from two different start points
+* the grid: `tuner.GridReference` (set as the run's `strategy`), every configuration measured to the
+  last rung (4 passes) through the same lab trials as the search;
+* the search (`tuner.Tuner`): deterministic, so it is run from two different start points
   (the defaults n-max 3 / ubatch 512 / draft KV f16, and the far corner n-max 1 / ubatch 64 / q8_0)
   and once more from the first, for the run-to-run noise.
 
@@ -118,16 +119,18 @@ def wait_quiet(max_s: float = 120.0, window_s: float = 3.0, threshold: float = 0
 
 
 def run_tune(name: str, start: str, model: Path, server: Path, base: Settings, values: dict[str, tuple[Any, ...]],
-             workload: str, strategy: str, state_root: Path) -> Run:
+             workload: str, grid: bool, state_root: Path) -> Run:
     from tui.core.planning.devices import devices_now
     from tui.core.tuning.tune_run import TuneRequest, TuneRun
     from tui.core.tuning.tune_workload import parse_workload
-    from tui.core.tuning.tuner import TuneOptions
+    from tui.core.tuning.tuner import GridReference
 
     seen: dict[int, tuple[float, int]] = {}  # record number -> (seconds since start, launches so far)
     req = TuneRequest(base, parse_workload(workload), server, Floors(), values, "cpu", ab_passes=0, fresh=True,
-                      state_root=state_root, options=TuneOptions(strategy=strategy))  # type: ignore[arg-type]
+                      state_root=state_root)
     tr = TuneRun(req, devices=devices_now("cpu"))
+    if grid:
+        tr.strategy = GridReference
     waited = wait_quiet()
     t0 = time.monotonic()
 
@@ -240,12 +243,12 @@ def main() -> int:
             base = Settings(model=str(model), batch_size=512, cache_type_k="f16", cache_type_v="f16", flash_attn="auto",
                             threads=threads, parallel=1, metrics=False)
             grids = [run_tune(f"grid {i + 1}", "every configuration", model, setup.server, base, VALUES, args.workload,
-                              "grid", root / f"t{threads}g{i}") for i in range(args.grid_runs)]
+                              True, root / f"t{threads}g{i}") for i in range(args.grid_runs)]
             searches = []
             for i in range(args.search_runs):
                 corner = i % 2 == 1
                 searches.append(run_tune(f"search {i + 1}", "far corner" if corner else "defaults", model, setup.server,
-                                         base, CORNER if corner else VALUES, args.workload, "search",
+                                         base, CORNER if corner else VALUES, args.workload, False,
                                          root / f"t{threads}s{i}"))
             blocks.append((threads, grids, searches))
         lap = None if args.no_laptop else laptop(setup, root, args.laptop_gpus)

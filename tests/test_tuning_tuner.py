@@ -20,7 +20,7 @@ from tui.core.lab import ranking
 from tui.core.tuning.searches import smallest_fit_target
 from tui.core.tuning.space import KV_QUALITY, build_space, memory_key
 from tui.core.lab.trial import PRUNED, Samples, Trial
-from tui.core.tuning.tuner import Machine, TuneOptions, tune
+from tui.core.tuning.tuner import GridReference, Machine, TuneOptions, tune
 from tui.core.tuning.workload import shape
 
 WEIGHTS = 10000.0
@@ -124,7 +124,7 @@ def test_it_finds_the_grids_best_in_a_third_of_the_launches() -> None:
     for fit in (False, True):
         for seed in (0, 1, 2):
             f, g = Fake(seed, fit=fit), Fake(seed, fit=fit)
-            res, grid = run(f, sp), run(g, sp, strategy="grid")
+            res, grid = run(f, sp), GridReference(sp, WL, g.machine()).run()
             assert res.stopped == "converged" and grid.stopped == "complete"
             assert res.launches == len(f.launched) and grid.launches == len(g.launched)
             assert res.launches * 3 <= grid.launches, (fit, seed, res.launches, grid.launches)

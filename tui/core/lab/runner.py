@@ -100,7 +100,12 @@ class Step(Generic[R]):
     `label`: the candidate's label in the results store; `work`: what the budget weighs if a launch
     is needed (`pace.Pace`); `relaunch`: launch even when the key is up (A/B's visits); `recover`:
     search a memory failure's knob (`recovery`), or record the failure as it is (A/B: a side that
-    does not start ends the run)."""
+    does not start ends the run); `prepare(attempt)`: before the launch (the last server stopped, the
+    budget checked; a tune's hygiene and fit-target search), may set `attempt.settings` (what
+    launches), False records the attempt as `prepare` left it, launching nothing; `safer(attempt,
+    failed)`: the strategy's own step to the safe side after a memory failure at a value `prepare`
+    searched (`failed`: the launch's outcome or the failed run), through the lab's launcher and
+    recovery: the relaunch's settings and outcome, None where it does not apply or is spent."""
 
     measure: Callable[[Launched, Attempt, int], Any] | None
     passes: Callable[[Attempt], int]
@@ -110,6 +115,8 @@ class Step(Generic[R]):
     relaunch: bool = False
     recover: bool = True
     store_config: dict[str, Any] = field(default_factory=dict)
+    prepare: Callable[[Attempt], bool] | None = None
+    safer: Callable[[Attempt, Any], tuple[Settings, LaunchOutcome] | None] | None = None
 
 
 class Lab:
@@ -167,6 +174,8 @@ class Lab:
             self.stop()
             if self._over_budget(step.work):
                 return self._stop("budget")
+            if step.prepare is not None and not step.prepare(a):
+                return step.record(a)
             launched = self._launch(c, key, step, a)
             if launched is None:
                 return self._stop("cancelled")
@@ -205,14 +214,20 @@ class Lab:
 
     def _launch(self, c: Candidate, key: str, step: Step[Any], a: Attempt) -> Launched | None:
         """Launch `c`; after a memory failure, the recovery's search. None when cancelled."""
-        settings = c.settings
+        settings = a.settings
         self.progress.emit("launching", f"launching {c.label()}", **about(c))
         t0, started = self.clock(), time.time()
         out = self.launcher.launch(settings, self.cancel)
         if out.cancelled:
             return None
         finding: KnobFinding | None = None
-        if not out.ok and out.memory_failure and step.recover:
+        if not out.ok and out.memory_failure and step.safer is not None:
+            moved = step.safer(a, out)
+            if moved is not None:
+                settings, out = moved
+                if out.cancelled:
+                    return None
+        elif not out.ok and out.memory_failure and step.recover:
             flag = choose_knob(settings, out).replace("_", "-")
 
             def on_try(t: KnobTry) -> None:
@@ -254,6 +269,16 @@ class Lab:
                     up.settings, up.out = moved
                     a.settings, a.runs = up.settings, []
                     continue
+            elif step.safer is not None and (moved := step.safer(a, run)) is not None:
+                up.settings, up.out = moved
+                a.settings = up.settings
+                if up.out.cancelled:
+                    return False
+                if up.out.ok:  # measure again, one step safer
+                    a.runs = []
+                    continue
+                a.status, a.reason, a.failure_kind = "failed", up.out.reason, failure_kind(up.out)
+                a.runs = []  # a failed launch, not a failed probe
             break
         if step.work:  # the candidate's generation work, first in what the budget weighs
             self.pace.worked(self.clock() - t1, step.work[0])

@@ -55,6 +55,11 @@ class Samples:
         """Passes with an end-to-end time (what the tune's noise rule counts)."""
         return sum(1 for v in self.e2e_s if v is not None and math.isfinite(v))
 
+    @property
+    def status(self) -> str:
+        """As a probe run's: `ok`, or `failed` when the probe broke (what the lab's loop reads)."""
+        return "ok" if self.error is None else "failed"
+
     def extend(self, more: Samples) -> None:
         self.pp_tps += more.pp_tps
         self.tg_tps += more.tg_tps

@@ -48,13 +48,14 @@ def hardware_identity(devices: Any, gpus: str | None) -> dict[str, Any]:
 
 
 def tune_definition(base: Settings, spec: WorkloadSpec, floors: Floors, values: Mapping[str, Sequence[Any]],
-                    hardware: Mapping[str, Any], *, rungs: Sequence[int], strategy: str) -> dict[str, Any]:
-    """What the tune id hashes, stored in the journal for people reading it."""
+                    hardware: Mapping[str, Any], *, rungs: Sequence[int]) -> dict[str, Any]:
+    """What the tune id hashes, stored in the journal for people reading it ("strategy" stays
+    "search", the only one, so the ids of earlier tunes still resume)."""
     return {"kind": "tune", "model": model_identity(base.model), "base_key": settings_key(base),
             "base": settings_json(base.redacted()), "workload": spec.identity(), "workload_text": spec.text,
             "floors": {"kv": floors.kv, "draft_kv": floors.draft_kv, "min_ctx": floors.min_ctx},
             "values": {k: list(v) for k, v in sorted(values.items())}, "hardware": dict(hardware),
-            "rungs": list(rungs), "strategy": strategy}
+            "rungs": list(rungs), "strategy": "search"}
 
 
 def tune_id(definition: Mapping[str, Any]) -> str:

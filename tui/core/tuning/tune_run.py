@@ -144,12 +144,14 @@ class TuneRun:
         self.devices = devices if devices is not None else devices_now(req.gpus, list(req.base.rpc))
         hardware = {**hardware_identity(self.devices, req.gpus), **({"stand_ins": True} if req.stand_ins else {})}
         self.definition = tune_definition(req.base, req.workload, req.floors, req.values, hardware,
-                                          rungs=req.options.rungs, strategy=req.options.strategy)
+                                          rungs=req.options.rungs)
         self.tune_id = tune_id(self.definition)
         self.cancel = threading.Event()
         self.launches = 0
         self._t0 = time.monotonic()
         self._tuner: Tuner | None = None
+        #: What proposes the candidates: the search; `tuner.GridReference` for a bench's reference.
+        self.strategy: type[Tuner] = Tuner
         self._space: Space | None = None
         self._error: Exception | None = None
 
@@ -280,7 +282,7 @@ class TuneRun:
                           on_launch=lambda s: self._launched(st, _brief(s)), hygiene=hygiene)
         previous = list(st.trials.values())
         resumed = len(previous)
-        tuner = self._tuner = Tuner(space, workload, machine, replace(req.options, budget_s=req.budget_s),
+        tuner = self._tuner = self.strategy(space, workload, machine, replace(req.options, budget_s=req.budget_s),
                                     previous=previous, on_event=lambda ev: self._on_trial(st, ev), cancel=self.cancel)
         self.emit("started", f"tune {self.tune_id}: {len(space.grid())} configurations, context {space.ctx}, "
                              f"{resumed} already known" + ("" if fit else "; no --fit-target search (no real GPU)"))

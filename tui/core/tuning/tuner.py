@@ -17,11 +17,16 @@ cost. So the tune
    two sides with a leader each, so the MTP-off best is known beside the overall best; the side
    that leads after the two starting points is walked first and seeds the other with its values.
 
+Every candidate that gets past the pruning is one trial of the lab's one loop (`lab.runner.Lab`;
+the tune's hooks are in `tune_trial`): planned, budgeted, launched through the lab's launcher,
+raced, recorded. The strategy here only proposes candidates and reads their records.
+
 A failed launch is classified (`lab.failures`) and never retried blindly: an out-of-memory
 failure kills its memory key and everything at or above it; on a GPU one right after a fit search
 steps the fit-target to the safe side (`lab.recovery`: the bound did not hold), which is a
 different allocation, a few steps at most.
 The budget is checked before each candidate (`lab.pace.Pace`): the result is the best so far.
+`GridReference` runs every candidate through the same trials to the last rung: the reference.
 """
 
 from __future__ import annotations
@@ -29,26 +34,23 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, ClassVar
 
-from tui.core.lab.failures import FailureClass, failure_class, probe_failure_class, search_failure_class
-from tui.core.lab.knob import FIT_STEP_MIB
-from tui.core.lab.launcher import CountingLauncher, LaunchOutcome
-from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery
-from tui.core.options.settings import Settings
-from tui.core.options.settings import settings_json
-from tui.core.lab.pace import Pace
 from tui.core.lab import ranking
 from tui.core.lab.axis import Axis
-from tui.core.tuning.machine import Machine, PaceWork
-from tui.core.tuning.memory import WHERE, MemoryBook
 from tui.core.lab.events import EventFn, Progress, new_cancel
+from tui.core.lab.knob import FIT_STEP_MIB
+from tui.core.lab.runner import Lab
+from tui.core.lab.trial import Trial
+from tui.core.options.settings import settings_json
+from tui.core.tuning.machine import Machine
+from tui.core.tuning.memory import MemoryBook
 from tui.core.tuning.space import Candidate, Space
-from tui.core.lab.trial import Samples, Trial
 from tui.core.tuning.tune_result import TuneResult, build_result
+from tui.core.tuning.tune_trial import CandidateTrial, TuneLab
 from tui.core.tuning.workload import Workload
 
-__all__ = ["Machine", "PLATEAU_STEPS", "TuneOptions", "TuneResult", "Tuner", "tune"]
+__all__ = ["GridReference", "Machine", "PLATEAU_STEPS", "TuneOptions", "TuneResult", "Tuner", "tune"]
 
 #: Tied steps in a row an ordered axis' walk steps over before it gives up on a direction.
 PLATEAU_STEPS = 1
@@ -56,7 +58,6 @@ PLATEAU_STEPS = 1
 
 @dataclass(frozen=True)
 class TuneOptions:
-    strategy: Literal["search", "grid"] = "search"  # grid: every candidate, to the last rung (the reference)
     rungs: tuple[int, ...] = ranking.RUNGS
     budget_s: float | None = None
     max_cycles: int = 3  # walks of each axis per side, at most
@@ -82,18 +83,24 @@ class Tuner:
     on_event: EventFn | None = None
     cancel: threading.Event | None = None
 
+    #: Every candidate to the last rung, nothing eliminated (`GridReference`); the search races.
+    full: ClassVar[bool] = False
+    #: How a run that neither ran out of budget nor was cancelled ends.
+    done: ClassVar[str] = "converged"
+
     def __post_init__(self) -> None:
         self._cancel = new_cancel(self.cancel)
         self.records: list[Trial] = []
         self._by_key: dict[str, Trial] = {}
         self._known = {r.key: r for r in self.previous}
         self._mem = MemoryBook()
-        self._pace = Pace()
-        self._be = CountingLauncher(self.machine.launcher, clock=self.machine.clock, on_launch=self.machine.on_launch,
-                                    on_launched=self._pace.launched)
-        self._recovery = Recovery(self._be, self._cancel, self.options.fit_step_mib)
         self._prog = Progress(0, self.on_event)
-        self._t0 = 0.0
+        m = self.machine
+        self.lab = Lab(m.launcher, cancel=self._cancel, progress=self._prog, planner=m.plan,
+                       fit_step_mib=self.options.fit_step_mib, budget_s=self.options.budget_s, clock=m.clock,
+                       on_launch=m.on_launch)
+        self._shared = TuneLab(self.lab, m, self.workload, self._mem, self._prog, self._cancel, self.options.rungs,
+                               self.options.fit_step_mib, m.fit_search is not None and not self.space.fit_fixed)
         for r in self._known.values():
             self._mem.learn(self._candidate(r), r)
 
@@ -102,23 +109,19 @@ class Tuner:
     @property
     def launches(self) -> int:
         """Server launches this run, fit-target searches included (resumed records cost none)."""
-        return self._be.n
+        return self.lab.launches
 
     def run(self) -> TuneResult:
-        self._t0 = self.machine.clock()
-        stopped = "converged" if self.options.strategy == "search" else "complete"
+        self.lab.restart_clock()
+        stopped = self.done
         try:
-            if self.options.strategy == "grid":
-                for c in self.space.grid():
-                    self._evaluate(c, "grid")
-            else:
-                self._search()
+            self._search()
         except _Stop as why:
             stopped = str(why)
         finally:
-            self._be.stop()
+            self.lab.stop()
         res = build_result(self.records, self.options.rungs, self.launches, len(self.space.grid()), stopped,
-                           self.machine.clock() - self._t0, self.workload)
+                           self.lab.elapsed(), self.workload)
         self._prog.emit("finished", res.message)
         return res
 
@@ -212,6 +215,8 @@ class Tuner:
     # ------------------------------------------------------------------ one candidate
 
     def _evaluate(self, c: Candidate, stage: str) -> Trial:
+        """`c`'s record: known already, pruned without a launch (invalid, dominated), or a trial of
+        the lab's loop (`tune_trial.CandidateTrial`: plan, budget, fit-target, launch, race)."""
         hit = self._by_key.get(c.key)
         if hit is not None:
             return hit
@@ -227,10 +232,10 @@ class Tuner:
         elif (why := self._mem.pruned(c)) is not None:
             rec.status, rec.reason = "dominated", why
         else:
-            self._plan(rec, c)
-            if rec.status == "ok":
-                self._budget()
-                self._run(rec, c)
+            trial = CandidateTrial(self._shared, c, rec, self._leader(c.mtp), full=self.full)
+            got = self.lab.trial(c, c.key, trial.step())
+            if got is None or trial.cancelled:
+                raise _Stop(self.lab.stopped or "cancelled")
         self.records.append(rec)
         self._by_key[c.key] = rec
         self._mem.learn(c, rec)
@@ -239,162 +244,10 @@ class Tuner:
                         trial=rec)
         return rec
 
-    def _plan(self, rec: Trial, c: Candidate) -> None:
-        if self.machine.plan is None:
-            return
-        v = self.machine.plan(c.settings)
-        if v is None:
-            return
-        rec.plan = {"risk": v.risk, "message": v.message}
-        rec.vram_mib = _device_mib(v.details)
-        if v.risk == "oom":
-            rec.status, rec.reason = "predicted_oom", f"the planner predicts an OOM: {v.message}"
-        elif v.risk == "invalid":
-            rec.status, rec.reason = "invalid", v.message
-
-    def _run(self, rec: Trial, c: Candidate) -> None:
-        self._check_hygiene(rec)
-        settings = c.settings
-        if self._fit_applies():
-            value = self._fit_target(rec, c)
-            if value is None:
-                return
-            settings = replace(settings, fit_target=[value])
-            rec.fit_target = value
-            rec.settings = settings_json(settings.redacted())
-        out = self._launch(rec, settings)
-        if not out.ok and out.memory_failure and rec.fit_target is not None:
-            out = self._step_up(rec, c, WHERE[failure_class(out)]) or out
-        try:
-            if not out.ok:
-                self._fail(rec, c, failure_class(out), out.reason)
-            else:
-                self._race(rec, c, out)
-        finally:
-            self._be.stop()
-
-    def _launch(self, rec: Trial, settings: Settings) -> LaunchOutcome:
-        t = self.machine.clock()
-        out = self._be.launch(settings, self._cancel)
-        rec.launches += 1
-        rec.seconds += self.machine.clock() - t
-        if out.cancelled:
-            raise _Stop("cancelled")
-        return out
-
-    def _step_up(self, rec: Trial, c: Candidate, where: str) -> LaunchOutcome | None:
-        """The fit-target found for this memory key ran out of memory (`where`: at launch or in the
-        probe; the bound did not hold): step to the safe side and launch again (`lab.recovery`),
-        `RELAUNCH_TRIES` steps above the found value at most. None when they are spent."""
-        step = self.options.fit_step_mib
-        first = found = int(rec.fit_target or 0)
-        found = int((rec.finding or {}).get("value") or found)
-        left = RELAUNCH_TRIES - (first - found) // step
-        if left <= 0:
-            return None
-        self._be.stop()
-        t, n = self.machine.clock(), self._be.n
-        r = self._recovery.relaunch("fit_target", c.settings, first + step, tries=left)
-        rec.launches += self._be.n - n
-        rec.seconds += self.machine.clock() - t
-        if r.out.cancelled:
-            raise _Stop("cancelled")
-        self._mem.remember_fit(c, r.value)
-        steps = (r.value - found) // step
-        rec.fit_target, rec.settings = r.value, settings_json(r.settings.redacted())
-        rec.reason = f"--fit-target {found} {where}; " + ("one step up" if steps == 1 else f"{steps} steps up")
-        return r.out
-
-    def _race(self, rec: Trial, c: Candidate, out: LaunchOutcome) -> None:
-        rec.samples = Samples()
-        ref = self._leader(c.mtp)
-        rungs = self.options.rungs if self.options.strategy == "search" else (self.options.rungs[-1],)
-        why = ""
-        while True:
-            add, why = ranking.next_step(ref, rec, rungs)
-            if add <= 0:
-                break
-            t = self.machine.clock()
-            more = self.machine.measure(out, self.workload, add)
-            spent = self.machine.clock() - t
-            self._pace.worked(spent, PaceWork(add))  # type: ignore[arg-type]
-            rec.seconds += spent
-            more.fill_e2e(self.workload)
-            rec.samples.extend(more)
-            if more.error:
-                cls = probe_failure_class(more.error)
-                moved = None
-                if rec.samples.n == 0 and cls != "other" and rec.fit_target is not None and not self._cancel.is_set():
-                    moved = self._step_up(rec, c, "ran out of memory in the probe")
-                if moved is not None and moved.ok:  # measure again, one step safer
-                    out, rec.samples = moved, Samples()
-                    continue
-                if moved is not None:
-                    self._fail(rec, c, failure_class(moved), moved.reason)
-                    return
-                if rec.samples.n == 0:
-                    self._fail(rec, c, cls, f"the probe failed: {more.error}")
-                    return
-                why = f"the probe failed after {rec.samples.n} passes: {more.error}"
-                break
-            if self._cancel.is_set():
-                break
-        rec.verdict = ranking.verdict_json(ref, rec)
-        if ref is not None and self.options.strategy == "search" and ranking.versus(ref, rec).label == ranking.WORSE:
-            rec.status = "eliminated"
-        if rec.status == "eliminated" or rec.samples.n < rungs[-1] or rec.samples.error:
-            rec.reason = why if not rec.reason else f"{rec.reason}; {why}"
-
-    def _fail(self, rec: Trial, c: Candidate, cls: FailureClass, reason: str) -> None:
-        rec.status, rec.failure = "failed", cls
-        rec.reason = reason if not rec.reason else f"{rec.reason}; then {reason}"
-
-    # ------------------------------------------------------------------ fit-target
-
-    def _fit_applies(self) -> bool:
-        return self.machine.fit_search is not None and not self.space.fit_fixed
-
-    def _fit_target(self, rec: Trial, c: Candidate) -> int | None:
-        """The smallest fit-target of the candidate's memory key: remembered, or searched (seeded)."""
-        if c.memory_key in self._mem.fit:
-            known = self._mem.fit[c.memory_key]
-            if known is None:  # a failure the fit-target does not explain, with the same memory settings
-                self._fail(rec, c, "other", "no --fit-target worked for the same memory settings earlier")
-            return known
-        seed = self._mem.seed(c)
-        t, n = self.machine.clock(), self._be.n
-        assert self.machine.fit_search is not None
-        res = self.machine.fit_search(replace(c.settings, fit_target=[seed]) if seed is not None else c.settings,
-                                      self._be, self._cancel)  # type: ignore[arg-type]
-        self._be.stop()
-        rec.launches += self._be.n - n
-        rec.seconds += self.machine.clock() - t
-        rec.finding = res.to_json()
-        if res.cancelled:
-            raise _Stop("cancelled")
-        value = res.value if res.found else None
-        self._mem.remember_fit(c, value)
-        if value is None:
-            self._fail(rec, c, search_failure_class(res.trials), res.message)
-        return value
-
     def _candidate(self, r: Trial) -> Candidate | None:
         vals = {k: v for k, v in r.values.items() if k != "mtp"}
         c = self.space.point(vals, bool(r.values.get("mtp", r.mtp)))
         return c if c.key == r.key else None
-
-    # ------------------------------------------------------------------ helpers
-
-    def _check_hygiene(self, rec: Trial) -> None:
-        """Before a launch (so before the first and between all): what would make its numbers lie."""
-        if self.machine.hygiene is None:
-            return
-        try:
-            rec.warnings = list(self.machine.hygiene())
-        except Exception as e:  # noqa: BLE001 - telemetry trouble must not stop the tune
-            rec.warnings = [f"the machine's hygiene could not be checked: {e}"]
-        for w in rec.warnings:
-            self._prog.emit("hygiene", f"before #{rec.number}: {w}", trial=rec)
 
     def _leader(self, mtp: bool) -> Trial | None:
         return ranking.leader([r for r in self.records if r.mtp == mtp], self.options.rungs)
@@ -403,21 +256,18 @@ class Tuner:
         lead = self._leader(mtp)
         return lead.median() if lead else None
 
-    def _budget(self) -> None:
-        """Stop before a candidate that would not finish inside the budget."""
-        if self._cancel.is_set():
-            raise _Stop("cancelled")
-        budget = self.options.budget_s
-        if budget is not None and self._pace.over_budget([PaceWork(self.options.rungs[0])],  # type: ignore[list-item]
-                                                         self.machine.clock() - self._t0, budget):
-            raise _Stop("budget")
 
+class GridReference(Tuner):
+    """Every candidate of the space, in grid order, measured to the last rung on the same lab and
+    trial as the search (nothing eliminated): the reference a search is judged against (the tests'
+    and `bench/bench_tune.py`'s), not a way to tune."""
 
-def _device_mib(details: dict[str, Any] | None) -> float | None:
-    """The planner's total need on GPUs and RPC devices (the host left out)."""
-    devs = ((details or {}).get("prediction") or {}).get("devices") or []
-    vals = [float(d.get("needed_mib") or 0) for d in devs if not str(d.get("name", "")).startswith("Host")]
-    return round(sum(vals), 1) if vals else None
+    full = True
+    done = "complete"
+
+    def _search(self) -> None:
+        for c in self.space.grid():
+            self._evaluate(c, "grid")
 
 
 def tune(space: Space, workload: Workload, machine: Machine, options: TuneOptions | None = None,
