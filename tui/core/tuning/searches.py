@@ -11,8 +11,9 @@ Both answer a question a user otherwise settles by hand, one launch at a time:
   value the knob search comes down from it, so the answer is the smallest working value either way.
   A tune seeds it with the answer of the nearest memory footprint it knows.
 
-These are strategies only: every launch goes through the lab's launcher (`lab.launcher`), every
-outcome is judged by `lab.failures`.
+These are strategies only: every try is a launch-only trial of the lab's one loop (`lab.runner.Lab`,
+a `Step` with no measurement; the recovery's launches go through the same lab), every outcome is
+judged by `lab.failures.knob_outcome`.
 
 Each returns a `SearchResult`: the input settings with the answer applied (what a UI offers as the
 new setting) and the evidence (every trial with its outcome). Progress goes to `on_event`; setting
@@ -32,8 +33,9 @@ from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.lab.failures import knob_outcome
 from tui.core.lab.knob import FIT_STEP_MIB, Knob, KnobFinding, KnobTry, search_knob
-from tui.core.lab.launcher import CountingLauncher, LaunchOutcome, Launcher, open_launcher
-from tui.core.lab.recovery import Recovery, choose_knob, with_knob
+from tui.core.lab.launcher import LaunchOutcome, Launcher, open_launcher
+from tui.core.lab.recovery import choose_knob, with_knob
+from tui.core.lab.runner import Lab, Step
 from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, plan_largest_ctx
 from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
 from tui.core.lab.events import EventFn, Progress, new_cancel
@@ -63,22 +65,34 @@ class SearchResult:
                 "trials": [t.to_json() for t in self.trials], "finding": self.finding.to_json() if self.finding else None}
 
 
-class _Run:
-    """One search's launches with one knob changed: every launch reported, every trial recorded."""
+@dataclass(frozen=True)
+class KnobValue:
+    """One try of a knob search, a candidate of the lab's loop: `settings` with the knob at `value`."""
 
-    def __init__(self, knob: Knob, settings: Settings, launcher: Launcher, cancel: threading.Event, prog: Progress) -> None:
+    knob: Knob
+    value: int
+    settings: Settings
+
+    @property
+    def key(self) -> str:
+        return f"{self.knob}={self.value}"
+
+    def label(self) -> str:
+        return f"with {_flag(self.knob)} {self.value}"
+
+
+class _Run:
+    """One search's launches with one knob changed: each a launch-only trial of the lab's loop
+    (`lab.runner.Lab`, no measurement), every trial reported and recorded."""
+
+    def __init__(self, knob: Knob, settings: Settings, launcher: Launcher, cancel: threading.Event, prog: Progress,
+                 step: int = FIT_STEP_MIB) -> None:
         self.knob, self.settings, self.cancel, self.prog = knob, settings, cancel, prog
-        self.launcher = CountingLauncher(launcher, on_launch=self._launching)
+        self.lab = Lab(launcher, cancel=cancel, progress=prog, fit_step_mib=step)
         self.trials: list[KnobTry] = []
 
     def with_value(self, v: int) -> Settings:
         return with_knob(self.settings, self.knob, v)
-
-    def _launching(self, s: Settings) -> None:
-        self.prog.emit("launching", f"launching with {_flag(self.knob)} {_value(self.knob, s)}")
-
-    def launch(self, s: Settings) -> LaunchOutcome:
-        return self.launcher.launch(s, self.cancel)
 
     def record(self, t: KnobTry) -> None:
         self.trials.append(t)
@@ -87,12 +101,14 @@ class _Run:
 
     def trial(self, v: int) -> KnobTry:
         t, _ = self.outcome(v)
-        self.launcher.stop()
+        self.lab.stop()
         return t
 
     def outcome(self, v: int) -> tuple[KnobTry, LaunchOutcome]:
         """One launch at `v`, kept running (stopped by the caller); for the recovery's start."""
-        o = self.launch(self.with_value(v))
+        c = KnobValue(self.knob, v, self.with_value(v))
+        a = self.lab.trial(c, c.key, Step(None, lambda a: 0, lambda a: a, label=c.label(), relaunch=True, recover=False))
+        o = a.launched.out if a is not None and a.launched is not None else LaunchOutcome(False, cancelled=True)
         outcome, detail = knob_outcome(self.knob, o)
         t = KnobTry(v, outcome, detail, round(o.seconds, 3))
         self.record(t)
@@ -101,10 +117,6 @@ class _Run:
 
 def _flag(knob: Knob) -> str:
     return "--fit-target" if knob == "fit_target" else "--ctx-size"
-
-
-def _value(knob: Knob, s: Settings) -> Any:
-    return (s.fit_target[0] if s.fit_target else DEFAULT_FIT_TARGET_MIB) if knob == "fit_target" else s.ctx_size
 
 
 def _launcher(launcher: Launcher | None, server_bin: str | Path | None) -> tuple[Launcher, bool]:
@@ -200,7 +212,7 @@ def smallest_fit_target(settings: Settings, *, launcher: Launcher | None = None,
     cancel = new_cancel(cancel)
     prog = Progress(0, on_event)
     be, own = _launcher(launcher, server_bin)
-    run = _Run("fit_target", settings, be, cancel, prog)
+    run = _Run("fit_target", settings, be, cancel, prog, step)
     current = int(settings.fit_target[0]) if settings.fit_target else DEFAULT_FIT_TARGET_MIB
     try:
         first, out = run.outcome(current)
@@ -220,7 +232,7 @@ def smallest_fit_target(settings: Settings, *, launcher: Launcher | None = None,
             return _done(run, None, "the allocation failed where --fit cannot help (host memory, --fit off, or both "
                          "the context and -ngl fixed); search the context instead.", None, None, [], prog)
         be.stop()
-        finding, _, _ = Recovery(run.launcher, cancel, step).search(settings, out, on_try=run.record)
+        finding, _, _ = run.lab.recovery.search(settings, out, on_try=run.record)
         be.stop()
         value = finding.value if finding.converged else None
         return _done(run, value, f"smallest --fit-target: {value} MiB ({finding.message})" if value is not None
