@@ -22,6 +22,7 @@ from tui.core.options.settings import Settings
 from tui.core.lab.events import LabEvent
 from tui.core.tuning.space import Floors
 from tui.ui.lab import tune_ops as adapter
+from tui.ui.lab.confirm import ConfirmStop, RestartPrompt
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 from tui.ui.lab.tune_screen import TuneScreen
@@ -279,11 +280,18 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         assert screen.prepared is not None, screen.problem
         t0 = time.monotonic()
         await pilot.press("g")
+        # The user's server runs: the tune says it will stop it, and starts only on yes.
+        assert await until(pilot, lambda: isinstance(app.screen, ConfirmStop)), [n.message for n in app._notifications]
+        await pilot.press("y")
         assert await until(pilot, lambda: app.lab.running == "tune" or app.lab.tunes_finished), \
             [n.message for n in app._notifications]
         assert await until(pilot, lambda: app.lab.tunes_finished == 1, 120), app.lab.tune_view
         wall = time.monotonic() - t0
         print(f"2x2 tune from the TUI: {wall:.1f} s")
+        # Over: the offer to restart the server it stopped; keeping it stopped leaves it stopped.
+        assert await until(pilot, lambda: isinstance(app.screen, RestartPrompt))
+        await pilot.press("n")
+        assert await until(pilot, lambda: not isinstance(app.screen, RestartPrompt))
         assert not app.main.server.status.alive  # stopped for the tune, not restarted behind it
         view = app.lab.tune_view
         assert view is not None and view.error is None and view.stopped == "converged", view

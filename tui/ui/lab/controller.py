@@ -52,9 +52,12 @@ class ServerPort(Protocol):
 
 
 class ProblemsPort(Protocol):
-    """The settings form's problems (a launch with errors is refused)."""
+    """The settings on screen and their problems (a launch with errors is refused)."""
 
     problems: Sequence[Any]
+
+    @property
+    def settings(self) -> Settings: ...
 
 
 @dataclass(frozen=True)
@@ -188,11 +191,12 @@ class LabController:
         return None
 
     def rerun_ab(self) -> str | None:
-        """The last MTP on vs off again (the verdict screen's `g`)."""
+        """MTP on vs off again with the settings on screen now, the last run's suite and passes (the
+        verdict screen's `g`)."""
         if self._ab_args is None:
             return "press a on the main screen to run MTP on vs off"
-        settings, suite, passes, n_predict = self._ab_args
-        return self.start_ab(settings, suite=suite, passes=passes, n_predict=n_predict)
+        _settings, suite, passes, n_predict = self._ab_args
+        return self.start_ab(self.plan.settings, suite=suite, passes=passes, n_predict=n_predict)
 
     def verdict_view_of(self, verdict: Any, **kw: Any) -> VerdictView:
         """A core MtpVerdict as the verdict screen draws it (`experiments.verdict_view`)."""

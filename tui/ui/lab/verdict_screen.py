@@ -173,9 +173,12 @@ class VerdictScreen(TuningScreen):
         if self.fixed is not None:
             self.notify("this is a fixed preview; nothing runs", severity="warning")
             return
-        reason = cast("MtpTuneApp", self.app).main.start_ab()
-        if reason:
-            self.notify(reason, title="Cannot run MTP on vs off", severity="warning")
+        def go() -> None:
+            reason = self.lab.rerun_ab()
+            if reason:
+                self.notify(reason, title="Cannot run MTP on vs off", severity="warning")
+
+        confirm_then(self.app, self.lab.stops_server(), "the MTP on/off run", self.lab.server.running_settings(), go)
 
     def action_cancel(self) -> None:
         panel = self.lab
