@@ -15,15 +15,16 @@ lab screens call the helpers in `experiments` and `tune_ops` only through this c
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from textual.message import Message
 
 from tui.core.options.settings import Settings
 from tui.ui.host import Host, Notice
 from tui.ui.lab import experiments, tune_ops
+from tui.ui.lab.ports import ProblemsPort, RestartOffer, ServerPort
 from tui.ui.lab.messages import (
     AbFinished, AbProgressed, SearchFinished, SearchProgressed, SweepFinished, SweepProgressed, TuneFinished,
     TuneProgressed, TuningChanged,
@@ -35,38 +36,6 @@ from tui.ui.options import AppOptions
 #: How long shutdown waits for a cancelled action to stop its server (the supervisor's grace is 5 s).
 STOP_WAIT_S = 8.0
 NAMES = {"sweep": "a sweep", "ab": "the MTP on/off run", "search": "a search", "tune": "a tune"}
-
-
-class ServerPort(Protocol):
-    """What the lab needs of the cockpit's server controller: whether the user's server runs, with
-    what, why a launch cannot happen, and a stop that tells the cockpit (called on a worker)."""
-
-    @property
-    def alive(self) -> bool: ...
-
-    def running_settings(self) -> Settings | None: ...
-
-    def blocked(self, action: str, problems: Sequence[Any] = ()) -> str | None: ...
-
-    def stop_now(self) -> None: ...
-
-
-class ProblemsPort(Protocol):
-    """The settings on screen and their problems (a launch with errors is refused)."""
-
-    problems: Sequence[Any]
-
-    @property
-    def settings(self) -> Settings: ...
-
-
-@dataclass(frozen=True)
-class RestartOffer:
-    """The user's server was stopped for an experiment that is now over: what it ran with, and which
-    experiment stopped it (the offer names it)."""
-
-    settings: Settings
-    what: str
 
 
 class LabController:
