@@ -128,8 +128,8 @@ def test_sweep_axes_go_through_the_same_rules() -> None:
     with pytest.raises(SweepDefinitionError, match="between 0 and 1024"):
         build_definition(Settings(model="m.gguf"), ["spec-ngram-mod-n-min=48,2000"])
     d = build_definition(Settings(model="m.gguf"), ["ub=4096", "b=2048,4096"])  # valid alone: the grid decides
-    skipped = [c for c in d.grid() if c.skip_reason]
-    assert len(skipped) == 1 and "ubatch-size (4096) is larger than batch-size (2048)" in (skipped[0].skip_reason or "")
+    skipped = [c for c in d.grid() if c.invalid]
+    assert len(skipped) == 1 and "ubatch-size (4096) is larger than batch-size (2048)" in (skipped[0].invalid or "")
 
 
 def test_tui_launch_refuses_a_profile_with_a_refused_value(capsys: pytest.CaptureFixture[str],

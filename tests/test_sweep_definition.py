@@ -108,12 +108,12 @@ def test_invalid_combinations_are_skipped_with_the_validation_reason() -> None:
     d = build_definition(base(), ["mtp=on", "spec-draft-n-max=1,3", "spec-draft-n-min=0,2"])
     rows = {(c.value("spec-draft-n-max"), c.value("spec-draft-n-min")): c for c in d.grid()}
     bad = rows[(1, 2)]
-    assert bad.skip_reason and "spec-draft-n-min (2) is greater than spec-draft-n-max (1)" in bad.skip_reason
+    assert bad.invalid and "spec-draft-n-min (2) is greater than spec-draft-n-max (1)" in bad.invalid
     assert not bad.runnable
     assert all(c.runnable for k, c in rows.items() if k != (1, 2))
     d2 = build_definition(base(), ["ub=1024,4096"])  # ub > default batch 2048
-    skipped = [c for c in d2.grid() if c.skip_reason]
-    assert len(skipped) == 1 and "ubatch-size (4096) is larger than batch-size (2048)" in (skipped[0].skip_reason or "")
+    skipped = [c for c in d2.grid() if c.invalid]
+    assert len(skipped) == 1 and "ubatch-size (4096) is larger than batch-size (2048)" in (skipped[0].invalid or "")
 
 
 def test_draft_options_without_mtp_collapse_as_duplicates() -> None:
@@ -133,7 +133,7 @@ def test_draft_options_without_mtp_collapse_as_duplicates() -> None:
     assert d.launch_count() == 1 + 6
     # With MTP off an n-min > n-max is no error: the flags are dropped, so it is a duplicate.
     d2 = build_definition(base(), ["mtp=off", "spec-draft-n-max=1", "spec-draft-n-min=0,2"])
-    assert [c.skip_reason for c in d2.grid()] == [None, None]
+    assert [c.invalid for c in d2.grid()] == [None, None]
     assert d2.grid()[1].duplicate_of == d2.grid()[0].key
 
 

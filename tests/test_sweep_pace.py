@@ -7,12 +7,12 @@ import time
 import pytest
 
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import Configuration
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.pace import Pace, weight
 
 
-def row(key: str, launch_key: str, n_predict: int | None = 100) -> Configuration:
-    return Configuration(0, key, (), (), Settings(model="m.gguf"), n_predict, launch_key)
+def row(key: str, launch_key: str, n_predict: int | None = 100) -> Candidate:
+    return Candidate(Settings(model="m.gguf"), key, launch_key, key, n_predict=n_predict)
 
 
 def test_nothing_measured_means_no_eta_and_nothing_left_means_zero() -> None:

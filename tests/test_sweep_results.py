@@ -13,7 +13,8 @@ import pytest
 
 from tui.cli import main
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import Configuration, build_definition
+from tui.core.lab.candidate import Candidate
+from tui.core.sweep.definition import build_definition
 from tui.core.options.settings import settings_json
 from tui.core.sweep.best import save_best
 from tui.core.sweep.results import build_table
@@ -21,7 +22,7 @@ from tui.core.lab.journal import Journal, JournalError, load_journal, open_journ
 from tui.core.lab.trial import Samples, Trial
 
 
-def ok_row(c: Configuration, tg: list[float], pp: list[float] | None = None, acc: float | None = None) -> Trial:
+def ok_row(c: Candidate, tg: list[float], pp: list[float] | None = None, acc: float | None = None) -> Trial:
     pp = pp or [1000.0] * len(tg)
     return Trial(c.key, "ok", settings=settings_json(c.settings), n_predict=c.n_predict, acceptance=acc,
                  samples=Samples(list(pp), list(tg), [acc] * len(tg)), memory={"total_mib": 1234.5, "devices": {"CPU": 1234.5}})
@@ -32,8 +33,8 @@ def state_for(defn: Any, rows: dict[str, Trial], tmp: Path) -> Journal:
     for c in defn.grid():
         if c.duplicate_of is not None:
             st.record(Trial(c.key, "duplicate", reason=c.duplicate_reason))
-        elif c.skip_reason is not None:
-            st.record(Trial(c.key, "invalid", reason=c.skip_reason))
+        elif c.invalid is not None:
+            st.record(Trial(c.key, "invalid", reason=c.invalid))
     for r in rows.values():
         st.record(r)
     return st

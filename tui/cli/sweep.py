@@ -79,7 +79,7 @@ class ProgressLine:
                 return
             if not self.tty and p.done not in (1, p.total // 2):  # a log file gets a few lines per row
                 return
-            text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label()}: probe {p.done}/{p.total}"
+            text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label}: probe {p.done}/{p.total}"
             self._line(text, final=False)
             return
         if ev.kind in ("row_started",):
@@ -89,7 +89,7 @@ class ProgressLine:
             tg_tps, acceptance = r.median("tg_tps"), r.accept_rate()
             tg = f" TG {tg_tps:.1f}" if tg_tps else ""
             acc = f" acc {acceptance:.0%}" if acceptance is not None else ""
-            text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label()}: {r.status}{tg}{acc}"
+            text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label}: {r.status}{tg}{acc}"
             self._line(text, final=r.status not in ("duplicate", "invalid") or not self.tty)
             return
         if ev.kind == "search_trial" and ev.trial is not None:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tui.core.lab.candidate import Candidate
+
 
 @dataclass(frozen=True)
 class LabEvent:
@@ -28,9 +30,9 @@ class LabEvent:
     probe | pass_done | row_done | plan | trial | hygiene | stopped | cancelled | finished.
     `done`/`total` count an experiment's units (sweep: rows; A/B: passes; tune and searches:
     trials, `total` 0 when unknown); `eta_s` is None until something has been measured.
-    `candidate`: the configuration the event is about (a sweep's row); `trial`: its record once
-    done (`row_done`, a tune's `trial`) or a knob search's launch (`search_trial`, a search's
-    `trial`: `knob.KnobTry`); `probe`: `probes.run_types.ProbeProgress` (kind `probe`); `side` and
+    `candidate`: the `candidate.Candidate` the event is about (a sweep's row, a tune's point, an
+    A/B visit, a knob try); `trial`: its record once done (`row_done`, a tune's `trial`) or a knob
+    search's launch (`search_trial`, a search's `trial`: `knob.KnobTry`); `probe`: `probes.run_types.ProbeProgress` (kind `probe`); `side` and
     `pass_index`: an A/B visit ("off" | "on", 0-based pass of that side); `launches`: so far.
     """
 
@@ -40,7 +42,7 @@ class LabEvent:
     elapsed_s: float
     eta_s: float | None = None
     message: str = ""
-    candidate: Any = None
+    candidate: Candidate | None = None
     trial: Any = None
     probe: Any = None
     side: str | None = None

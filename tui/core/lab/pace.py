@@ -13,7 +13,7 @@ from typing import Protocol
 
 
 class Work(Protocol):
-    """What the pace weighs of a candidate (a sweep's `Configuration`, a tune's passes)."""
+    """What the pace weighs of a candidate (a sweep's `candidate.Candidate`, a tune's passes)."""
 
     key: str
     launch_key: str

@@ -15,7 +15,8 @@
    a failed launch is written to the results store once (`record_failure`, the one place).
 
 Progress is one `events.LabEvent` stream (`events.Progress`). Strategies (the sweep's grid, the
-tune's search, the A/B, the knob searches) only choose candidates and read what was recorded.
+tune's search, the A/B, the knob searches) only choose candidates (the one `candidate.Candidate`) and read
+what was recorded.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.events import Progress
 from tui.core.lab.failures import failure_kind, probe_failure_class
 from tui.core.lab.knob import FIT_STEP_MIB, KnobFinding, KnobTry
@@ -38,15 +40,6 @@ from tui.core.server.failures import Failure
 from tui.core.lab.planning import PlanCheck, PlanVerdict
 
 R = TypeVar("R")
-
-
-class Candidate(Protocol):
-    """What the loop reads of a candidate (a sweep's `Configuration`)."""
-
-    key: str
-    settings: Settings
-
-    def label(self) -> str: ...
 
 
 @dataclass
@@ -73,7 +66,7 @@ class Attempt:
     `status`: ok | failed (launch, probe or a dead server) | invalid | predicted_oom. `runs` are
     the measurements in order (the last is `run`); `dead` the server's end when a probe failed."""
 
-    candidate: Any
+    candidate: Candidate
     status: str
     settings: Settings
     reason: str | None = None
@@ -150,13 +143,14 @@ class Lab:
 
     # ------------------------------------------------------------------ the loop
 
-    def trial(self, c: Candidate, key: str, step: Step[R]) -> R | None:
-        """Take `c` (launched as `key`) through plan, budget, launch, measure and record. None when
-        the budget or a cancel stopped it before its record (`stopped` says which)."""
+    def trial(self, c: Candidate, step: Step[R]) -> R | None:
+        """Take `c` (launched as its `launch_key`) through plan, budget, launch, measure and record.
+        None when the budget or a cancel stopped it before its record (`stopped` says which)."""
         self.stopped = None
         if self.cancel.is_set():
             return self._stop("cancelled")
-        self.progress.emit("row_started", c.label(), **about(c))
+        self.progress.emit("row_started", c.label, **about(c))
+        key = c.launch_key
         reuse = self.up is not None and self.up.key == key and not step.relaunch
         verdict = self._plan(key, c.settings)
         a = Attempt(c, "ok", c.settings, started_at=time.time(), verdict=verdict, plan=plan_json(verdict))
@@ -176,7 +170,7 @@ class Lab:
                 return self._stop("budget")
             if step.prepare is not None and not step.prepare(a):
                 return step.record(a)
-            launched = self._launch(c, key, step, a)
+            launched = self._launch(c, step, a)
             if launched is None:
                 return self._stop("cancelled")
             self.up = launched
@@ -212,10 +206,10 @@ class Lab:
     def _over_budget(self, work: Sequence[Any]) -> bool:
         return self.pace.over_budget(work, self.elapsed(), self.budget_s)
 
-    def _launch(self, c: Candidate, key: str, step: Step[Any], a: Attempt) -> Launched | None:
+    def _launch(self, c: Candidate, step: Step[Any], a: Attempt) -> Launched | None:
         """Launch `c`; after a memory failure, the recovery's search. None when cancelled."""
         settings = a.settings
-        self.progress.emit("launching", f"launching {c.label()}", **about(c))
+        self.progress.emit("launching", f"launching {c.label}", **about(c))
         t0, started = self.clock(), time.time()
         out = self.launcher.launch(settings, self.cancel)
         if out.cancelled:
@@ -239,7 +233,7 @@ class Lab:
                 return None
             self.progress.emit("search_done", finding.message, **about(c))
         self.pace.launched(self.clock() - t0)
-        up = Launched(key, settings, out, finding, started_at=started)
+        up = Launched(c.launch_key, settings, out, finding, started_at=started)
         if not out.ok:
             up.run_id = self.record_failure(step.label, settings, launch_reason(up), a.plan, step.store_config)
         else:
@@ -319,7 +313,7 @@ class Lab:
 
 def about(c: Candidate) -> dict[str, Any]:
     """What an event says it is about: the candidate, and an A/B visit's side and pass."""
-    return {"candidate": c, "side": getattr(c, "side", None), "pass_index": getattr(c, "pass_index", None)}
+    return {"candidate": c, "side": c.side, "pass_index": c.pass_index}
 
 
 def launch_reason(up: Launched) -> str:

@@ -26,6 +26,7 @@ from tui.core.options.redact import without_secrets
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.options.validate import errors, validate
 from tui.core.lab.axis import Axis
+from tui.core.lab.candidate import Candidate
 from tui.core.sweep.axes import (
     Limits,
     Objective,
@@ -45,31 +46,9 @@ NON_IDENTITY_FIELDS = ("host", "port", "api_key")
 # --------------------------------------------------------------------------- configurations
 
 
-@dataclass(frozen=True)
-class Configuration:
-    """One row of the sweep: a point of the grid, its settings, and why it will not run if it won't."""
-
-    index: int  # position in the grid, from 0 (stable: axis order, first value first)
-    key: str  # stable id within the sweep (hash of the axis values)
-    values: tuple[tuple[str, Any], ...]  # (axis name, value) in axis order
-    texts: tuple[tuple[str, str], ...]  # (axis name, value as written)
-    settings: Settings  # effective settings: what is launched
-    n_predict: int | None
-    launch_key: str  # configurations with equal launch keys share one server launch
-    skip_reason: str | None = None  # set when invalid (validation error)
-    duplicate_of: str | None = None  # key of the configuration whose launch and probes this row shares
-    duplicate_reason: str | None = None
-
-    @property
-    def runnable(self) -> bool:
-        return self.skip_reason is None and self.duplicate_of is None
-
-    def value(self, axis: str) -> Any:
-        return dict(self.values).get(axis)
-
-    def label(self) -> str:
-        """`ubatch-size=256 ctkd=q8_0` for progress lines."""
-        return " ".join(f"{k}={v}" for k, v in self.texts) or "base"
+def row_label(texts: Sequence[tuple[str, str]]) -> str:
+    """A grid row's label, `ubatch-size=256 ctkd=q8_0` (its axis values as written), for progress lines."""
+    return " ".join(f"{k}={v}" for k, v in texts) or "base"
 
 
 def normalize(settings: Settings) -> Settings:
@@ -181,10 +160,12 @@ class SweepDefinition:
 
     # ---- expansion ------------------------------------------------------------------------
 
-    def grid(self) -> list[Configuration]:
-        """Every point of the grid in axis order (first axis slowest), validated and de-duplicated."""
-        out: list[Configuration] = []
-        first_by_identity: dict[tuple[str, int | None], Configuration] = {}
+    def grid(self) -> list[Candidate]:
+        """Every point of the grid in axis order (first axis slowest), validated and de-duplicated:
+        each row a `Candidate` with its `index`, `values` (axis name, value), `n_predict`, and why it
+        will not run if it won't (`invalid`, `duplicate_of`)."""
+        out: list[Candidate] = []
+        first_by_identity: dict[tuple[str, int | None], Candidate] = {}
         raw_settings: dict[str, Settings] = {}  # before normalisation, to explain duplicates
         names = {a.field: a.name for a in self.axes}
         value_lists = [list(zip(a.values, a.texts)) for a in self.axes]
@@ -204,7 +185,8 @@ class SweepDefinition:
             problems = errors(validate(eff))
             skip = "; ".join(p.message for p in problems) if problems else None
             lkey = settings_key(eff)
-            cfg = Configuration(index, key, values, texts, eff, n_predict, lkey, skip_reason=skip)
+            cfg = Candidate(eff, key, lkey, row_label(texts), values, texts, index=index, n_predict=n_predict,
+                            invalid=skip)
             if skip is None:
                 ident = (lkey, n_predict)
                 first = first_by_identity.get(ident)
@@ -219,7 +201,7 @@ class SweepDefinition:
             out.append(cfg)
         return out
 
-    def configurations(self) -> list[Configuration]:
+    def configurations(self) -> list[Candidate]:
         """The grid in run order: configurations sharing a launch are adjacent (generation lengths
         ascending inside a launch), launches in grid order of their first configuration."""
         grid = self.grid()

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.core.lab import ranking
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Trial
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
 from tui.core.options.settings import Settings
 from tui.core.sweep.axes import Objective, format_axis_value
-from tui.core.sweep.definition import Configuration, SweepDefinition, normalize, settings_key
+from tui.core.sweep.definition import SweepDefinition, normalize, settings_key
 from tui.core.options.settings import settings_from_json, settings_json
 
 
@@ -173,7 +174,7 @@ def build_table(definition: SweepDefinition, state: Journal) -> SweepTable:
                       list(state.findings), state.launches)
 
 
-def _row(c: Configuration, t: Trial, values: dict[str, str], obj: Objective) -> TableRow:
+def _row(c: Candidate, t: Trial, values: dict[str, str], obj: Objective) -> TableRow:
     tg, pp = t.summary("tg_tps"), t.summary("pp_tps")
     mem = t.memory or None
     return TableRow(
@@ -214,7 +215,7 @@ def _best(rows: list[TableRow], obj: Objective, repeat: int) -> tuple[TableRow |
     return best, within, noise_known
 
 
-def mtp_pays(definition: SweepDefinition, configs: list[Configuration], rows: list[TableRow]) -> list[MtpPays]:
+def mtp_pays(definition: SweepDefinition, configs: list[Candidate], rows: list[TableRow]) -> list[MtpPays]:
     """For each MTP-on configuration measured at several generation lengths: TG with and without MTP
     at each length, and the length from which MTP is faster at every longer one."""
     row_of = {r.key: r for r in rows}
@@ -223,7 +224,7 @@ def mtp_pays(definition: SweepDefinition, configs: list[Configuration], rows: li
         r = row_of[c.key]
         if not c.settings.mtp_enabled and r.measured and r.tg_tps:
             off_index.setdefault((c.launch_key, c.n_predict), r)
-    series: dict[str, list[tuple[Configuration, TableRow]]] = {}
+    series: dict[str, list[tuple[Candidate, TableRow]]] = {}
     for c in configs:
         r = row_of[c.key]
         if c.settings.mtp_enabled and r.status == "ok" and r.tg_tps and c.n_predict:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.knob import KnobFinding
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.lab.trial import Samples, Trial
 from tui.core.options.settings import Settings
-from tui.core.sweep.definition import Configuration
 from tui.core.options.settings import settings_json
 
 
@@ -35,7 +35,7 @@ def ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
     return None
 
 
-def trial_from_run(c: Configuration, run: Any, settings: Settings, mem: dict[str, Any] | None,
+def trial_from_run(c: Candidate, run: Any, settings: Settings, mem: dict[str, Any] | None,
                    plan: dict[str, Any] | None, warnings: list[str], finding: KnobFinding | None, launch: int,
                    log_path: str | None) -> Trial:
     s = run.summary or {}

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.events import EventFn, Progress
 from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher
 from tui.core.lab.measure import Prober, default_prober
@@ -34,7 +35,7 @@ from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.lab.journal import JournalError, JournalLock, open_journal
 from tui.core.lab.trial import Trial
-from tui.core.sweep.definition import Configuration, SweepDefinition
+from tui.core.sweep.definition import SweepDefinition
 from tui.core.options.settings import settings_json
 from tui.core.sweep.events import SweepError, SweepOutcome
 from tui.core.lab.planning import PlanCheck, default_planner
@@ -81,7 +82,7 @@ class Sweep:
         self._cancel = threading.Event()
         self._ran: list[str] = []
         self._running = threading.Lock()
-        self._pending: list[Configuration] = []
+        self._pending: list[Candidate] = []
         self._current: Current | None = None  # the row being probed
         self._prog = Progress(0, on_event, eta=lambda: self.lab.pace.eta(self._pending, self._current),
                               launches=lambda: self.lab.launches)
@@ -171,8 +172,8 @@ class Sweep:
         for c in configs:
             if st.finished(c.key, try_anyway=d.try_anyway):
                 continue
-            if c.skip_reason is not None:
-                st.record(Trial(c.key, "invalid", reason=c.skip_reason, settings=settings_json(c.settings.redacted()),
+            if c.invalid is not None:
+                st.record(Trial(c.key, "invalid", reason=c.invalid, settings=settings_json(c.settings.redacted()),
                                     n_predict=c.n_predict, finished_at=time.time()))
             elif c.duplicate_of is not None:
                 st.record(Trial(c.key, "duplicate", reason=c.duplicate_reason, settings=settings_json(c.settings.redacted()),
@@ -187,7 +188,7 @@ class Sweep:
             if self._cancel.is_set():
                 stopped = "cancelled"
                 break
-            row = self.lab.trial(c, c.launch_key, self._step(c, suite, self._group(c)))
+            row = self.lab.trial(c, self._step(c, suite, self._group(c)))
             if row is None:
                 stopped = self.lab.stopped or "cancelled"
                 if stopped == "budget":
@@ -201,7 +202,7 @@ class Sweep:
         self._emit("finished", stopped)
         return SweepOutcome(st, stopped, self.lab.elapsed(), self.lab.launches, list(self._ran))
 
-    def _group(self, c: Configuration) -> list[Configuration]:
+    def _group(self, c: Candidate) -> list[Candidate]:
         """`c` and the pending rows after it that share its launch (what the budget weighs)."""
         i = next(j for j, p in enumerate(self._pending) if p.key == c.key)
         group = [c]
@@ -211,7 +212,7 @@ class Sweep:
             group.append(p)
         return group
 
-    def _step(self, c: Configuration, suite: Suite, group: list[Configuration]) -> Step[Trial]:
+    def _step(self, c: Candidate, suite: Suite, group: list[Candidate]) -> Step[Trial]:
         """The grid's way through the loop: fixed passes (`repeat`, one probe run), recorded as a row."""
         repeat = self.definition.repeat
         return Step(measure=lambda up, a, n: self._probe(c, up, a, suite, n),
@@ -221,7 +222,7 @@ class Sweep:
 
     def _record(self, a: Attempt) -> Trial:
         """The record step: the attempt as the sweep's row, saved in the state."""
-        c: Configuration = a.candidate
+        c = a.candidate
         settings = settings_json(a.settings.redacted())
         up = a.launched
         if a.status in ("invalid", "predicted_oom"):
@@ -250,34 +251,34 @@ class Sweep:
             row.reason, row.failure_kind = a.reason, a.failure_kind
         return self._finish_row(c, row)
 
-    def _note_finding(self, c: Configuration, up: Launched) -> None:
+    def _note_finding(self, c: Candidate, up: Launched) -> None:
         """The recovery's finding of a launch, in the state's findings (updated when it stepped safer)."""
         if up.finding is None:
             return
         entry = self._findings.get(id(up))
         if entry is None:
-            entry = self._findings[id(up)] = {"row": c.key, "launch_key": c.launch_key, "label": c.label()}
+            entry = self._findings[id(up)] = {"row": c.key, "launch_key": c.launch_key, "label": c.label}
             self.state.findings.append(entry)
         entry.update(up.finding.to_json())
 
-    def _finish_row(self, c: Configuration, row: Trial) -> Trial:
+    def _finish_row(self, c: Candidate, row: Trial) -> Trial:
         row.finished_at = time.time()
         self.state.record(row)
         self.state.save()
         self._ran.append(c.key)
         self._pending = [p for p in self._pending if p.key != c.key]
         self._prog.step()
-        self._emit("row_done", f"{c.label()}: {row.status}", candidate=c, trial=row)
+        self._emit("row_done", f"{c.label}: {row.status}", candidate=c, trial=row)
         return row
 
-    def _label(self, c: Configuration) -> str:
-        return f"sweep {self.sweep_id[:8]} #{c.index + 1} {c.label()}"
+    def _label(self, c: Candidate) -> str:
+        return f"sweep {self.sweep_id[:8]} #{c.index + 1} {c.label}"
 
     def _counted(self, settings: Any) -> None:
         """Every launch of the sweep, the recovery's included, counts in its state."""
         self.state.launches += 1
 
-    def _probe(self, c: Configuration, up: Launched, a: Attempt, suite: Suite, repeat: int) -> Any:
+    def _probe(self, c: Candidate, up: Launched, a: Attempt, suite: Suite, repeat: int) -> Any:
         out: LaunchOutcome = up.out
         started = time.monotonic()
         self._current = (c, started, 0, 0)
@@ -289,7 +290,7 @@ class Sweep:
         kw: dict[str, Any] = {}
         if self.store is not None:
             kw["sink"] = self.store
-        self._emit("probe", f"probing {c.label()}", candidate=c)
+        self._emit("probe", f"probing {c.label}", candidate=c)
         try:
             return self.prober(out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
                                settings=up.settings, memory=out.memory, plan=a.plan, cancel=self._cancel,

@@ -18,12 +18,13 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher,
                                    supervised)
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.records import PassStats
 from tui.core.probes.suites import Suite, get_suite
@@ -106,19 +107,19 @@ def run_ab(
         for n, (side, i) in enumerate(order):
             launched = with_mtp(off_settings, False) if off_settings is not None and side == "off" else \
                 with_mtp(settings, side == "on")
-            visit = Visit(side, i, passes, launched)
+            v = visit(side, i, passes, launched)
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
 
-            def measure(up: Launched, a: Attempt, k: int, v: Visit = visit, label: str = label) -> Any:
+            def measure(up: Launched, a: Attempt, k: int, side: Side = side, i: int = i, label: str = label) -> Any:
                 real = supervised(launcher)
                 rs = real.running_settings() if real is not None else None
                 running = rs.settings if rs is not None and rs.settings is not None else up.settings
                 if rs is not None:  # labelled from what the server runs, not from what was asked
-                    label = f"A/B {ab_id} {rs.label()} pass {v.index + 1}/{passes}"
-                return _probe(prober, up.out, suite, label, running, n_predict, cancel, store, prog, v.side, v.index)
+                    label = f"A/B {ab_id} {rs.label()} pass {i + 1}/{passes}"
+                return _probe(prober, up.out, suite, label, running, n_predict, cancel, store, prog, side, i)
 
-            a = lab.trial(visit, visit.key, Step(measure, passes=lambda a: 0 if a.runs else 1, record=lambda a: a,
-                                                 label=label, relaunch=True, recover=False, store_config={"ab": label}))
+            a = lab.trial(v, Step(measure, passes=lambda a: 0 if a.runs else 1, record=lambda a: a,
+                                  label=label, relaunch=True, recover=False, store_config={"ab": label}))
             lab.stop()  # every visit launches anew, so drift hits both sides alike
             if a is None:
                 status = "cancelled"
@@ -151,25 +152,11 @@ def run_ab(
     return result
 
 
-@dataclass(frozen=True)
-class Visit:
-    """One visit of an A/B: a side's pass, a candidate of the lab's loop (launched anew each time)."""
-
-    side: Side
-    index: int  # 0-based pass of the side
-    passes: int
-    settings: Settings
-
-    @property
-    def key(self) -> str:
-        return f"{self.side} {self.index}"
-
-    @property
-    def pass_index(self) -> int:
-        return self.index
-
-    def label(self) -> str:
-        return f"MTP {self.side} (pass {self.index + 1}/{self.passes})"
+def visit(side: Side, i: int, passes: int, settings: Settings) -> Candidate:
+    """One visit of an A/B, a candidate of the lab's loop: a side's pass `i` (0-based), its own launch
+    key (every visit launches anew anyway)."""
+    key = f"{side} {i}"
+    return Candidate(settings, key, key, f"MTP {side} (pass {i + 1}/{passes})", side=side, pass_index=i)
 
 
 def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,

@@ -8,8 +8,9 @@ search needs two launches to confirm the bound, against a gallop down from 1024 
 
 from __future__ import annotations
 
-from tui.core.tuning.space import Candidate, needs_at_least
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.trial import Trial
+from tui.core.tuning.space import needs_at_least
 
 WHERE = {"oom_load": "ran out of memory at load", "oom_decode": "ran out of memory at the first decode"}
 
@@ -46,7 +47,7 @@ class MemoryBook:
             return f"the same memory settings as #{dead.number}, which {WHERE[dead.failure or 'oom_load']}"
         for fc, fr in self._ooms:
             if needs_at_least(c, fc):
-                return f"needs at least the memory of #{fr.number} ({fc.label()}), which {WHERE[fr.failure or 'oom_load']}"
+                return f"needs at least the memory of #{fr.number} ({fc.label}), which {WHERE[fr.failure or 'oom_load']}"
         return None
 
     def learn(self, c: Candidate | None, r: Trial) -> None:

@@ -31,6 +31,7 @@ from tui.core.options.settings import Settings
 from tui.core.planning.devices import DeviceSpec
 from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.failures import knob_outcome
 from tui.core.lab.knob import FIT_STEP_MIB, Knob, KnobFinding, KnobTry, search_knob
 from tui.core.lab.launcher import LaunchOutcome, Launcher, open_launcher
@@ -65,20 +66,10 @@ class SearchResult:
                 "trials": [t.to_json() for t in self.trials], "finding": self.finding.to_json() if self.finding else None}
 
 
-@dataclass(frozen=True)
-class KnobValue:
+def knob_value(knob: Knob, value: int, settings: Settings) -> Candidate:
     """One try of a knob search, a candidate of the lab's loop: `settings` with the knob at `value`."""
-
-    knob: Knob
-    value: int
-    settings: Settings
-
-    @property
-    def key(self) -> str:
-        return f"{self.knob}={self.value}"
-
-    def label(self) -> str:
-        return f"with {_flag(self.knob)} {self.value}"
+    key = f"{knob}={value}"
+    return Candidate(settings, key, key, f"with {_flag(knob)} {value}", ((knob, value),), knob=knob)
 
 
 class _Run:
@@ -106,8 +97,8 @@ class _Run:
 
     def outcome(self, v: int) -> tuple[KnobTry, LaunchOutcome]:
         """One launch at `v`, kept running (stopped by the caller); for the recovery's start."""
-        c = KnobValue(self.knob, v, self.with_value(v))
-        a = self.lab.trial(c, c.key, Step(None, lambda a: 0, lambda a: a, label=c.label(), relaunch=True, recover=False))
+        c = knob_value(self.knob, v, self.with_value(v))
+        a = self.lab.trial(c, Step(None, lambda a: 0, lambda a: a, label=c.label, relaunch=True, recover=False))
         o = a.launched.out if a is not None and a.launched is not None else LaunchOutcome(False, cancelled=True)
         outcome, detail = knob_outcome(self.knob, o)
         t = KnobTry(v, outcome, detail, round(o.seconds, 3))

@@ -7,7 +7,8 @@ their floors), flash attention, MoE experts on the CPU (MoE models), threads (wh
 context is not searched: a larger one is never faster, so it is the smallest that holds the
 workload's longest request (or `--min-ctx`).
 
-Each candidate has two keys:
+Each candidate (`lab.candidate.Candidate`: its `values` start with `("mtp", bool)`, `invalid` says why
+the one validator refuses it) has two keys:
 
 * the launch key (`sweep.definition.settings_key` of the normalised settings): candidates with
   equal keys are one launch. Nothing searched here varies per request in b11434: the server's
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tui.core.lab.axis import Axis
+from tui.core.lab.candidate import Candidate
 from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
@@ -77,33 +79,9 @@ class Floors:
                 raise SpaceError(f"{name} {t}: not a KV cache type; use one of {', '.join(CACHE_TYPES)}.")
 
 
-@dataclass(frozen=True, eq=False)
-class Candidate:
-    """One point of the space: its axis values, the settings launched, its keys and, when the one
-    validator refuses it, why (`invalid`)."""
-
-    values: tuple[tuple[str, Any], ...]
-    settings: Settings
-    key: str  # launch key
-    memory_key: str
-    memory_base: str  # the memory key with every axis field blanked: dominance is compared within it
-    memory_ranks: tuple[tuple[str, float], ...]
-    invalid: str | None = None
-
-    @property
-    def mtp(self) -> bool:
-        return self.settings.mtp_enabled
-
-    def value(self, axis: str, default: Any = None) -> Any:
-        return dict(self.values).get(axis, default)
-
-    @property
-    def ubatch(self) -> int:
-        return int(self.settings.ubatch_size or 512)
-
-    def label(self) -> str:
-        """`mtp=on draft-n-max=3 ubatch=512 kv=f16` for reports."""
-        return " ".join(f"{k}={_text(v)}" for k, v in self.values)
+def point_label(values: Sequence[tuple[str, Any]]) -> str:
+    """A point's label, `mtp=on draft-n-max=3 ubatch=512 kv=f16`, for reports."""
+    return " ".join(f"{k}={_text(v)}" for k, v in values)
 
 
 def _text(v: Any) -> str:
@@ -144,7 +122,8 @@ MEMORY_AXES = frozenset({"mtp", "ubatch", "batch", "kv", "draft-kv", "flash-attn
 
 @dataclass
 class Space:
-    """The candidates of one tune. `point(values)` makes (and caches) one; `grid()` lists them all."""
+    """The candidates of one tune. `point(values)` makes (and caches) one; `grid()` lists them all.
+    A candidate's `key` is its launch key."""
 
     base: Settings
     axes: tuple[Axis, ...]
@@ -189,7 +168,9 @@ class Space:
         blank = {f: getattr(Settings(), f) for a in self.axes for f in a.fields} | {"spec_type": []}
         for f in DRAFT_ONLY_FIELDS:
             blank[f] = None
-        return Candidate(values, eff, settings_key(eff), memory_key(eff), memory_key(replace(eff, **blank)), ranks, invalid)
+        lkey = settings_key(eff)
+        return Candidate(eff, lkey, lkey, point_label(values), values, invalid=invalid, memory_key=memory_key(eff),
+                         memory_base=memory_key(replace(eff, **blank)), memory_ranks=ranks)
 
     def grid(self, *, valid_only: bool = True) -> list[Candidate]:
         """Every candidate once per launch key, MTP off first, in axis order (first axis slowest)."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tui.core.lab import ranking
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.events import Progress
 from tui.core.lab.failures import FailureClass, failure_class, probe_failure_class, search_failure_class
 from tui.core.lab.launcher import LaunchOutcome
@@ -33,7 +34,6 @@ from tui.core.lab.trial import Samples, Trial
 from tui.core.options.settings import Settings, settings_json
 from tui.core.tuning.machine import Machine, PaceWork
 from tui.core.tuning.memory import WHERE, MemoryBook
-from tui.core.tuning.space import Candidate
 from tui.core.tuning.workload import Workload
 
 
@@ -69,7 +69,7 @@ class CandidateTrial:
         self.cancelled = False  # the fit-target search was cancelled: the tune stops, nothing recorded
 
     def step(self) -> Step[Trial]:
-        return Step(self.measure, self.passes, self.record, label=self.c.label(), work=[self.work], recover=False,
+        return Step(self.measure, self.passes, self.record, label=self.c.label, work=[self.work], recover=False,
                     prepare=self.prepare, safer=self.safer)
 
     # ------------------------------------------------------------------ before the launch

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from tui.core.lab import ranking
 from tui.core.lab.axis import Axis
+from tui.core.lab.candidate import Candidate
 from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.runner import Lab
@@ -45,7 +46,7 @@ from tui.core.lab.trial import Trial
 from tui.core.options.settings import settings_json
 from tui.core.tuning.machine import Machine
 from tui.core.tuning.memory import MemoryBook
-from tui.core.tuning.space import Candidate, Space
+from tui.core.tuning.space import Space
 from tui.core.tuning.tune_result import TuneResult, build_result
 from tui.core.tuning.tune_trial import CandidateTrial, TuneLab
 from tui.core.tuning.workload import Workload
@@ -233,14 +234,14 @@ class Tuner:
             rec.status, rec.reason = "dominated", why
         else:
             trial = CandidateTrial(self._shared, c, rec, self._leader(c.mtp), full=self.full)
-            got = self.lab.trial(c, c.key, trial.step())
+            got = self.lab.trial(c, trial.step())
             if got is None or trial.cancelled:
                 raise _Stop(self.lab.stopped or "cancelled")
         self.records.append(rec)
         self._by_key[c.key] = rec
         self._mem.learn(c, rec)
         self._prog.step()
-        self._prog.emit("trial", f"#{rec.number} {c.label()}: {rec.status}" + (f" ({rec.reason})" if rec.reason else ""),
+        self._prog.emit("trial", f"#{rec.number} {c.label}: {rec.status}" + (f" ({rec.reason})" if rec.reason else ""),
                         trial=rec)
         return rec
 

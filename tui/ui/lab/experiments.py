@@ -140,7 +140,7 @@ def sweep_view(defn: Any, state: Any, plans: dict[str, PlanInfo], *, running: bo
     for r in table.rows:
         c = grid[r.key]
         mib, risk, plan_msg = plans.get(c.launch_key, (None, None, ""))
-        if r.status == "invalid" or c.skip_reason:
+        if r.status == "invalid" or c.invalid:
             risk = "invalid"
         status = "running" if (running and r.number == current and r.status == "pending") else r.status
         mark = MARKS.get(r.vs_best or "", "") if r.status in ("ok", "duplicate") else ""
@@ -182,7 +182,7 @@ class SweepTracker:
             if rec is not None:
                 label = f"#{self.current}"
                 self.points.append(ProbePoint(label, len(self.points), rec.tg_tps, rec.pp_tps, rec.acceptance))
-        label = f"#{ev.candidate.index + 1} {ev.candidate.label()}: " if ev.candidate is not None else ""
+        label = f"#{ev.candidate.index + 1} {ev.candidate.label}: " if ev.candidate is not None else ""
         message = f"{label}{ev.message}" if ev.message else self.view.message
         if ev.kind == "finished":
             message = {"done": "sweep done", "cancelled": "sweep cancelled: g resumes it",

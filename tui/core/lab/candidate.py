@@ -1,0 +1,82 @@
+"""The one candidate type: what every experiment hands the lab's trial loop (`runner.Lab.trial`).
+
+Why one: the sweep's grid row, the tune's search point, the A/B's visit and a knob search's try were
+four types with the same core (the settings launched, a key, the launch key, a label) and the loop
+read the A/B's side and pass off them by duck typing. Now the loop, the events (`events.LabEvent`)
+and every strategy read one typed object.
+
+Why flat optional fields rather than a core plus an `extra` mapping: every strategy's extras are a
+handful of typed scalars read by name (a sweep row's `n_predict`, a tune point's `memory_key`, an A/B
+visit's `side`); a mapping would lose their types and bring back the lookups by name this type
+replaces. A field a strategy does not use keeps its default. What a strategy computes (a row's
+label from its axis texts, a point's memory keys) is computed where it builds its candidates
+(`sweep.definition`, `tuning.space`, `tuning.ab`, `tuning.searches`).
+
+Candidates compare by identity (`eq=False`): `Settings` is mutable, and two candidates are the
+same configuration when their `key`s are equal, which is what every strategy compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tui.core.lab.knob import Knob
+from tui.core.options.settings import Settings
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """One candidate of an experiment.
+
+    Every candidate: `settings` (what is launched), `key` (its id within the experiment: a sweep
+    row's id, a tune's launch key, `off 0` for an A/B visit, `fit_target=2048` for a knob try),
+    `launch_key` (candidates with equal launch keys share one server launch), `label` (progress
+    lines and the results store).
+
+    Optional, by strategy:
+    * the grid (sweep) and the search (tune): `values` (axis name, value) in axis order (a tune's
+      start with `("mtp", bool)`; a knob try's one `(knob, value)`);
+    * the sweep: `texts` (axis name, value as written), `index` (grid position from 0), `n_predict` (generation length, None: the probe's
+      default), `duplicate_of`/`duplicate_reason` (the row whose launch and probes it shares);
+    * the sweep and the tune: `invalid`, why the one validator refuses it (never launched);
+    * the tune: `memory_key` (the launch key without the fields that change no allocation),
+      `memory_base` (the same with every axis blanked) and `memory_ranks` (memory axes' order);
+    * the A/B: `side` ("off" | "on") and `pass_index` (0-based pass of that side);
+    * a knob search: `knob` (the knob its `values` sets).
+    """
+
+    settings: Settings
+    key: str
+    launch_key: str
+    label: str
+    values: tuple[tuple[str, Any], ...] = ()
+    texts: tuple[tuple[str, str], ...] = ()
+    index: int = 0
+    n_predict: int | None = None
+    invalid: str | None = None
+    duplicate_of: str | None = None
+    duplicate_reason: str | None = None
+    memory_key: str = ""
+    memory_base: str = ""
+    memory_ranks: tuple[tuple[str, float], ...] = ()
+    side: str | None = None
+    pass_index: int | None = None
+    knob: Knob | None = None
+
+    @property
+    def runnable(self) -> bool:
+        """Neither refused by the validator nor sharing another row's launch and probes."""
+        return self.invalid is None and self.duplicate_of is None
+
+    @property
+    def mtp(self) -> bool:
+        return self.settings.mtp_enabled
+
+    @property
+    def ubatch(self) -> int:
+        return int(self.settings.ubatch_size or 512)
+
+    def value(self, axis: str, default: Any = None) -> Any:
+        """The value of `axis` (or the knob), `default` when the candidate has none."""
+        return dict(self.values).get(axis, default)
