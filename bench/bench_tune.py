@@ -51,9 +51,9 @@ from _tune_laptop import laptop, render_laptop  # noqa: E402
 from tui.core.options.settings import Settings  # noqa: E402
 from tui.core.probes.stats import SAME  # noqa: E402
 from tui.core.lab import ranking  # noqa: E402
-from tui.core.tuning.space import Floors  # noqa: E402
+from tui.core.tune.space import Floors  # noqa: E402
 from tui.core.lab.trial import Trial  # noqa: E402
-from tui.core.tuning.tune_result import fmt_seconds  # noqa: E402
+from tui.core.tune.result import fmt_seconds  # noqa: E402
 
 HEADING = "## Tune: the search against the grid (issue 21)"
 #: Axis values; the first of each is where a search starts (DEFAULT_VALUES' starts: n-max 3, ubatch 512).
@@ -121,9 +121,9 @@ def wait_quiet(max_s: float = 120.0, window_s: float = 3.0, threshold: float = 0
 def run_tune(name: str, start: str, model: Path, server: Path, base: Settings, values: dict[str, tuple[Any, ...]],
              workload: str, grid: bool, state_root: Path) -> Run:
     from tui.core.planning.devices import devices_now
-    from tui.core.tuning.tune_run import TuneRequest, TuneRun
-    from tui.core.tuning.tune_workload import parse_workload
-    from tui.core.tuning.tuner import GridReference
+    from tui.core.tune.run import TuneRequest, TuneRun
+    from tui.core.tune.workload_spec import parse_workload
+    from tui.core.tune.search import GridReference
 
     seen: dict[int, tuple[float, int]] = {}  # record number -> (seconds since start, launches so far)
     req = TuneRequest(base, parse_workload(workload), server, Floors(), values, "cpu", ab_passes=0, fresh=True,

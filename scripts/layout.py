@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 EXPERIMENTS = (
-    "tui/core/lab/*", "tui/core/sweep/*", "tui/core/tuning/*",
+    "tui/core/lab/*", "tui/core/sweep/*", "tui/core/tuning/*", "tui/core/tune/*",
     "tui/ui/lab/*",
     "tui/ui/adapters/tune.py", "tui/ui/adapters/tuning.py", "tui/ui/controllers/tuning.py",
     "tui/ui/screens/sweep.py", "tui/ui/screens/tune.py", "tui/ui/screens/verdict.py", "tui/ui/screens/search.py",

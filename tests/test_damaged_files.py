@@ -23,9 +23,9 @@ from tui.core.results.store import Store, StoreError, open_store
 from tui.core.lab.journal import Journal, JournalError, load_journal, open_journal
 from tui.core.lab.journal_v1 import upgrade
 from tui.core.lab.trial import Trial
-from tui.core.tuning.tune_identity import check_section
-from tui.core.tuning.verdict import MtpVerdict
-from tui.core.tuning.workload import Workload
+from tui.core.tune.identity import check_section
+from tui.core.lab.verdict import MtpVerdict
+from tui.core.tune.workload import Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),

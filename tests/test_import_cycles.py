@@ -16,9 +16,10 @@ may import only from tiers below its own, never from its own tier or above (`LAY
     4  planning                  GGUF header, device list, estimate, exact mode (dry runs a server)
     5  probes remote             PP/TG/acceptance measurements, statistics, comparison, break-even;
                                  models not on this disk (header by HTTP ranges, Hub resolution, variants)
-    6  lab                       the one trial engine: launcher, failures, recovery, ranking, trial, journal, loop
+    6  lab                       the one trial engine (launcher, failures, recovery, ranking, trial, journal,
+                                 the loop) and its small strategies: the MTP on/off A/B, the knob searches
     7  sweep                     grids of launches and probes (a strategy on the lab)
-    8  tuning                    the tune's search, the MTP on/off verdict and knob searches (on the lab)
+    8  tune                      the tune: its space, search, workload, report (a strategy on the lab)
     9  doctor                    checks everything above, so nothing imports it
 
 A needed edge that points up or sideways means the code is in the wrong subpackage: move it down
@@ -43,7 +44,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"probes", "remote"}),
     frozenset({"lab"}),
     frozenset({"sweep"}),
-    frozenset({"tuning"}),
+    frozenset({"tune"}),
     frozenset({"doctor"}),
 )
 
@@ -231,7 +232,7 @@ def _core_subpackage(mod: str) -> str | None:
 def test_the_subpackage_graph_sees_the_layers() -> None:
     g = subpackage_graph()
     assert {"probes", "planning", "options"} <= g["lab"]  # module- and function-level edges both count
-    assert "probes" in g["tuning"] and "options" in g["server"]
+    assert "probes" in g["tune"] and "options" in g["server"]
 
 
 def test_no_subpackage_cycle() -> None:

@@ -19,9 +19,9 @@ import pytest
 
 from tui.core.lab.journal import VERSION, JournalError, JournalLock, load_journal, open_journal
 from tui.core.lab.trial import Samples, Trial
-from tui.core.tuning.tune_identity import check_section
-from tui.core.tuning.verdict import MtpVerdict
-from tui.core.tuning.workload import Workload
+from tui.core.tune.identity import check_section
+from tui.core.lab.verdict import MtpVerdict
+from tui.core.tune.workload import Workload
 
 DATA = Path(__file__).parent / "data" / "journal"
 SWEEP_ID, TUNE_ID = "sweep-v1fixture", "tune-3f42e3b88a55"

@@ -20,8 +20,8 @@ from tui.core.server.events import ServerState
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.sweep.definition import build_definition
 from tui.core.sweep.runner import Sweep
-from tui.core.tuning.ab import run_ab
-from tui.core.tuning.searches import smallest_fit_target
+from tui.core.lab.ab import run_ab
+from tui.core.lab.knobs import smallest_fit_target
 
 SUITE = 'name = "mini"\n[[prompts]]\nname = "hi"\nprompt = "Say hello."\n'
 

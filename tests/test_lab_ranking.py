@@ -7,9 +7,9 @@ from __future__ import annotations
 from tui.core.lab import ranking
 from tui.core.probes.stats import summarize
 from tui.core.lab.trial import Samples, Trial
-from tui.core.tuning.tune_result import build_result
-from tui.core.tuning.verdict import PassSample, decide
-from tui.core.tuning.workload import shape
+from tui.core.tune.result import build_result
+from tui.core.lab.verdict import PassSample, decide
+from tui.core.tune.workload import shape
 
 
 def rec(n: int, mtp: bool, ub: int, e2e: list[float]) -> Trial:

@@ -71,7 +71,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_caller_gets_the_same_devices(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tui.core.probes.session import predict_memory
     from tui.core.lab.planning import plan_check
-    from tui.core.tuning.searches import this_machine
+    from tui.core.lab.knobs import this_machine
     from tui.ui.cockpit.planning import devices_for
     from tui.ui.options import AppOptions
 

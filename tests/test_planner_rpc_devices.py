@@ -118,7 +118,7 @@ def test_the_tui_counts_rpc_devices_for_validation(model: str) -> None:
 def test_a_real_rpc_server_is_asked_once_per_plan(model: str, rpc_server_bin: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     from tui.core.probes.session import predict_memory
-    from tui.core.tuning.searches import this_machine
+    from tui.core.lab.knobs import this_machine
 
     with RpcServers(rpc_server_bin, count=1) as rpc, CountingProxy(parse_endpoint(rpc.endpoints)) as proxy:
         ep = proxy.endpoint

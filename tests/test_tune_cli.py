@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from tui.cli import main
-from tui.core.tuning.tune_args import UsageError, axis_values, fixed_tokens, parse_budget
-from tui.core.tuning.space import Floors
+from tui.core.tune.args import UsageError, axis_values, fixed_tokens, parse_budget
+from tui.core.tune.space import Floors
 from tui.core.lab.journal import open_journal
 from tui.core.lab.trial import Samples, Trial
-from tui.core.tuning.tune_report import ReportFacts, render_report, settings_text, tune_break_even
-from tui.core.tuning.tune_result import build_result
-from tui.core.tuning.tune_workload import WorkloadError, parse_workload
-from tui.core.tuning.workload import shape
+from tui.core.tune.report import ReportFacts, render_report, settings_text, tune_break_even
+from tui.core.tune.result import build_result
+from tui.core.tune.workload_spec import WorkloadError, parse_workload
+from tui.core.tune.workload import shape
 
 
 @pytest.fixture

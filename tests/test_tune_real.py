@@ -17,8 +17,8 @@ from tui.cli import main
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_key
 from tui.core.lab.events import LabEvent
-from tui.core.tuning.tune_run import TuneRequest, TuneRun
-from tui.core.tuning.tune_workload import parse_workload
+from tui.core.tune.run import TuneRequest, TuneRun
+from tui.core.tune.workload_spec import parse_workload
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -140,7 +140,7 @@ def test_a_small_budget_stops_the_tune_with_the_best_so_far(server_bin: Path, ti
 def test_a_stopped_tune_continues_with_what_it_had_not_measured(server_bin: Path, tiny_models: dict[str, Path],
                                                                 tmp_path: Path, launched: list[Settings]) -> None:
     from tui.core.planning.devices import devices_now
-    from tui.core.tuning.space import Floors
+    from tui.core.tune.space import Floors
 
     suite = tmp_path / "mini.toml"
     suite.write_text(SUITE)

@@ -21,7 +21,7 @@ from tui.core.options.settings import Settings
 from tui.core.results.store import Store
 from tui.core.lab.launcher import open_launcher
 from tui.core.demo.tiny_model import preset, write_tiny_model
-from tui.core.tuning.ab import run_ab
+from tui.core.lab.ab import run_ab
 from tui.core.lab.events import LabEvent
 
 pytestmark = pytest.mark.timeout(240)

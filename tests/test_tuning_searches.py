@@ -9,7 +9,7 @@ from tui.core.options.settings import Settings
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.lab.failures import knob_outcome
-from tui.core.tuning.searches import smallest_fit_target
+from tui.core.lab.knobs import smallest_fit_target
 
 
 class Scripted:

@@ -22,7 +22,7 @@ from tui.core.planning.plan import plan
 from tui.core.planning.largest_ctx import CTX_STEP
 from tui.core.demo.tiny_model import preset, write_tiny_model
 from tui.core.lab.events import LabEvent
-from tui.core.tuning.searches import largest_ctx, plan_largest_ctx, smallest_fit_target
+from tui.core.lab.knobs import largest_ctx, plan_largest_ctx, smallest_fit_target
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -9,9 +9,9 @@ import pytest
 
 from tui.core.options.settings import Settings
 from tui.core.planning.largest_ctx import CTX_STEP
-from tui.core.tuning.space import (KV_QUALITY, PER_REQUEST_FIELDS, Floors, SpaceError, build_space, given_fields,
+from tui.core.tune.space import (KV_QUALITY, PER_REQUEST_FIELDS, Floors, SpaceError, build_space, given_fields,
                                    needs_at_least, space_for_model)
-from tui.core.tuning.workload import Workload, from_requests, parse_shape, shape
+from tui.core.tune.workload import Workload, from_requests, parse_shape, shape
 
 WL = shape(2000, 500)
 BASE = Settings(model="m.gguf")

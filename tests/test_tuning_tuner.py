@@ -17,11 +17,11 @@ from tui.core.sweep.definition import settings_key
 from tui.core.options.settings import settings_from_json
 from tui.core.lab.planning import PlanVerdict
 from tui.core.lab import ranking
-from tui.core.tuning.searches import smallest_fit_target
-from tui.core.tuning.space import KV_QUALITY, build_space, memory_key
+from tui.core.lab.knobs import smallest_fit_target
+from tui.core.tune.space import KV_QUALITY, build_space, memory_key
 from tui.core.lab.trial import PRUNED, Samples, Trial
-from tui.core.tuning.tuner import GridReference, Machine, TuneOptions, tune
-from tui.core.tuning.workload import shape
+from tui.core.tune.search import GridReference, Machine, TuneOptions, tune
+from tui.core.tune.workload import shape
 
 WEIGHTS = 10000.0
 KV = {"f16": 0.0625, "q8_0": 0.0332, "q4_0": 0.0176}  # MiB per context token, K or V

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from tui.core.probes.breakeven import break_even, crossing
 from tui.core.options.settings import Settings
-from tui.core.tuning.ab import interleaved, with_mtp
-from tui.core.tuning.verdict import MtpVerdict, PassSample, decide
+from tui.core.lab.ab import interleaved, with_mtp
+from tui.core.lab.verdict import MtpVerdict, PassSample, decide
 
 
 def samples(off: list[tuple[float, float]], on: list[tuple[float, float]], acc: float = 0.9) -> list[PassSample]:

@@ -11,10 +11,10 @@ from typing import Any
 from tests.helpers.fake_machine import FakeBackendBase
 from tui.core.options.settings import Settings
 from tui.core.lab.launcher import LaunchOutcome
-from tui.core.tuning.space import build_space
+from tui.core.tune.space import build_space
 from tui.core.lab.trial import Samples
-from tui.core.tuning.tuner import Machine, TuneOptions, tune
-from tui.core.tuning.workload import shape
+from tui.core.tune.search import Machine, TuneOptions, tune
+from tui.core.tune.workload import shape
 
 WL = shape(100, 100)
 #: Everything but draft n-max fixed, MTP on (given), so the walk is of that one axis from n-max 1.

@@ -20,7 +20,7 @@ from tests.helpers.supervisor_util import servers_of
 from tui.core.gpu.profiles import parse_gpus_spec
 from tui.core.options.settings import Settings
 from tui.core.lab.events import LabEvent
-from tui.core.tuning.space import Floors
+from tui.core.tune.space import Floors
 from tui.ui.lab import tune_ops as adapter
 from tui.ui.lab.confirm import ConfirmStop, RestartPrompt
 from tui.ui.app import MtpTuneApp, make_app

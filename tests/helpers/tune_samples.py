@@ -12,12 +12,12 @@ from typing import Any
 
 from tui.core.options.settings import Settings
 from tui.core.lab.ranking import RUNGS
-from tui.core.tuning.space import build_space
+from tui.core.tune.space import build_space
 from tui.core.lab.trial import Samples, Trial
-from tui.core.tuning.tune_result import build_result
-from tui.core.tuning.tune_run import TuneOutcome
-from tui.core.tuning.verdict import PassSample, decide
-from tui.core.tuning.workload import shape
+from tui.core.tune.result import build_result
+from tui.core.tune.run import TuneOutcome
+from tui.core.lab.verdict import PassSample, decide
+from tui.core.tune.workload import shape
 from tui.ui.lab import tune_ops as adapter
 from tui.ui.lab.tune_screen import TuneScreen
 from tui.ui.lab.tune_views import TuneSetup, TuneView

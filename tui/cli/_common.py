@@ -48,11 +48,11 @@ def mib_arg(text: str) -> float:
 
 def workload_problem(model: str | None, requests: Sequence[tuple[str, int]]) -> str | None:
     """The refusal of a request (what gave it, its tokens) longer than the local model's training
-    context (`tuning.workload.beyond_training`); None when all fit or the header cannot be read here
+    context (`tune.workload.beyond_training`); None when all fit or the header cannot be read here
     (the command's own model check names that file)."""
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.gguf_reader import read_gguf
-    from tui.core.tuning.workload import beyond_training
+    from tui.core.tune.workload import beyond_training
 
     if not model:
         return None

@@ -33,7 +33,7 @@ from tui.cli._common import (
     ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
     run_interruptible, store_or_fail,
 )
-from tui.core.tuning.tune_args import UsageError, axis_values, build_request, fixed_tokens, parse_budget
+from tui.core.tune.args import UsageError, axis_values, build_request, fixed_tokens, parse_budget
 
 COMMAND = "tune"
 HELP = "search the best configuration for a workload, MTP on and off (-m FILE | -hf REPO --workload tasks|IN:OUT [flags])"
@@ -76,8 +76,8 @@ def _prepare(args: argparse.Namespace) -> Any:
     from tui.core.planning.devices import devices_now
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
-    from tui.core.tuning.space import Floors, SpaceError
-    from tui.core.tuning.tune_workload import WorkloadError, parse_workload
+    from tui.core.tune.space import Floors, SpaceError
+    from tui.core.tune.workload_spec import WorkloadError, parse_workload
 
     server_args = [a for a in args.server_args if a != "--"]
     if not names_a_model(server_args):
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     found = server_or_fail(args.server_bin)
     if isinstance(found, int):
         return found
-    from tui.core.tuning.tune_run import TuneError, TuneRun
+    from tui.core.tune.run import TuneError, TuneRun
 
     store = store_or_fail(args.db)
     if isinstance(store, int):
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _answer(args: argparse.Namespace, outcome: Any, base: Any, interrupted: bool) -> int:
     from tui.core.sweep.best import save_settings
-    from tui.core.tuning.tune_report import facts_from, render_report, tune_break_even
+    from tui.core.tune.report import facts_from, render_report, tune_break_even
 
     res = outcome.result
     report = render_report(res, facts_from(outcome, base))

@@ -10,7 +10,7 @@ handful of typed scalars read by name (a sweep row's `n_predict`, a tune point's
 visit's `side`); a mapping would lose their types and bring back the lookups by name this type
 replaces. A field a strategy does not use keeps its default. What a strategy computes (a row's
 label from its axis texts, a point's memory keys) is computed where it builds its candidates
-(`sweep.definition`, `tuning.space`, `tuning.ab`, `tuning.searches`).
+(`sweep.definition`, `tune.space`, `lab.ab`, `lab.knobs`).
 
 Candidates compare by identity (`eq=False`): `Settings` is mutable, and two candidates are the
 same configuration when their `key`s are equal, which is what every strategy compares.

@@ -6,7 +6,7 @@ The policy:
   for it to change) -> the smallest `--fit-target` search (`knob.search_knob`, climbing from the
   failing value, or from where fit's own projection says smaller values change nothing). A tune runs
   the same search before its first launch of each memory footprint, seeded with the nearest answer
-  it already knows (`tuning.searches.smallest_fit_target`);
+  it already knows (`lab.knobs.smallest_fit_target`);
 * a memory failure in host RAM, or where fit cannot act -> the largest `--ctx-size` search;
 * a searched answer that then runs out of memory, relaunched or measured (right at the bound a
   launch can pass once and fail the next time: allocation order, threads) -> one step to the safe

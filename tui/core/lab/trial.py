@@ -35,7 +35,7 @@ PASS_FIGURES = ("pp_tps", "tg_tps", "acceptance", "e2e_s")
 
 
 class Timed(Protocol):
-    """What turns PP and TG speeds into a request's seconds (`tuning.workload.Workload`)."""
+    """What turns PP and TG speeds into a request's seconds (`tune.workload.Workload`)."""
 
     def seconds(self, pp_tps: float | None, tg_tps: float | None) -> float | None: ...
 

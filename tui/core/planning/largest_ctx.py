@@ -1,7 +1,7 @@
 """The largest context the planner does not predict to OOM: a binary search over whole 256-cell blocks.
 
 Instant (the estimate), so the variants table gives one per quant and the largest-context search
-(`tuning.searches.largest_ctx`) starts from it before confirming with a launch. The search stops at
+(`lab.knobs.largest_ctx`) starts from it before confirming with a launch. The search stops at
 the model's training context (`ctx_limit`): llama-server's own `-c 0`, and the most a model is
 trained to attend to, so "the largest -c" never means "a context the model cannot use".
 """

@@ -284,8 +284,8 @@ def run_ab(settings: Settings, *, suite: str, workload: tuple[int, int], passes:
            server_bin: Path, on_event: Callable[[Any], None], cancel: threading.Event) -> tuple[Any, str | None]:
     """MTP on vs off, interleaved (blocking). Returns (MtpVerdict or None, error)."""
     from tui.core.probes.suites import SuiteError
-    from tui.core.tuning.ab import ABError
-    from tui.core.tuning.ab import run_ab as core_run_ab
+    from tui.core.lab.ab import ABError
+    from tui.core.lab.ab import run_ab as core_run_ab
 
     try:
         v = core_run_ab(replace(settings, port=None), suite, workload, passes, server_bin=server_bin,
@@ -324,7 +324,7 @@ def search_view(knob: str, previous: SearchView | None = None, *, ev: Any = None
 def run_search(knob: str, settings: Settings, *, server_bin: Path, simulate: Any,
                on_event: Callable[[Any], None], cancel: threading.Event) -> tuple[Any, str | None]:
     """The largest context or the smallest fit-target (blocking). Returns (SearchResult or None, error)."""
-    from tui.core.tuning import searches
+    from tui.core.lab import knobs as searches
 
     s = replace(settings, port=None)
     try:

@@ -53,8 +53,8 @@ def fixed_and_values(settings: Settings, setup: TuneSetup, floors: Any) -> tuple
     """(the fixed flags, axis -> values searched, notes) from the form and the setup's axes.
 
     Raises ValueError naming the axis (the CLI's own `--axis` parser checks the values)."""
-    from tui.core.tuning.tune_args import axis_values  # the one --axis parser: the screen searches what the CLI would
-    from tui.core.tuning.space import DEFAULT_VALUES, KV_QUALITY
+    from tui.core.tune.args import axis_values  # the one --axis parser: the screen searches what the CLI would
+    from tui.core.tune.space import DEFAULT_VALUES, KV_QUALITY
 
     blank = Settings()
     base = replace(settings, port=None, metrics=False, spec_type=list(settings.spec_type),
@@ -110,10 +110,10 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     (`tune_args.build_request`: the GGUF header read once, the space checked before any launch); or
     why it cannot run."""
     # Lazy: the tune's core loads the supervisor and httpx; the check worker pays for them, not the first frame.
-    from tui.core.tuning.space import Floors, SpaceError
-    from tui.core.tuning.tune_args import UsageError, build_request, parse_budget
+    from tui.core.tune.space import Floors, SpaceError
+    from tui.core.tune.args import UsageError, build_request, parse_budget
     from tui.core.lab.launcher import stand_ins_problem
-    from tui.core.tuning.tune_workload import WorkloadError, parse_workload
+    from tui.core.tune.workload_spec import WorkloadError, parse_workload
 
     if options.server_bin is None:
         return "no llama-server binary: give --server-bin PATH or run `mtp-tune doctor --build`."
@@ -168,7 +168,7 @@ def _med(s: Any) -> float | None:
 
 def best_text(rec: Any) -> str:
     """`#3 0.512 [0.50-0.53] s/request (spread 2.1%)`."""
-    from tui.core.tuning.tune_result import fmt_seconds
+    from tui.core.tune.result import fmt_seconds
 
     if rec is None:
         return ""
@@ -179,7 +179,7 @@ def best_text(rec: Any) -> str:
 
 def row_view(r: Any, mark: str = "") -> TuneRowView:
     """A Trial as one row of the trial table."""
-    from tui.core.tuning.tune_report import settings_text
+    from tui.core.tune.report import settings_text
 
     s = r.samples
     pp, tg = (s.summary("pp_tps"), s.summary("tg_tps")) if s else (None, None)
@@ -248,7 +248,7 @@ def ab_text(ab: Any, note: str) -> str:
 
 def final_view(outcome: Any, *, budget_s: float | None = None, message: str = "") -> TuneView:
     """A finished (or cancelled, or out of budget) tune: the answer, the A/B and the break-even."""
-    from tui.core.tuning.tune_report import tune_break_even
+    from tui.core.tune.report import tune_break_even
 
     res = outcome.result
     be = tune_break_even(res, outcome.workload, outcome.ab)
@@ -293,7 +293,7 @@ def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
              started: Callable[[Any], None]) -> tuple[Any, TuneView, str | None]:
     """Run (or continue) the tune to its end, its budget or a cancel. `started(run)` hands the TuneRun
     to the caller (for `stop()`) before it runs. Returns (TuneOutcome or None, the final view, error)."""
-    from tui.core.tuning.tune_run import TuneError, TuneRun
+    from tui.core.tune.run import TuneError, TuneRun
 
     def failed(text: str) -> tuple[Any, TuneView, str | None]:
         return None, replace(tracker.view, running=False, stopped="failed", message=text, error=text), text
@@ -336,7 +336,7 @@ def report_path(outcome: Any) -> Path:
 
 def write_report(outcome: Any, base: Settings) -> tuple[str | None, str | None]:
     """The Markdown report (every trial) next to the tune's saved state: (its path, error)."""
-    from tui.core.tuning.tune_report import facts_from, render_report
+    from tui.core.tune.report import facts_from, render_report
 
     if outcome is None:
         return None, "no tune has finished yet, so there is no report to write"

@@ -32,9 +32,9 @@ from tui.core.lab.recovery import RELAUNCH_TRIES
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.lab.trial import Samples, Trial
 from tui.core.options.settings import Settings, settings_json
-from tui.core.tuning.machine import Machine, PaceWork
-from tui.core.tuning.memory import WHERE, MemoryBook
-from tui.core.tuning.workload import Workload
+from tui.core.tune.machine import Machine, PaceWork
+from tui.core.tune.memory import WHERE, MemoryBook
+from tui.core.tune.workload import Workload
 
 
 @dataclass

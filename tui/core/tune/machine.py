@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from tui.core.options.settings import Settings
 from tui.core.lab.launcher import LaunchOutcome, Launcher
 from tui.core.lab.planning import PlanCheck
-from tui.core.tuning.searches import SearchResult
+from tui.core.lab.knobs import SearchResult
 from tui.core.lab.trial import Samples
-from tui.core.tuning.workload import Workload
+from tui.core.tune.workload import Workload
 
 #: (the running launch, the workload, passes) -> that many passes of per-pass figures.
 MeasureFn = Callable[[LaunchOutcome, Workload, int], Samples]

@@ -14,9 +14,9 @@ from tui.core.options.settings import Settings
 from tui.core.options.validate import value_errors
 
 if TYPE_CHECKING:  # the request's modules load the supervisor: imported when a tune is built, not for --help
-    from tui.core.tuning.space import Floors, Space
-    from tui.core.tuning.tune_run import TuneRequest
-    from tui.core.tuning.tune_workload import WorkloadSpec
+    from tui.core.tune.space import Floors, Space
+    from tui.core.tune.run import TuneRequest
+    from tui.core.tune.workload_spec import WorkloadSpec
 
 #: --fixed / --axis names of the tune's own axes -> the llama-server flags each sets.
 AXIS_FLAGS: dict[str, tuple[str, ...]] = {
@@ -85,7 +85,7 @@ def fixed_tokens(items: list[str]) -> list[str]:
 def axis_values(items: list[str], floors: Any) -> dict[str, tuple[Any, ...]]:
     """--axis NAME=V1,V2 -> the values the space searches on that axis (floors still apply)."""
     from tui.core.options import CACHE_TYPES, FLASH_ATTN
-    from tui.core.tuning.space import KV_QUALITY
+    from tui.core.tune.space import KV_QUALITY
 
     out: dict[str, tuple[Any, ...]] = {}
     for text in items:
@@ -133,11 +133,11 @@ def build_request(base: Settings, spec: WorkloadSpec, floors: Floors, values: di
     `server_bin` None: the CLI finds the binary after these checks and sets it on the request."""
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.gguf_reader import read_gguf
-    from tui.core.tuning.space import SpaceError, space_for_model
-    from tui.core.tuning.tune_model import ModelError, tune_model
-    from tui.core.tuning.tune_run import TuneRequest
+    from tui.core.tune.space import SpaceError, space_for_model
+    from tui.core.tune.model import ModelError, tune_model
+    from tui.core.tune.run import TuneRequest
     from tui.core.lab.launcher import stand_ins_problem
-    from tui.core.tuning.tune_workload import placeholder
+    from tui.core.tune.workload_spec import placeholder
 
     if stand_ins and (why := stand_ins_problem(gpus, devices)):
         raise UsageError(why)

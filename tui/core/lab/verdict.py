@@ -2,7 +2,7 @@
 
 Pure: `decide(samples, workload)` gives the verdict, so a UI recomputes it for new input/output
 lengths without running anything again. Each side's samples are its passes (one probe run per
-pass, interleaved A B A B by `tuning.ab.run_ab`); per pass the end-to-end time of one request is
+pass, interleaved A B A B by `lab.ab.run_ab`); per pass the end-to-end time of one request is
 prompt / PP + output / TG (`probes.compare.workload_view`), and a side is called faster only when
 the difference is beyond the measured noise (`probes.stats.verdict`); otherwise the verdict is
 `inconclusive`, with the reason.

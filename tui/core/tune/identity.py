@@ -23,10 +23,10 @@ from tui.core.lab.journal import Journal
 from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_key
 from tui.core.options.settings import settings_json
-from tui.core.tuning.space import Floors
-from tui.core.tuning.tune_workload import WorkloadSpec
-from tui.core.tuning.verdict import PassSample
-from tui.core.tuning.workload import Workload
+from tui.core.tune.space import Floors
+from tui.core.tune.workload_spec import WorkloadSpec
+from tui.core.lab.verdict import PassSample
+from tui.core.tune.workload import Workload
 
 
 def model_identity(path: str | None) -> dict[str, Any]:

@@ -44,12 +44,12 @@ from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.runner import Lab
 from tui.core.lab.trial import Trial
 from tui.core.options.settings import settings_json
-from tui.core.tuning.machine import Machine
-from tui.core.tuning.memory import MemoryBook
-from tui.core.tuning.space import Space
-from tui.core.tuning.tune_result import TuneResult, build_result
-from tui.core.tuning.tune_trial import CandidateTrial, TuneLab
-from tui.core.tuning.workload import Workload
+from tui.core.tune.machine import Machine
+from tui.core.tune.memory import MemoryBook
+from tui.core.tune.space import Space
+from tui.core.tune.result import TuneResult, build_result
+from tui.core.tune.trial import CandidateTrial, TuneLab
+from tui.core.tune.workload import Workload
 
 __all__ = ["GridReference", "Machine", "PLATEAU_STEPS", "TuneOptions", "TuneResult", "Tuner", "tune"]
 

@@ -19,8 +19,8 @@ from typing import Any
 from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
 from tui.core.lab import ranking
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
-from tui.core.tuning.verdict import MtpVerdict
-from tui.core.tuning.workload import Workload
+from tui.core.lab.verdict import MtpVerdict
+from tui.core.tune.workload import Workload
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.trial import Trial
-from tui.core.tuning.space import needs_at_least
+from tui.core.tune.space import needs_at_least
 
 WHERE = {"oom_load": "ran out of memory at load", "oom_decode": "ran out of memory at the first decode"}
 

@@ -32,7 +32,7 @@ from tui.core.options.settings import Settings, effective_spec_types
 from tui.core.options.settings import settings_json
 from tui.core.lab.measure import Prober, default_prober
 from tui.core.lab.events import EventFn, Progress, new_cancel
-from tui.core.tuning.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
+from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
 DEFAULT_PASSES = 3
 

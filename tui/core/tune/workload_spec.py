@@ -29,7 +29,7 @@ import httpx
 from tui.core.options.settings import Settings
 from tui.core.probes.suites import BUILTIN, ProbePrompt, Suite, SuiteError, get_suite, long_document
 from tui.core.probes.run_types import RunConfig
-from tui.core.tuning.workload import Workload, from_requests, parse_shape
+from tui.core.tune.workload import Workload, from_requests, parse_shape
 
 #: Generation length of a suite prompt that does not set its own (the probe's default).
 DEFAULT_N_PREDICT = RunConfig().n_predict

@@ -38,18 +38,18 @@ from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.lab.events import EventFn, LabEvent
-from tui.core.tuning.space import Floors, Space, SpaceError, space_for_model
-from tui.core.tuning.tune_result import TuneResult, build_result, fmt_seconds
-from tui.core.tuning.tune_identity import check_section, hardware_identity, tune_definition, tune_id
+from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
+from tui.core.tune.result import TuneResult, build_result, fmt_seconds
+from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
 from tui.core.lab.measure import default_prober
-from tui.core.tuning.tune_measure import Measure
-from tui.core.tuning.tune_hygiene import gpu_hygiene
-from tui.core.tuning.tune_model import TuneModel
-from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, count_suite, sizing_settings
-from tui.core.tuning.tuner import TuneOptions, Tuner
-from tui.core.tuning.machine import Machine
-from tui.core.tuning.verdict import MtpVerdict
-from tui.core.tuning.workload import Workload
+from tui.core.tune.measure import Measure
+from tui.core.tune.hygiene import gpu_hygiene
+from tui.core.tune.model import TuneModel
+from tui.core.tune.workload_spec import WorkloadError, WorkloadSpec, count_suite, sizing_settings
+from tui.core.tune.search import TuneOptions, Tuner
+from tui.core.tune.machine import Machine
+from tui.core.lab.verdict import MtpVerdict
+from tui.core.tune.workload import Workload
 
 
 T = TypeVar("T")
@@ -252,7 +252,7 @@ class TuneRun:
 
     def _run(self, st: Journal, launcher: SupervisorLauncher) -> TuneOutcome:
         from tui.core.planning.gguf_reader import read_gguf
-        from tui.core.tuning.searches import smallest_fit_target
+        from tui.core.lab.knobs import smallest_fit_target
 
         req = self.req
         workload = self._workload(st, launcher)  # before the first-decode prompt: the sizing launch has a small context
@@ -346,7 +346,7 @@ class TuneRun:
 
     def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
             measure: Measure) -> tuple[MtpVerdict | None, str]:
-        from tui.core.tuning.ab import run_ab
+        from tui.core.lab.ab import run_ab
 
         on, off, n = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes
         if result.stopped in ("cancelled", "budget"):

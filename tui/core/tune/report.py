@@ -14,11 +14,11 @@ from typing import Any
 
 from tui.core.probes.breakeven import BreakEven, break_even
 from tui.core.probes.stats import Summary, fmt_summary
-from tui.core.tuning.tune_plot import pp_tg_plot
+from tui.core.tune.plot import pp_tg_plot
 from tui.core.lab.trial import Trial
-from tui.core.tuning.tune_result import TuneResult, fmt_seconds
-from tui.core.tuning.verdict import MtpVerdict
-from tui.core.tuning.workload import Workload
+from tui.core.tune.result import TuneResult, fmt_seconds
+from tui.core.lab.verdict import MtpVerdict
+from tui.core.tune.workload import Workload
 
 SHORT = {"draft-n-max": "n-max", "ubatch": "ub", "batch": "b", "draft-kv": "dkv", "flash-attn": "fa",
          "n-cpu-moe": "ncmoe", "threads": "t"}

@@ -18,8 +18,8 @@ from tui.core.options.settings import Settings
 from tui.core.probes.suites import Suite
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Samples
-from tui.core.tuning.tune_workload import WorkloadError, WorkloadSpec, cut_prompt, shape_suite
-from tui.core.tuning.workload import Workload
+from tui.core.tune.workload_spec import WorkloadError, WorkloadSpec, cut_prompt, shape_suite
+from tui.core.tune.workload import Workload
 
 
 class Measure:

@@ -37,7 +37,7 @@ from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
 from tui.core.options.validate import validate
 from tui.core.sweep.definition import DRAFT_ONLY_FIELDS, normalize, settings_key
-from tui.core.tuning.workload import Workload, beyond_training
+from tui.core.tune.workload import Workload, beyond_training
 
 #: Fields a request can set without a restart, for the searched axes (none in b11434; see above).
 PER_REQUEST_FIELDS: frozenset[str] = frozenset()
