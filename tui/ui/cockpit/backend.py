@@ -1,4 +1,5 @@
-"""The App's one door to the core: telemetry, planning, the server, probes, runs and profiles.
+"""The cockpit's door to the core: telemetry, planning, the server, probes and the results store
+(which the runs controller reads through `store`).
 
 No Textual here. Every method that can block is called from a worker thread; the App never calls
 them on its event loop. Core callbacks (sampler, supervisor) arrive on core threads and are passed
@@ -17,9 +18,8 @@ from tui.core.gpu.types import GpuSnapshot, ServerView
 from tui.core.options.settings import Settings
 from tui.core.server.handle import ServerHandle
 from tui.ui.cockpit import planning, probing, reconciling, remote, server_view
-from tui.ui.runs import controller as runs
 from tui.ui.options import AppOptions
-from tui.ui.cockpit.views import CompareRow, PlanView, ProbeState, ReconcileRow, RunRow, ServerStatus
+from tui.ui.cockpit.views import PlanView, ProbeState, ReconcileRow, ServerStatus
 from tui.ui.cockpit.settings_form import FieldProblem
 
 if TYPE_CHECKING:  # imported lazily at run time (a worker thread pays for it, not the first frame)
@@ -267,7 +267,7 @@ class Backend:
             self.running_settings.api_key if self.running_settings else None
         )
 
-    # --- probes and runs -------------------------------------------------------------------------
+    # --- probes and the store --------------------------------------------------------------------
 
     def suites(self) -> tuple[str, ...]:
         """The suites to choose from; the one asked for on the command line first."""
@@ -316,25 +316,6 @@ class Backend:
         finally:
             if self._attachment is not None and not cancel.is_set():
                 self.refresh_running()  # the draft's n-max is told only after a speculative request
-
-    def list_runs(self) -> tuple[tuple[RunRow, ...], str | None]:
-        try:
-            store = self.store()
-        except Exception as exc:  # noqa: BLE001 - StoreError carries the user message
-            return (), str(exc)
-        return runs.list_runs(store)
-
-    def compare_runs(self, a: Any, b: Any) -> tuple[tuple[CompareRow, ...], str, str | None]:
-        try:
-            return runs.compare(self.store(), int(a), int(b))
-        except Exception as exc:  # noqa: BLE001
-            return (), "", str(exc)
-
-    def export_runs(self, ids: tuple[Any, ...], fmt: str) -> tuple[str | None, str | None]:
-        try:
-            return runs.export(self.store(), tuple(int(i) for i in ids), fmt)
-        except Exception as exc:  # noqa: BLE001
-            return None, str(exc)
 
     def _memory_snapshot(self) -> dict[str, Any] | None:
         handle = self.handle

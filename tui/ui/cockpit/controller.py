@@ -2,7 +2,8 @@
 
 It owns the backend (telemetry, the server, probes, the store) and the main screen's controllers:
 plan (settings -> validation -> estimate and exact figures), server (launch, restart, stop), probes,
-calibration, and the lab (experiments). The App builds it and hands it to the `MainScreen`, which
+calibration, and the lab (experiments); and the controllers of the screens it opens: runs (over the
+backend's one results store) and profiles. The App builds it and hands it to the `MainScreen`, which
 attaches itself as the host their workers run on and post to.
 """
 
@@ -19,6 +20,8 @@ from tui.ui.cockpit.server import ServerController
 from tui.ui.host import Relay
 from tui.ui.lab.controller import LabController
 from tui.ui.options import AppOptions
+from tui.ui.profiles.controller import ProfilesController
+from tui.ui.runs.controller import RunsController
 from tui.ui.variants.controller import VariantsController
 
 
@@ -33,6 +36,8 @@ class CockpitController:
         self.calibration = CalibrationController(options, self.host)
         self.probes = ProbeController(backend, self.host, fixed=options.fixed is not None)
         self.lab = LabController(backend, options, self.host, self.server, self.plan)
+        self.runs = RunsController(backend.store)
+        self.profiles = ProfilesController()
 
     def nvml_by_device(self, snapshot: GpuSnapshot | None) -> dict[str, float] | None:
         """NVML's memory per device for the reconciliation screen (None: no NVML figures)."""

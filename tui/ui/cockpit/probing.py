@@ -14,7 +14,8 @@ from typing import Any
 from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
 from tui.core.server.handle import DEFAULT_N_MAX, RunningSettings
-from tui.ui.cockpit.views import PlanView, ProbePoint, ProbeState, ProbeSummary
+from tui.ui.cockpit.views import PlanView, ProbeState, ProbeSummary
+from tui.ui.shared_views import ProbePoint
 
 MAX_SERIES = 4
 
