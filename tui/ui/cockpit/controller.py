@@ -12,8 +12,10 @@ from __future__ import annotations
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui.cockpit.backend import Backend
+from tui.ui.cockpit import remote
 from tui.ui.cockpit.calibration import CalibrationController
 from tui.ui.cockpit.plan import PlanController
+from tui.ui.cockpit.planning import devices_for
 from tui.ui.cockpit.probes import ProbeController
 from tui.ui.cockpit.reconciling import nvml_by_device
 from tui.ui.cockpit.server import ServerController
@@ -48,7 +50,8 @@ class CockpitController:
 
     def variants(self, settings: Settings, snapshot: GpuSnapshot | None) -> VariantsController:
         """The variants picker's controller for the form's hf-repo (its `why_not` says when it cannot)."""
-        return VariantsController(settings, snapshot, self.options)
+        return VariantsController(settings, lambda: devices_for(snapshot, self.options, settings.rpc),
+                                  remote.remember)
 
     def shutdown(self) -> None:
         """Quitting: cancel the probe run and the lab's action (bounded wait for its server)."""
