@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from tui.core.options.argv import parse_command_line
+from tui.core.options.redact import REDACTED
 from tui.core.options.settings import Settings
 
 
 def last_launched() -> Settings | None:
     """The settings of the newest launch in the history (API key dropped: history never keeps it)."""
+    # lazy: the profile store (tomli_w) loads when asked, not before the first frame
     from tui.core.presets.profiles import list_history
-    from tui.core.options.redact import REDACTED
 
     try:
         entries = list_history(limit=1)
@@ -32,6 +34,7 @@ class ProfilesController:
     """Save, list, load and export profiles, import a command line (small files: called on the UI thread)."""
 
     def save_profile(self, name: str, settings: Settings) -> tuple[str, bool]:
+        # lazy: the profile store (tomli_w) loads when asked, not before the first frame
         from tui.core.presets.profiles import ProfileError, save_profile as core_save
 
         if not name:
@@ -43,6 +46,7 @@ class ProfilesController:
         return f"saved profile {name!r} to {path}", True
 
     def list_profiles(self) -> tuple[list[str], str | None]:
+        # lazy: the profile store (tomli_w) loads when asked, not before the first frame
         from tui.core.presets.profiles import ProfileError, list_profiles as core_list
 
         try:
@@ -51,6 +55,7 @@ class ProfilesController:
             return [], str(exc)
 
     def load_profile(self, name: str) -> tuple[Settings | None, str]:
+        # lazy: the profile store (tomli_w) loads when asked, not before the first frame
         from tui.core.presets.profiles import ProfileError, load_profile as core_load
 
         try:
@@ -59,6 +64,7 @@ class ProfilesController:
             return None, str(exc)
 
     def write_ini_section(self, path: str, section: str, settings: Settings) -> tuple[str, bool]:
+        # lazy: the profile store (tomli_w) loads when asked, not before the first frame
         from tui.core.presets import IniWriteError, write_section
 
         if not path or not section:
@@ -75,8 +81,6 @@ class ProfilesController:
 
     def import_command(self, text: str, base: Settings) -> tuple[Settings | None, str, bool]:
         """A pasted command line -> Settings; the message lists warnings, or the errors that stop it."""
-        from tui.core.options.argv import parse_command_line
-
         if not text.strip():
             return None, "paste a llama-server command line first", False
         result = parse_command_line(text)

@@ -83,6 +83,7 @@ class RunsController:
 def compare(store: Any, a: int, b: int, workload: tuple[int, int] = (12_000, 800)
             ) -> tuple[tuple[CompareRow, ...], str, str | None]:
     """B judged against A per metric with the core's noise-aware verdict, plus the workload answer."""
+    # lazy: the comparison and its statistics load when the screen compares, not before the first frame
     from tui.core.probes.compare import RunView, compare_runs
     from tui.core.probes.stats import fmt_rel, fmt_summary
 
@@ -111,6 +112,7 @@ def compare(store: Any, a: int, b: int, workload: tuple[int, int] = (12_000, 800
 def export(store: Any, ids: tuple[int, ...], fmt: str, directory: Path | None = None
            ) -> tuple[str | None, str | None]:
     """Write the runs as a Markdown table, CSV or JSON under the data dir; returns the path."""
+    # lazy: the report writers (csv, statistics) load with the first export, not before the first frame
     from tui.core.probes import report
 
     try:

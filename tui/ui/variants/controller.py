@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tui.core.options import reader
 from tui.core.options.settings import Settings
+from tui.core.options.validate import errors, validate
+from tui.core.planning.devices import DeviceSet
+from tui.core.remote.errors import RemoteError
+from tui.core.remote.source import local_settings, source_of
 from tui.ui.host import Host
 from tui.ui.variants.messages import VariantsPlanned, VariantsProgressed
 from tui.ui.variants.views import VariantsView, view_of
-
-if TYPE_CHECKING:
-    from tui.core.planning.devices import DeviceSet
 
 #: the main KV types the picker compares with `k` (the first choice: as the form says)
 KV_CHOICES: tuple[tuple[str | None, ...], ...] = ((None,), ("f16", "q8_0", "q4_0"))
@@ -30,6 +32,7 @@ KV_CHOICES: tuple[tuple[str | None, ...], ...] = ((None,), ("f16", "q8_0", "q4_0
 
 def repo_of(settings: Settings) -> tuple[str, str]:
     """(the repo of the form's `hf-repo` without its `:QUANT` tag, "") or ("", what to do instead)."""
+    # lazy: the Hub's names load when the picker opens, not before the first frame
     from tui.core.remote.hub import split_repo_tag
 
     spec = (settings.hf_repo or "").strip()
@@ -44,16 +47,12 @@ def repo_of(settings: Settings) -> tuple[str, str]:
 
 def base_settings(settings: Settings) -> Settings:
     """The form's flags without the model's source (-m, -hf, -hff, -mu, -hft): what every row shares."""
-    from tui.core.remote.source import local_settings
-
     return dataclasses.replace(local_settings(settings, ""), model=None)
 
 
 def settings_maker(settings: Settings, count: int | None) -> Callable[[str, str | None], Settings]:
     """`plan_variants`' `settings_for(path, kv)`: the form's flags on one header copy and KV type,
     through the form's validator (`core.options.validate`); ValueError with the first error."""
-    from tui.core.options.validate import errors, validate
-
     base = base_settings(settings)
 
     def settings_for(path: str, kv: str | None) -> Settings:
@@ -104,8 +103,6 @@ class VariantsController:
 
     def _work(self, host: Host, seq: int) -> None:
         """The worker: never raises; every failure is one sentence in the view."""
-        from tui.core.remote.errors import RemoteError
-
         try:
             view = self.plan(lambda text: host.post_message(VariantsProgressed(seq, text)))
         except (RemoteError, ValueError) as exc:
@@ -117,8 +114,8 @@ class VariantsController:
 
     def plan(self, progress: Callable[[str], None] | None = None) -> VariantsView:
         """The table for the form's flags on the screen's devices (blocks: network, then the planner)."""
+        # lazy: the variants planner and httpx load on the picker's worker
         from tui.core.remote.fetch import repo_listing
-        from tui.core.remote.source import source_of
         from tui.core.remote.variants import plan_variants
         if self.why_not:
             raise ValueError(self.why_not)
@@ -145,7 +142,6 @@ class VariantsController:
     def settings_for_row(self, index: int) -> Settings | None:
         """The form's settings with row `index`'s file as the model (`-hf REPO:TAG`, or `REPO` and
         `-hff FILE`) and its KV type as -ctk/-ctv; None for a row that cannot be chosen."""
-        from tui.core.options import reader
         rows = self.view.rows
         if not 0 <= index < len(rows) or rows[index].error:
             return None

@@ -11,7 +11,6 @@ from typing import Any
 
 from tui.core.options import reader
 from tui.core.options.settings import Settings
-from tui.core.remote.hub import resolve_files
 
 #: what the cells mean, under the table (the CLI's legend, short)
 LEGEND = ("GiB throughout. need (left): what the device needs, and has left (+) or lacks (-). max -c: the largest -c "
@@ -60,6 +59,9 @@ class VariantsView:
 def choice_for(repo: str, files: list[Any], variant: Any) -> tuple[str, str]:
     """(hf-repo, -hff) that make llama-server download exactly `variant`: `REPO:TAG` when its tag
     picks this file by llama.cpp's rules (`hub.resolve_files`), else `REPO` plus `-hff FILE`."""
+    # lazy: the Hub's file rules load when the picker opens, not before the first frame
+    from tui.core.remote.hub import resolve_files
+
     if variant.tag:
         try:
             if [f.path for f in resolve_files(files, repo, variant.tag)] == [f.path for f in variant.files]:
