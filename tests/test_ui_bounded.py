@@ -11,6 +11,7 @@ from tui.core.server.events import DEFAULT_TAIL_LINES, HandleCore
 from tui.core.server.launch import HEAD_LINES, Launch
 from tui.ui.cockpit.probing import MAX_SERIES, _Progress
 from tui.ui.cockpit.views import ProbeState
+from tui.ui.shared_views import ProbePoint
 
 
 class _Core(HandleCore):
@@ -46,8 +47,6 @@ def _run(previous: ProbeState, config: str, n: int) -> ProbeState:
 
 
 def _points(config: str, i: int, rec: SimpleNamespace) -> tuple:
-    from tui.ui.cockpit.views import ProbePoint
-
     return (ProbePoint(config, i, rec.tg_tps, rec.pp_tps, rec.acceptance),)
 
 

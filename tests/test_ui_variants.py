@@ -26,7 +26,7 @@ from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
 from tui.core.remote.hub import HubFile, Sidecar, Variant, variants
 from tui.ui.app import MtpTuneApp, make_app
-from tui.ui.variants.controller import choice_for, sidecar_note, view_of
+from tui.ui.variants.views import choice_for, sidecar_note, view_of
 from tui.ui.options import AppOptions
 from tui.ui.cockpit.screen import MainScreen
 from tui.ui.variants.screen import VariantsScreen

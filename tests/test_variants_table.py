@@ -165,8 +165,8 @@ def test_sort_rows_by_tier_then_size_then_kv_width_errors_last() -> None:
 
 
 def test_the_picker_shows_the_tier(hub: LoopbackHub) -> None:
-    """The TUI picker's rows (tui.ui.variants.controller.view_of) carry the tier and show it in the fits column."""
-    from tui.ui.variants.controller import view_of
+    """The TUI picker's rows (tui.ui.variants.views.view_of) carry the tier and show it in the fits column."""
+    from tui.ui.variants.views import view_of
 
     ds = devices_now("2x16GiB")
     settings_for = _settings_for(["-c", "32768", "--spec-type", "draft-mtp"], ds.count)

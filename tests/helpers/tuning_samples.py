@@ -18,7 +18,7 @@ from tui.ui.lab import experiments as tuning
 from tui.ui.lab.sweep_screen import SweepScreen
 from tui.ui.lab.verdict_screen import VerdictScreen
 from tui.ui.lab.views import SweepSetup, SweepView, VerdictView
-from tui.ui.cockpit.views import ProbePoint
+from tui.ui.shared_views import ProbePoint
 
 SETUP = SweepSetup(axes=(("mtp", "on,off"), ("ub", "512,1024,2048")), suite="tasks", repeat=3)
 

@@ -14,8 +14,10 @@ from tui.core.gpu.types import (
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions, FixedScreen
 from tui.ui.cockpit.views import (
-    EXACT_LABEL, CompareRow, DevicePlan, PlanView, ProbePoint, ProbeState, ProbeSummary, ReconcileRow, RunRow, ServerStatus,
+    EXACT_LABEL, DevicePlan, PlanView, ProbeState, ProbeSummary, ReconcileRow, ServerStatus,
 )
+from tui.ui.runs.views import CompareRow, RunRow
+from tui.ui.shared_views import ProbePoint
 
 GPU_NAME = "NVIDIA GeForce RTX 3060 Laptop GPU"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tui.core.gpu.profiles import HwProfile
 from tui.core.options.settings import Settings
-from tui.ui.cockpit.views import CompareRow, PlanView, ProbeState, RunRow, ServerStatus
+from tui.ui.cockpit.views import PlanView, ProbeState, ServerStatus
+from tui.ui.runs.views import CompareRow, RunRow
 
 
 @dataclass(frozen=True)

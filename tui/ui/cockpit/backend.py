@@ -1,4 +1,5 @@
-"""The App's one door to the core: telemetry, planning, the server, probes, runs and profiles.
+"""The cockpit's door to the core: telemetry, planning, the server, probes and the results store
+(which the runs controller reads through `store`).
 
 No Textual here. Every method that can block is called from a worker thread; the App never calls
 them on its event loop. Core callbacks (sampler, supervisor) arrive on core threads and are passed
@@ -13,13 +14,15 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from tui.core.gpu import GpuSampler, Nvml, SimulatedGpus
 from tui.core.gpu.types import GpuSnapshot, ServerView
 from tui.core.options.settings import Settings
+from tui.core.options.validate import validate
+from tui.core.server.download import describe
 from tui.core.server.handle import ServerHandle
 from tui.ui.cockpit import planning, probing, reconciling, remote, server_view
-from tui.ui.runs import controller as runs
 from tui.ui.options import AppOptions
-from tui.ui.cockpit.views import CompareRow, PlanView, ProbeState, ReconcileRow, RunRow, ServerStatus
+from tui.ui.cockpit.views import PlanView, ProbeState, ReconcileRow, ServerStatus
 from tui.ui.cockpit.settings_form import FieldProblem
 
 if TYPE_CHECKING:  # imported lazily at run time (a worker thread pays for it, not the first frame)
@@ -67,8 +70,6 @@ class Backend:
 
     def start_sampler(self, on_snapshot: Callable[[GpuSnapshot], None]) -> None:
         """Start the core's sampler thread; `on_snapshot` runs on that thread (it only posts)."""
-        from tui.core.gpu import GpuSampler, Nvml, SimulatedGpus
-
         if self.options.simulate:
             source: Any = SimulatedGpus(self.options.hardware, allocated_mib=self._simulated_allocation)
         else:
@@ -101,8 +102,6 @@ class Backend:
     # --- settings --------------------------------------------------------------------------------
 
     def validate(self, settings: Settings, device_count: int | None) -> list[FieldProblem]:
-        from tui.core.options.validate import validate
-
         problems = validate(settings, None, device_count, require_model=not self.options.attach_url)
         return [FieldProblem(p.field, p.severity, p.message) for p in problems]
 
@@ -116,6 +115,7 @@ class Backend:
         """`callback()` (from core threads) whenever the server's state or log changes."""
         self._on_server_change = callback
         if self.options.attach_url:
+            # lazy: httpx loads when the App attaches to a server, not before the first frame
             from tui.core.server.attach import Attachment
 
             self._attachment = Attachment(self.options.attach_url, api_key=self.options.settings.api_key)
@@ -162,6 +162,7 @@ class Backend:
                 "or run `mtp-tune doctor --build`")
 
     def _ensure_supervisor(self) -> Supervisor:
+        # lazy: the server supervisor and httpx load with the first launch, not before the first frame
         from tui.core.server.supervisor import Supervisor
 
         with self._lock:
@@ -183,6 +184,7 @@ class Backend:
         Returns a user-facing sentence when the action could not be done (a failed launch is not
         an error here: its explanation is in `status().failure`).
         """
+        # lazy: the server supervisor and httpx load with the first launch, not before the first frame
         from tui.core.server.supervisor import SupervisorError
 
         try:
@@ -243,8 +245,6 @@ class Backend:
         sup = self._supervisor
         summary = sup.downloads.summary() if sup is not None and handle is sup and sup.downloads else None
         if summary is not None:
-            from tui.core.server.download import describe
-
             status = dataclasses.replace(status, download=describe(summary), download_fraction=summary.fraction,
                                          downloading=summary.phase in ("pending", "downloading"))
         return status
@@ -267,7 +267,7 @@ class Backend:
             self.running_settings.api_key if self.running_settings else None
         )
 
-    # --- probes and runs -------------------------------------------------------------------------
+    # --- probes and the store --------------------------------------------------------------------
 
     def suites(self) -> tuple[str, ...]:
         """The suites to choose from; the one asked for on the command line first."""
@@ -317,25 +317,6 @@ class Backend:
             if self._attachment is not None and not cancel.is_set():
                 self.refresh_running()  # the draft's n-max is told only after a speculative request
 
-    def list_runs(self) -> tuple[tuple[RunRow, ...], str | None]:
-        try:
-            store = self.store()
-        except Exception as exc:  # noqa: BLE001 - StoreError carries the user message
-            return (), str(exc)
-        return runs.list_runs(store)
-
-    def compare_runs(self, a: Any, b: Any) -> tuple[tuple[CompareRow, ...], str, str | None]:
-        try:
-            return runs.compare(self.store(), int(a), int(b))
-        except Exception as exc:  # noqa: BLE001
-            return (), "", str(exc)
-
-    def export_runs(self, ids: tuple[Any, ...], fmt: str) -> tuple[str | None, str | None]:
-        try:
-            return runs.export(self.store(), tuple(int(i) for i in ids), fmt)
-        except Exception as exc:  # noqa: BLE001
-            return None, str(exc)
-
     def _memory_snapshot(self) -> dict[str, Any] | None:
         handle = self.handle
         return handle.memory_snapshot() if handle is not None else None
@@ -344,6 +325,7 @@ class Backend:
         """The results store (opened on first use, in a worker thread)."""
         with self._lock:
             if self._store is None:
+                # lazy: sqlite3 and the results store load on first use (a worker), not before the first frame
                 from tui.core.results.store import open_store
 
                 self._store = open_store()

@@ -36,6 +36,7 @@ def run(model: str, server_bin: Path, cancel: threading.Event,
         progress: Callable[[str], None]) -> tuple[Any, Any]:
     """Calibrate `model` (blocks: a worker thread): (its GGUFMeta or None, the Calibration or one
     sentence why not, "cancelled" when `cancel` was set). `progress` hears "calibrating the estimate 3/21"."""
+    # lazy: calibration runs llama.cpp (the exact planner, httpx): loaded when one starts
     from tui.core.planning.calibrate import calibrate
     try:
         meta = model_meta(model, server_bin)
@@ -54,6 +55,7 @@ def run(model: str, server_bin: Path, cancel: threading.Event,
 def take(meta: Any, result: Any) -> str | None:
     """A finished calibration (the UI thread): attach it to `meta` and say None, or the one
     sentence why the structural estimate stays ("" for a cancelled run: nothing to say)."""
+    # lazy: the calibration's types and the plan cache (hashlib) load when one ends
     from tui.core.planning.cache import attach
     from tui.core.planning.calibration import Calibration
 

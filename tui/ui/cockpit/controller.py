@@ -2,7 +2,8 @@
 
 It owns the backend (telemetry, the server, probes, the store) and the main screen's controllers:
 plan (settings -> validation -> estimate and exact figures), server (launch, restart, stop), probes,
-calibration, and the lab (experiments). The App builds it and hands it to the `MainScreen`, which
+calibration, and the lab (experiments); and the controllers of the screens it opens: runs (over the
+backend's one results store) and profiles. The App builds it and hands it to the `MainScreen`, which
 attaches itself as the host their workers run on and post to.
 """
 
@@ -11,14 +12,18 @@ from __future__ import annotations
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
 from tui.ui.cockpit.backend import Backend
+from tui.ui.cockpit import remote
 from tui.ui.cockpit.calibration import CalibrationController
 from tui.ui.cockpit.plan import PlanController
+from tui.ui.cockpit.planning import devices_for
 from tui.ui.cockpit.probes import ProbeController
 from tui.ui.cockpit.reconciling import nvml_by_device
 from tui.ui.cockpit.server import ServerController
 from tui.ui.host import Relay
 from tui.ui.lab.controller import LabController
 from tui.ui.options import AppOptions
+from tui.ui.profiles.controller import ProfilesController
+from tui.ui.runs.controller import RunsController
 from tui.ui.variants.controller import VariantsController
 
 
@@ -33,6 +38,8 @@ class CockpitController:
         self.calibration = CalibrationController(options, self.host)
         self.probes = ProbeController(backend, self.host, fixed=options.fixed is not None)
         self.lab = LabController(backend, options, self.host, self.server, self.plan)
+        self.runs = RunsController(backend.store)
+        self.profiles = ProfilesController()
 
     def nvml_by_device(self, snapshot: GpuSnapshot | None) -> dict[str, float] | None:
         """NVML's memory per device for the reconciliation screen (None: no NVML figures)."""
@@ -43,7 +50,8 @@ class CockpitController:
 
     def variants(self, settings: Settings, snapshot: GpuSnapshot | None) -> VariantsController:
         """The variants picker's controller for the form's hf-repo (its `why_not` says when it cannot)."""
-        return VariantsController(settings, snapshot, self.options)
+        return VariantsController(settings, lambda: devices_for(snapshot, self.options, settings.rpc),
+                                  remote.remember)
 
     def shutdown(self) -> None:
         """Quitting: cancel the probe run and the lab's action (bounded wait for its server)."""

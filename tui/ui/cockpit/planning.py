@@ -18,17 +18,17 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tui.core.gpu.rpc import RpcReadings
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
+from tui.core.planning.devices import HOST, DeviceSet, current_snapshot, device_set
+from tui.core.planning.errors import PlanError
+from tui.core.planning.gguf_meta import GGUFError
 from tui.ui.options import AppOptions
 from tui.ui.cockpit.views import CALIBRATED_LABEL, ESTIMATE_LABEL, EXACT_LABEL, DevicePlan, PlanView
 from tui.ui.cockpit.remote import known_local, source, to_local
-
-if TYPE_CHECKING:
-    from tui.core.planning.devices import DeviceSet
 
 _META: dict[tuple[str, int, int, str], Any] = {}
 _META_LOCK = threading.Lock()
@@ -47,6 +47,7 @@ def _meta_key(p: Path) -> tuple[str, int, int, str] | None:
 def model_meta(path: str, server_bin: Path | None = None) -> Any:
     """The GGUF metadata of `path`, cached by `_meta_key`. Raises GGUFError. A newly read
     model gets its cached calibration by `server_bin` attached (nothing is run)."""
+    # lazy: the GGUF reader and its cache (hashlib) load on the plan worker, not before the first frame
     from tui.core.planning.gguf_reader import read_gguf
 
     p = Path(path).expanduser()
@@ -56,6 +57,7 @@ def model_meta(path: str, server_bin: Path | None = None) -> Any:
     with _META_LOCK:
         cached = _META.get(key)
     if cached is None:
+        # lazy: the GGUF reader and its cache (hashlib) load on the plan worker, not before the first frame
         from tui.core.planning.cache import attach_cached
 
         cached = read_gguf(p)
@@ -96,8 +98,6 @@ def devices_for(snapshot: GpuSnapshot | None, options: AppOptions, rpc: Sequence
     sample, the simulated profile's devices. `--rpc` servers are asked through `_RPC` (network: a
     worker's job when `rpc` is given); one that never answered is left out and named. `keep`: this
     is the plan on screen, kept for `last_device_set`."""
-    from tui.core.planning.devices import current_snapshot, device_set
-
     if snapshot is None and options.simulate and options.hardware is not None:
         snapshot = current_snapshot(options.hardware)
     ds = device_set(snapshot, rpc, rpc_reader=_RPC.read)
@@ -142,6 +142,7 @@ def core_plan(settings: Settings, snapshot: GpuSnapshot | None, options: AppOpti
               cpu_only: bool = False, devices: DeviceSet | None = None) -> Any:
     """The core Plan (raises PlanError / GGUFError with a user message); `devices`: the DeviceSet
     to plan on (default: `devices_for` the settings' `--rpc`, kept as the newest)."""
+    # lazy: the planner loads on the plan worker, not before the first frame
     from tui.core.planning.plan import plan
 
     if not settings.model:
@@ -170,8 +171,6 @@ def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_war
     """A core Plan as the bars draw it (the host is the device at risk when nothing is offloaded);
     a calibrated estimate (the model's own compute terms) says so. The error band was measured on the
     CPU backend (host, CPU-backed RPC stand-ins): `gpu_band` False (real GPUs) shows it on none of them."""
-    from tui.core.planning.devices import HOST
-
     cal = bool(getattr(p, "calibrated", False))  # a test's stand-in plan may not say
     est = CALIBRATED_LABEL if cal else ESTIMATE_LABEL
     labels = {k: est if v == ESTIMATE_LABEL else v for k, v in (labels or {}).items()}
@@ -189,8 +188,6 @@ def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_war
 
 def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, seq: int) -> PlanView:
     """Never raises: a planning problem becomes `PlanView.error`, one paragraph for the user."""
-    from tui.core.planning.gguf_meta import GGUFError
-    from tui.core.planning.errors import PlanError
     if options.attach_url and not settings.model and not settings.hf_repo:
         return PlanView(error="attached: give the model file in the model field to plan its memory", seq=seq)
     ds = None
@@ -313,6 +310,7 @@ class ExactPlans:
             return None, why
         with self._lock:
             if self._runner is None:
+                # lazy: the exact planner (llama.cpp's dry run, httpx) loads on its worker
                 from tui.core.planning.exact import exact_plan
                 from tui.core.planning.exact_runner import ExactRunner
 
@@ -336,6 +334,7 @@ class ExactPlans:
         try:
             local = to_local(settings)  # a remote model's header copy (read here if the estimate has not yet)
         except ValueError as exc:  # RemoteError is one
+            # lazy: the exact planner (llama.cpp's dry run, httpx) loads on its worker
             from tui.core.planning.exact import unavailable
 
             return unavailable(str(exc))

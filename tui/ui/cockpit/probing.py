@@ -13,16 +13,16 @@ from typing import Any
 
 from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
+from tui.core.probes.suites import BUILTIN, SuiteError, get_suite
 from tui.core.server.handle import DEFAULT_N_MAX, RunningSettings
-from tui.ui.cockpit.views import PlanView, ProbePoint, ProbeState, ProbeSummary
+from tui.ui.cockpit.views import PlanView, ProbeState, ProbeSummary
+from tui.ui.shared_views import ProbePoint
 
 MAX_SERIES = 4
 
 
 def suite_names() -> tuple[str, ...]:
     """Built-in suites, then user suites from `config_dir()/suites/` (TOML or JSONL)."""
-    from tui.core.probes.suites import BUILTIN
-
     user_dir = config_dir() / "suites"
     user = sorted(str(p) for p in user_dir.glob("*") if p.suffix in (".toml", ".jsonl", ".json")) if user_dir.is_dir() else []
     return (*BUILTIN, *user)
@@ -63,6 +63,7 @@ def _summary(config: str, summary: dict[str, Any], run_id: Any) -> ProbeSummary:
 
 def verdict_text(summaries: tuple[ProbeSummary, ...], raw: dict[str, dict[str, Any]]) -> str:
     """MTP on vs off (or the last two configurations) judged with the core's noise-aware rule."""
+    # lazy: the probe statistics (statistics) load with the first probe run, not before the first frame
     from tui.core.probes.stats import Summary, fmt_rel, verdict
 
     if len(summaries) < 2:
@@ -90,8 +91,6 @@ class _Progress:
     """Turns runner events into ProbeState snapshots (on the worker thread) and hands them on."""
 
     def __init__(self, previous: ProbeState, config: str, suite: str, emit: Callable[[ProbeState], None]) -> None:
-        from tui.core.probes.suites import get_suite
-
         self.config = config
         self.suite = get_suite(suite)
         self.names = [p.name for p in self.suite.prompts]
@@ -108,6 +107,7 @@ class _Progress:
         )
 
     def __call__(self, ev: Any) -> None:
+        # lazy: the probe statistics (statistics) load with the first probe run, not before the first frame
         from tui.core.probes.records import summarize_run
 
         s = self.state
@@ -142,9 +142,9 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
 
     `running` asks the server's handle what it runs with; the run is labelled and stored from that
     (a launched server: the argv it ran; an attached one: what it says), the form only fills gaps."""
+    # lazy: the probe runner (httpx) and the profile store load with the first probe run
     from tui.core.probes.run_types import RunConfig, RunContext
     from tui.core.probes.runner import run_probe_sync
-    from tui.core.probes.suites import SuiteError
     from tui.core.presets.profiles import settings_to_dict
 
     rs = running() if running is not None else None

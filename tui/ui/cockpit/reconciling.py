@@ -13,6 +13,7 @@ from typing import Any
 
 from tui.core.gpu.types import NA, GpuSnapshot
 from tui.core.options.settings import Settings
+from tui.core.planning.devices import local_order
 from tui.ui.options import AppOptions
 from tui.ui.cockpit.views import ReconcileRow
 from tui.ui.cockpit.planning import core_plan, exact_request, exact_unavailable_reason
@@ -43,6 +44,7 @@ def rows(settings: Settings | None, memory: dict[str, Any] | None, snapshot: Gpu
          options: AppOptions, exact: Any = None) -> tuple[ReconcileRow, ...]:
     """Never raises: no rows when there is nothing (or nothing reliable) to compare. `exact` is the
     exact-mode core Plan for the same settings and devices (its figures fill `exact_mib`)."""
+    # lazy: the reconciliation loads after a launch, not before the first frame
     from tui.core.planning.reconcile import reconcile
     devices = _devices(memory)
     if settings is None or not devices:
@@ -75,6 +77,7 @@ def exact_for_report(settings: Settings, memory: dict[str, Any] | None, snapshot
             return None, ("llama.cpp's exact figures were not measured for these settings before the launch, and a "
                           "dry run beside the running server would measure around the memory it holds.")
     if plan_fn is None:
+        # lazy: the exact planner (llama.cpp's dry run, httpx) loads on its worker
         from tui.core.planning.exact import exact_plan as plan_fn
     args, kwargs = exact_request(settings, snapshot, options, cpu_only=cpu_only(memory))
     try:
@@ -87,8 +90,6 @@ def exact_for_report(settings: Settings, memory: dict[str, Any] | None, snapshot
 def nvml_by_device(snapshot: GpuSnapshot | None) -> dict[str, float] | None:
     """What NVML sees our server hold on each real GPU, keyed as the plan is (CUDA0..); None when
     there is no real GPU reading (CPU only, or simulated devices)."""
-    from tui.core.planning.devices import local_order
-
     if snapshot is None or snapshot.simulated or not snapshot.devices:
         return None
     out: dict[str, float] = {}

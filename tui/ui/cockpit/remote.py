@@ -14,7 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tui.core.config.endpoint import endpoint
 from tui.core.options.settings import Settings
+from tui.core.remote.source import local_settings, source_of
 
 _FETCHED: dict[Any, Any] = {}  # (ModelSource, endpoint) -> Fetched, this session
 _LOCK = threading.Lock()
@@ -22,23 +24,17 @@ _LOCK = threading.Lock()
 
 def source(settings: Settings) -> Any:
     """The remote model the settings name (None for a file on disk or no model)."""
-    from tui.core.remote.source import source_of
-
     return source_of(settings)
 
 
 def _key(src: Any) -> tuple[Any, str]:
     """What a header copy is known by: the source, and for `-hf` the Hub endpoint it was read from."""
-    from tui.core.remote.hub import endpoint
-
     return src, endpoint() if src.kind == "hf" else ""
 
 
 def known_local(settings: Settings) -> Settings | None:
     """`settings` pointed at the local header copy when it is already read (or a local model: as is);
     None when a remote header has still to be read (a worker's job)."""
-    from tui.core.remote.source import local_settings
-
     src = source(settings)
     if src is None:
         return settings
@@ -54,6 +50,7 @@ def remote_label(settings: Settings) -> str:
     if src is None:
         return ""
     if src.kind == "url":
+        # lazy: the header reader brings httpx; only a --model-url model pays for it
         from tui.core.remote.header import file_name
 
         return file_name(src.spec)
@@ -83,8 +80,8 @@ def to_local(settings: Settings, progress: Callable[[str], None] | None = None) 
     """`settings` pointed at the local header copy, reading the header now if needed (blocks: a worker
     thread; `progress` hears "listing REPO", "reading the header of FILE"). Raises RemoteError /
     ValueError with one sentence."""
+    # lazy: httpx loads with the first remote read, on a worker
     from tui.core.remote.fetch import fetch_model
-    from tui.core.remote.source import local_settings
 
     local = known_local(settings)
     if local is not None:

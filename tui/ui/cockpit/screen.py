@@ -325,7 +325,7 @@ class MainScreen(Screen[None]):
     def action_runs(self) -> None:
         """Stored probe runs: history, compare two, export."""
         fixed = self.fixed
-        self.app.push_screen(RunsScreen(self.backend, fixed=fixed.runs if fixed else None,
+        self.app.push_screen(RunsScreen(self.cockpit.runs, fixed=fixed.runs if fixed else None,
                                         comparison=fixed.comparison if fixed else (),
                                         compared=fixed.compared if fixed else ()))
 
@@ -335,7 +335,7 @@ class MainScreen(Screen[None]):
             if settings is not None:
                 self.form.load(settings)
 
-        self.app.push_screen(ProfileDialog(self.backend, self.plan.settings), loaded)
+        self.app.push_screen(ProfileDialog(self.cockpit.profiles, self.plan.settings), loaded)
 
     def action_variants(self) -> None:
         """Every quant of the form's hf-repo planned side by side; Enter puts the chosen file in the form."""

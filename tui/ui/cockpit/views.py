@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.ui.shared_views import ProbePoint
+
 #: Plan components drawn as stacked segments, in drawing order: (key, label, glyph).
 SEGMENTS: tuple[tuple[str, str, str], ...] = (
     ("weights", "weights", "█"),
@@ -173,17 +175,6 @@ class ServerStatus:
 
 
 @dataclass(frozen=True)
-class ProbePoint:
-    """One measured request: its configuration label, its index in the run, and the server's timings."""
-
-    config: str
-    index: int
-    tg_tps: float | None
-    pp_tps: float | None
-    acceptance: float | None
-
-
-@dataclass(frozen=True)
 class ProbeSummary:
     """One configuration's aggregate: medians with min-max spread (t/s; acceptance 0..1)."""
 
@@ -214,29 +205,3 @@ class ProbeState:
     verdict: str = ""
     #: The core's run summaries per configuration (spreads for the verdict); not compared.
     raw_summaries: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """One stored probe run in the runs view."""
-
-    run_id: int | str
-    when: str
-    config: str
-    tg_median: float | None
-    pp_median: float | None
-    acceptance: float | None
-    n: int
-    warnings: int = 0
-    failed: bool = False
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    """One metric of a two-run comparison."""
-
-    metric: str
-    a: str
-    b: str
-    change: str
-    verdict: str

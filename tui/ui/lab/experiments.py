@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.settings import Settings
-from tui.ui.cockpit.views import ProbePoint
+from tui.ui.shared_views import ProbePoint
 from tui.ui.lab.views import (
     SWEEP_KNOBS, SearchTrialView, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView,
 )

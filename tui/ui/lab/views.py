@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.ui.cockpit.views import ProbePoint
+from tui.ui.shared_views import ProbePoint
 
 #: The knobs a sweep screen offers as axes: (axis name the core parses, label on screen, hint).
 SWEEP_KNOBS: tuple[tuple[str, str, str], ...] = (

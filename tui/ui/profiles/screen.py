@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static, TabbedContent, TabPane, TextArea
 
 from tui.core.options.settings import Settings
-from tui.ui.profiles import controller as profiles
+from tui.ui.profiles.controller import ProfilesController
 from tui.ui.widgets.inputs import TextBox, TextInput
 
 
@@ -35,9 +35,9 @@ class ProfileDialog(ModalScreen[Settings | None]):
     """
     BINDINGS = [Binding("escape", "close", "Close", id="profiles_screen.close")]
 
-    def __init__(self, backend: object, settings: Settings) -> None:
+    def __init__(self, profiles: ProfilesController, settings: Settings) -> None:
         super().__init__()
-        self.backend = backend
+        self.profiles = profiles
         self.settings = settings
 
     def compose(self) -> ComposeResult:
@@ -69,7 +69,7 @@ class ProfileDialog(ModalScreen[Settings | None]):
             yield Static("Esc closes · Tab moves between fields · ←/→ on the tabs switch pages", id="profile-hint")
 
     def on_mount(self) -> None:
-        names, error = profiles.list_profiles()
+        names, error = self.profiles.list_profiles()
         option_list = self.query_one("#profile-list", OptionList)
         option_list.add_options(names or [])
         if error:
@@ -85,7 +85,7 @@ class ProfileDialog(ModalScreen[Settings | None]):
     @on(Input.Submitted, "#save-name")
     def _save(self) -> None:
         name = self.query_one("#save-name", Input).value.strip()
-        message, ok = profiles.save_profile(name, self.settings)
+        message, ok = self.profiles.save_profile(name, self.settings)
         self._result(message, error=not ok)
 
     @on(Button.Pressed, "#write-ini")
@@ -93,7 +93,7 @@ class ProfileDialog(ModalScreen[Settings | None]):
     def _write_ini(self) -> None:
         path = self.query_one("#ini-path", Input).value.strip()
         section = self.query_one("#ini-section", Input).value.strip()
-        message, ok = profiles.write_ini_section(path, section, self.settings)
+        message, ok = self.profiles.write_ini_section(path, section, self.settings)
         self._result(message, error=not ok)
 
     @on(Button.Pressed, "#load")
@@ -104,7 +104,7 @@ class ProfileDialog(ModalScreen[Settings | None]):
             self._result("choose a profile first (arrow keys, then Enter)", error=True)
             return
         name = str(option_list.get_option_at_index(option_list.highlighted).prompt)
-        settings, message = profiles.load_profile(name)
+        settings, message = self.profiles.load_profile(name)
         if settings is None:
             self._result(message, error=True)
             return
@@ -113,7 +113,7 @@ class ProfileDialog(ModalScreen[Settings | None]):
     @on(Button.Pressed, "#import")
     def _import(self) -> None:
         text = self.query_one("#import-text", TextArea).text
-        settings, message, ok = profiles.import_command(text, self.settings)
+        settings, message, ok = self.profiles.import_command(text, self.settings)
         if settings is None or not ok:
             self._result(message, error=True)
             return

@@ -1,14 +1,19 @@
-"""Stored runs -> RunRow / CompareRow, through the core store and comparison."""
+"""The runs screen's one door to the core: stored runs listed, two compared with the core's
+noise-aware verdict, some exported, all through the results store the App opened once.
+
+No Textual here. Every method can block (the store is SQLite, opened on first use): the screen calls
+them from its workers, which post what comes back.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tui.core.config.paths import data_dir
-
-from tui.ui.cockpit.views import CompareRow, RunRow
+from tui.ui.runs.views import CompareRow, RunRow
 
 
 def _num(summary: dict[str, Any] | None, *keys: str) -> float | None:
@@ -45,16 +50,40 @@ def _config_label(settings: dict[str, Any] | None, mtp: bool | None) -> str:
     return " · ".join(parts)
 
 
-def list_runs(store: Any, limit: int = 200) -> tuple[tuple[RunRow, ...], str | None]:
-    try:
-        return tuple(run_row(r) for r in store.list_runs(limit=limit)), None
-    except Exception as exc:  # noqa: BLE001 - a broken database is shown, not raised
-        return (), f"the runs could not be read: {exc}"
+class RunsController:
+    """List, compare and export stored runs; each call answers (result, one-sentence error) and never raises."""
+
+    def __init__(self, store: Callable[[], Any]) -> None:
+        """`store()`: the App's one results store (tui.core.results.store), opened on first use; it
+        raises StoreError with the user's sentence when the database cannot be opened."""
+        self._store = store
+
+    def list_runs(self, limit: int = 200) -> tuple[tuple[RunRow, ...], str | None]:
+        """The newest `limit` runs, newest first."""
+        try:
+            return tuple(run_row(r) for r in self._store().list_runs(limit=limit)), None
+        except Exception as exc:  # noqa: BLE001 - a broken database is shown, not raised
+            return (), f"the runs could not be read: {exc}"
+
+    def compare(self, a: int | str, b: int | str) -> tuple[tuple[CompareRow, ...], str, str | None]:
+        """Run `b` judged against run `a`: the table rows, the notes under it, or the error."""
+        try:
+            return compare(self._store(), int(a), int(b))
+        except Exception as exc:  # noqa: BLE001 - StoreError names the run or the database
+            return (), "", str(exc)
+
+    def export(self, ids: tuple[int | str, ...], fmt: str) -> tuple[str | None, str | None]:
+        """The runs `ids` written as `fmt` (md, csv, json) under the data dir: the path, or the error."""
+        try:
+            return export(self._store(), tuple(int(i) for i in ids), fmt)
+        except Exception as exc:  # noqa: BLE001
+            return None, str(exc)
 
 
 def compare(store: Any, a: int, b: int, workload: tuple[int, int] = (12_000, 800)
             ) -> tuple[tuple[CompareRow, ...], str, str | None]:
     """B judged against A per metric with the core's noise-aware verdict, plus the workload answer."""
+    # lazy: the comparison and its statistics load when the screen compares, not before the first frame
     from tui.core.probes.compare import RunView, compare_runs
     from tui.core.probes.stats import fmt_rel, fmt_summary
 
@@ -83,6 +112,7 @@ def compare(store: Any, a: int, b: int, workload: tuple[int, int] = (12_000, 800
 def export(store: Any, ids: tuple[int, ...], fmt: str, directory: Path | None = None
            ) -> tuple[str | None, str | None]:
     """Write the runs as a Markdown table, CSV or JSON under the data dir; returns the path."""
+    # lazy: the report writers (csv, statistics) load with the first export, not before the first frame
     from tui.core.probes import report
 
     try:

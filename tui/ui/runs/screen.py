@@ -13,8 +13,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tui.ui.format import pct, tps
+from tui.ui.runs.controller import RunsController
 from tui.ui.theme_colors import rich_style
-from tui.ui.cockpit.views import CompareRow, RunRow
+from tui.ui.runs.views import CompareRow, RunRow
 
 EXPORT_FORMATS = ("md", "csv", "json")
 
@@ -65,10 +66,11 @@ class RunsScreen(Screen[None]):
             self.path = path
             self.error = error
 
-    def __init__(self, backend: object, fixed: tuple[RunRow, ...] | None = None,
+    def __init__(self, runs: RunsController, fixed: tuple[RunRow, ...] | None = None,
                  comparison: tuple[CompareRow, ...] = (), compared: tuple[int | str, ...] = ()) -> None:
+        """`fixed`: the rows (and `comparison` of the two `compared` runs) of a fixed preview, no worker."""
         super().__init__()
-        self.backend = backend
+        self.runs = runs
         self._fixed = fixed
         self._rows: tuple[RunRow, ...] = ()
         self._marked: list[int | str] = list(compared)
@@ -103,7 +105,7 @@ class RunsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs")
     def _load(self) -> None:
-        rows, error = self.backend.list_runs()  # type: ignore[attr-defined]
+        rows, error = self.runs.list_runs()
         self.post_message(self.Loaded(rows, error))
 
     @on(Loaded)
@@ -157,7 +159,7 @@ class RunsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-compare")
     def _compare(self, a: int | str, b: int | str) -> None:
-        rows, note, error = self.backend.compare_runs(a, b)  # type: ignore[attr-defined]
+        rows, note, error = self.runs.compare(a, b)
         self.post_message(self.Compared((a, b), rows, note, error))
 
     @on(Compared)
@@ -195,7 +197,7 @@ class RunsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-export")
     def _export(self, ids: tuple[int | str, ...], fmt: str) -> None:
-        path, error = self.backend.export_runs(ids, fmt)  # type: ignore[attr-defined]
+        path, error = self.runs.export(ids, fmt)
         self.post_message(self.Exported(path, error))
 
     @on(Exported)

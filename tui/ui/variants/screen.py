@@ -27,7 +27,8 @@ from textual.widgets import DataTable, Footer, Static
 
 from tui.core.options.settings import Settings
 from tui.core.config.text import safe_text
-from tui.ui.variants.controller import VariantsController, VariantsView
+from tui.ui.variants.controller import VariantsController
+from tui.ui.variants.views import VariantsView
 from tui.ui.format import cell, markup_safe, plain
 from tui.ui.variants.messages import VariantsPlanned, VariantsProgressed
 from tui.ui.theme_colors import rich_style

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual_plotext import PlotextPlot
 
 from tui.ui.theme_colors import series_rgb
-from tui.ui.cockpit.views import ProbePoint
+from tui.ui.shared_views import ProbePoint
 
 METRICS = {
     "tg": ("TG t/s", lambda p: p.tg_tps),
