@@ -132,13 +132,13 @@ def run_ab(
             if a.status != "ok":
                 if run is None:
                     status, error = "failed", f"MTP {side} did not start: {a.reason}"
-                    prog.emit("launch_failed", error, side=side, pass_index=i)
+                    prog.emit("launch_failed", error, side=side)
                 else:
                     status, error = "failed", f"MTP {side} pass {i + 1}: {a.dead.explain() if a.dead else run.error}"
                 break
             samples += _samples(run, side, i, n)
             prog.step()
-            prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side, pass_index=i)
+            prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side)
     finally:
         lab.stop()
         if own_launcher:
@@ -156,7 +156,7 @@ def visit(side: Side, i: int, passes: int, settings: Settings) -> Candidate:
     """One visit of an A/B, a candidate of the lab's loop: a side's pass `i` (0-based), its own launch
     key (every visit launches anew anyway)."""
     key = f"{side} {i}"
-    return Candidate(settings, key, key, f"MTP {side} (pass {i + 1}/{passes})", side=side, pass_index=i)
+    return Candidate(settings, key, key, f"MTP {side} (pass {i + 1}/{passes})", side=side)
 
 
 def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,
@@ -164,7 +164,7 @@ def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, setting
     def progress(p: Any) -> None:
         done, total = int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0)
         prog.fraction = done / total if total else 0.0
-        prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, pass_index=i, probe=p)
+        prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, probe=p)
 
     kw: dict[str, Any] = {"sink": store} if store is not None else {}
     return prober(out.url or "", suite, repeat=1, n_predict=n_predict, label=label, settings=settings, memory=out.memory,

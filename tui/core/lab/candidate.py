@@ -42,7 +42,7 @@ class Candidate:
     * the sweep and the tune: `invalid`, why the one validator refuses it (never launched);
     * the tune: `memory_key` (the launch key without the fields that change no allocation),
       `memory_base` (the same with every axis blanked) and `memory_ranks` (memory axes' order);
-    * the A/B: `side` ("off" | "on") and `pass_index` (0-based pass of that side);
+    * the A/B: `side` ("off" | "on");
     * a knob search: `knob` (the knob its `values` sets).
     """
 
@@ -61,7 +61,6 @@ class Candidate:
     memory_base: str = ""
     memory_ranks: tuple[tuple[str, float], ...] = ()
     side: str | None = None
-    pass_index: int | None = None
     knob: Knob | None = None
 
     @property

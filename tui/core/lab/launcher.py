@@ -200,9 +200,6 @@ class SupervisorLauncher:
         """What the current server was launched with, as its supervisor records it (runs are labelled from this)."""
         return self._sup.running_settings() if self._sup is not None else None
 
-    def lines(self) -> list[str]:
-        return list(self._lines)
-
     def stop(self) -> None:
         """Stop the running server (the supervisor stays for the next launch)."""
         if self._sup is not None:

@@ -39,8 +39,6 @@ from tui.core.sweep.axes import (
 #: Settings fields that only matter while a speculative type is enabled.
 DRAFT_ONLY_FIELDS = ("spec_draft_n_max", "spec_draft_n_min", "spec_draft_p_min",
                      "cache_type_k_draft", "cache_type_v_draft")
-#: Fields never part of a configuration's identity (where it listens, secrets).
-NON_IDENTITY_FIELDS = ("host", "port", "api_key")
 
 
 # --------------------------------------------------------------------------- configurations

@@ -55,14 +55,6 @@ def settings_text(r: Trial) -> str:
     return " ".join(parts) or "-"
 
 
-def _med(s: Summary | None, digits: int = 1) -> str:
-    return "-" if s is None else f"{s.median:.{digits}f}"
-
-
-def _range(s: Summary | None, digits: int = 1) -> str:
-    return fmt_summary(s, digits)
-
-
 def _spread(s: Summary | None) -> str:
     return "-" if s is None or s.n < 2 else f"{s.spread:.1%}"
 
@@ -98,7 +90,7 @@ def trial_table(records: Sequence[Trial], marks: dict[int, str] | None = None) -
         mark = marks.get(r.number, "")
         out.append("| " + " | ".join(_cell(c) for c in (
             f"{r.number}{' ' + mark if mark else ''}", _v(r.mtp), settings_text(r), r.stage, _plan(r), status,
-            _range(pp), _range(tg), _acc(r), fmt_seconds(r.e2e()), r.launches, r.reason or "")) + " |")
+            fmt_summary(pp), fmt_summary(tg), _acc(r), fmt_seconds(r.e2e()), r.launches, r.reason or "")) + " |")
     return out
 
 
@@ -120,7 +112,7 @@ def side_by_side(result: TuneResult) -> list[str]:
         vram = f"{r.vram_mib:.0f} MiB" if r.vram_mib is not None else "-"
         out.append("| " + " | ".join(_cell(c) for c in (
             name, r.number, _v(r.mtp), settings_text(r), fmt_seconds(r.e2e()), _spread(r.e2e()),
-            _range(s.summary("pp_tps") if s else None), _range(s.summary("tg_tps") if s else None), _acc(r), vram)) + " |")
+            fmt_summary(s.summary("pp_tps") if s else None), fmt_summary(s.summary("tg_tps") if s else None), _acc(r), vram)) + " |")
     return out
 
 
