@@ -26,11 +26,10 @@ from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launche
                                    supervised)
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
-from tui.core.probes.records import PassStats
 from tui.core.probes.suites import Suite, get_suite
 from tui.core.options.settings import Settings, effective_spec_types
 from tui.core.options.settings import settings_json
-from tui.core.lab.measure import Prober, default_prober
+from tui.core.lab.measure import Prober, default_prober, samples_of
 from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
@@ -172,11 +171,6 @@ def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, setting
 
 
 def _samples(run: Any, side: Side, i: int, order: int) -> list[PassSample]:
-    """The run's complete pass(es) as samples of this side."""
-    passes = [p for p in (run.summary or {}).get("passes") or [] if p.get("complete", True)]
-    out = []
-    for p in passes:
-        ps = PassStats(**p) if isinstance(p, dict) else p
-        out.append(PassSample(side, i, order, ps.pp_tps, ps.tg_tps, ps.acceptance,
-                              int(run.run_id) if run.run_id is not None else None))
-    return out
+    """The run's complete pass(es) as samples of this side (`measure.samples_of`)."""
+    s, run_id = samples_of(run), int(run.run_id) if run.run_id is not None else None
+    return [PassSample(side, i, order, pp, tg, acc, run_id) for pp, tg, acc in zip(s.pp_tps, s.tg_tps, s.acceptance)]

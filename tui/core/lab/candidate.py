@@ -18,6 +18,7 @@ same configuration when their `key`s are equal, which is what every strategy com
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,3 +80,13 @@ class Candidate:
     def value(self, axis: str, default: Any = None) -> Any:
         """The value of `axis` (or the knob), `default` when the candidate has none."""
         return dict(self.values).get(axis, default)
+
+
+def value_text(v: Any) -> str:
+    """A value as labels and reports write it: on/off for a switch, `default` for none."""
+    return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
+
+
+def values_label(values: Iterable[tuple[str, Any]]) -> str:
+    """The one label of a candidate's values, `mtp=on ubatch=512` (a sweep row's texts as written)."""
+    return " ".join(f"{k}={value_text(v)}" for k, v in values)

@@ -26,7 +26,7 @@ from tui.core.options.redact import without_secrets
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.options.validate import errors, validate
 from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate
+from tui.core.lab.candidate import Candidate, values_label
 from tui.core.sweep.axes import (
     Limits,
     Objective,
@@ -42,11 +42,6 @@ DRAFT_ONLY_FIELDS = ("spec_draft_n_max", "spec_draft_n_min", "spec_draft_p_min",
 
 
 # --------------------------------------------------------------------------- configurations
-
-
-def row_label(texts: Sequence[tuple[str, str]]) -> str:
-    """A grid row's label, `ubatch-size=256 ctkd=q8_0` (its axis values as written), for progress lines."""
-    return " ".join(f"{k}={v}" for k, v in texts) or "base"
 
 
 def normalize(settings: Settings) -> Settings:
@@ -183,7 +178,7 @@ class SweepDefinition:
             problems = errors(validate(eff))
             skip = "; ".join(p.message for p in problems) if problems else None
             lkey = settings_key(eff)
-            cfg = Candidate(eff, key, lkey, row_label(texts), values, texts, index=index, n_predict=n_predict,
+            cfg = Candidate(eff, key, lkey, values_label(texts) or "base", values, texts, index=index, n_predict=n_predict,
                             invalid=skip)
             if skip is None:
                 ident = (lkey, n_predict)
