@@ -8,10 +8,10 @@ launcher with a first decode, recovers from a memory failure with the lab's one 
 (`lab.recovery`: the answer is recorded as a finding and the row measured with it), probes, and
 classifies any other failure (`lab.failures`); the sweep goes on.
 
-What is the sweep's own: the resumable state (`state.py`, saved after every row, so an interrupted
-sweep resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
+What is the sweep's own: its journal (`lab.journal`, saved after every row, so an interrupted sweep
+resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
 skipped before anything runs (invalid, duplicate), the ETA from `lab.pace.Pace`, and its record
-step (`_record`: an attempt as a `lab.trial.Trial`).
+step (`_record`: an attempt as a `lab.trial.Trial`, a measured one by `trial_from_run`).
 
 `Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
 events (`lab.events.LabEvent`, with an ETA) go to the `on_event` callback, on the sweep's thread.
@@ -34,12 +34,12 @@ from tui.core.lab.pace import Current
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.lab.journal import JournalError, JournalLock, open_journal
-from tui.core.lab.trial import Trial
+from tui.core.lab.knob import KnobFinding
+from tui.core.lab.trial import Samples, Trial
 from tui.core.sweep.definition import SweepDefinition
-from tui.core.options.settings import settings_json
+from tui.core.options.settings import Settings, settings_json
 from tui.core.sweep.events import SweepError, SweepOutcome
 from tui.core.lab.planning import PlanCheck, default_planner
-from tui.core.sweep.rows import ctx_warning, memory_summary, trial_from_run
 
 # --------------------------------------------------------------------------- the sweep
 
@@ -297,3 +297,52 @@ class Sweep:
                                progress=progress, **kw)
         finally:
             self._current = None
+
+
+# --------------------------------------------------------------------------- a row's record
+
+
+def memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:
+    """What a row keeps of the server's memory report: MiB per device and in all, the context it runs."""
+    m = out.memory
+    if not m:
+        return None
+    devices = {dev: round(sum(float(v) for v in comps.values()), 1) for dev, comps in (m.get("devices") or {}).items()}
+    total = round(sum(devices.values()), 1)
+    n_ctx = None
+    with contextlib.suppress(Exception):
+        n_ctx = int(m["target"]["params"]["n_ctx"])
+    return {"total_mib": total, "devices": devices, "totals": m.get("totals"), "n_ctx": n_ctx,
+            "device_free_mib": {d.get("name"): d.get("free_mib") for d in out.devices} or None}
+
+
+def ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
+    """A warning when the server runs a smaller context than the row asked for."""
+    if not mem or not mem.get("n_ctx") or not settings.ctx_size:
+        return None
+    if mem["n_ctx"] < settings.ctx_size:
+        return f"the server runs with a context of {mem['n_ctx']} tokens, not the {settings.ctx_size} asked for"
+    return None
+
+
+def trial_from_run(c: Candidate, run: Any, settings: Settings, mem: dict[str, Any] | None,
+                   plan: dict[str, Any] | None, warnings: list[str], finding: KnobFinding | None, launch: int,
+                   log_path: str | None) -> Trial:
+    """A measured row's `Trial` from its probe run: per-pass numbers, memory, warnings and the finding."""
+    s = run.summary or {}
+    ws = list(warnings) + [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
+    if finding is not None and finding.converged:
+        ws.insert(0, f"{finding.flag} set to {finding.value} {finding.unit} after a memory allocation failure "
+                     f"({finding.message})")
+    # The passes the probe's medians are taken over: the complete ones, or all when none completed.
+    passes = s.get("passes") or []
+    passes = [p for p in passes if p.get("complete", True)] or passes
+    return Trial(
+        c.key, "ok" if run.status == "ok" else "failed", mtp=settings.mtp_enabled,
+        reason=run.error if run.status != "ok" else None,
+        failure_kind=None if run.status == "ok" else "probe_failed",
+        settings=settings_json(settings.redacted()), n_predict=c.n_predict,
+        samples=Samples.of_passes(passes) if passes else None, acceptance=s.get("acceptance"),
+        mean_accept_len=s.get("mean_accept_len"), memory=mem, plan=plan, warnings=ws,
+        finding=finding.to_json() if finding else None, run_id=run.run_id, launch=launch, log_path=log_path,
+    )
