@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher,
-                                   supervised)
+from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, SupervisorLauncher,
+                                   aim_first_decode, open_launcher)
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, get_suite
@@ -110,7 +110,7 @@ def run_ab(
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
 
             def measure(up: Launched, a: Attempt, k: int, side: Side = side, i: int = i, label: str = label) -> Any:
-                real = supervised(launcher)
+                real = launcher if isinstance(launcher, SupervisorLauncher) else None  # a fake has no record
                 rs = real.running_settings() if real is not None else None
                 running = rs.settings if rs is not None and rs.settings is not None else up.settings
                 if rs is not None:  # labelled from what the server runs, not from what was asked

@@ -249,19 +249,10 @@ class CountingLauncher:
         return self.inner.failure()
 
 
-def supervised(launcher: Launcher) -> SupervisorLauncher | None:
-    """The supervisor-backed launcher under `launcher` (None for a fake)."""
-    while isinstance(launcher, CountingLauncher):
-        launcher = launcher.inner
-    return launcher if isinstance(launcher, SupervisorLauncher) else None
-
-
 def aim_first_decode(launcher: Launcher, prompt: Any) -> None:
     """The first-decode check sends `prompt` (a suite's `Prompt`: `messages` or `raw`), so it
     allocates what the experiment's own requests will. Any launcher with the two fields is aimed
     (a test's fake records them); one without has no check to aim."""
-    while isinstance(launcher, CountingLauncher):
-        launcher = launcher.inner
     if prompt is not None and hasattr(launcher, "first_decode_messages"):
         launcher.first_decode_messages = [dict(m) for m in prompt.messages] if prompt.messages else None  # type: ignore[attr-defined]
         launcher.first_decode_prompt = prompt.raw  # type: ignore[attr-defined]

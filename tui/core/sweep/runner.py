@@ -89,8 +89,7 @@ class Sweep:
         self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, suite=definition.suite,
                        fit_step_mib=definition.fit_step_mib, try_anyway=definition.try_anyway,
                        budget_s=definition.limits.budget_s, on_launch=self._counted)
-        #: The lab's counting launcher (every launch of the sweep, the recovery's included).
-        self.launcher = self.lab.launcher
+        self.launcher = launcher  # the lab counts every launch through it, the recovery's included
         self._findings: dict[int, dict[str, Any]] = {}  # id(launch) -> its entry in state.findings
 
     # ---- public --------------------------------------------------------------------------
@@ -108,10 +107,6 @@ class Sweep:
         """Stop as soon as possible: the running probe is abandoned, the server stopped, and the
         rows finished so far are kept (re-running the same sweep continues from there)."""
         self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
 
     @property
     def sweep_id(self) -> str:
@@ -143,24 +138,18 @@ class Sweep:
 
     # ---- internals -----------------------------------------------------------------------
 
-    def _open_store(self) -> None:
-        if self._store_arg == "default":
-            from tui.core.results.store import open_store
-
-            self.store = open_store()
-        else:
-            self.store = self._store_arg
-
-    def _emit(self, kind: str, message: str = "", **kw: Any) -> None:
-        self._prog.emit(kind, message, **kw)
-
     def _run(self) -> SweepOutcome:
         d = self.definition
         try:
             suite = get_suite(d.suite)
         except SuiteError as e:
             raise SweepError(str(e)) from None
-        self._open_store()
+        if self._store_arg == "default":
+            from tui.core.results.store import open_store  # sqlite3, loaded only when a sweep runs
+
+            self.store = open_store()
+        else:
+            self.store = self._store_arg
         self.lab.store = self.store
         aim_first_decode(self.launcher, suite.prompts[0])
         self.lab.restart_clock()
@@ -181,7 +170,7 @@ class Sweep:
         self._pending = [c for c in configs if not st.finished(c.key, try_anyway=d.try_anyway)]
         self._prog.done = self._prog.total - len(self._pending)
         st.save()
-        self._emit("started", f"sweep {d.sweep_id}: {self._prog.total} configurations, {self._prog.done} already done, "
+        self._prog.emit("started", f"sweep {d.sweep_id}: {self._prog.total} configurations, {self._prog.done} already done, "
                               f"{len({c.launch_key for c in self._pending})} launches to go")
         stopped = "done"
         for c in list(self._pending):
@@ -192,14 +181,14 @@ class Sweep:
             if row is None:
                 stopped = self.lab.stopped or "cancelled"
                 if stopped == "budget":
-                    self._emit("stopped", "time budget reached; re-run the same sweep to continue")
+                    self._prog.emit("stopped", "time budget reached; re-run the same sweep to continue")
                 break
         self.lab.stop()
         session["finished_at"] = time.time()
         session["launches"] = self.lab.launches
         session["stopped"] = stopped
         st.save()
-        self._emit("finished", stopped)
+        self._prog.emit("finished", stopped)
         return SweepOutcome(st, stopped, self.lab.elapsed(), self.lab.launches, list(self._ran))
 
     def _group(self, c: Candidate) -> list[Candidate]:
@@ -268,7 +257,7 @@ class Sweep:
         self._ran.append(c.key)
         self._pending = [p for p in self._pending if p.key != c.key]
         self._prog.step()
-        self._emit("row_done", f"{c.label}: {row.status}", candidate=c, trial=row)
+        self._prog.emit("row_done", f"{c.label}: {row.status}", candidate=c, trial=row)
         return row
 
     def _label(self, c: Candidate) -> str:
@@ -285,12 +274,12 @@ class Sweep:
 
         def progress(p: Any) -> None:
             self._current = (c, started, int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0))
-            self._emit("probe", f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests", candidate=c, probe=p)
+            self._prog.emit("probe", f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests", candidate=c, probe=p)
 
         kw: dict[str, Any] = {}
         if self.store is not None:
             kw["sink"] = self.store
-        self._emit("probe", f"probing {c.label}", candidate=c)
+        self._prog.emit("probe", f"probing {c.label}", candidate=c)
         try:
             return self.prober(out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
                                settings=up.settings, memory=out.memory, plan=a.plan, cancel=self._cancel,
