@@ -87,13 +87,11 @@ class SupervisorLauncher:
     distinct; every child is stopped on close), never recording a trial in the launch history."""
 
     def __init__(self, binary: str | Path, *, stand_ins: Any = None, env: Mapping[str, str] | None = None,
-                 ready_timeout: float = DEFAULT_READY_TIMEOUT, first_decode_tokens: int = FIRST_DECODE_TOKENS,
-                 log_dir: str | Path | None = None) -> None:
+                 ready_timeout: float = DEFAULT_READY_TIMEOUT, log_dir: str | Path | None = None) -> None:
         self.binary = Path(binary)
         self.stand_ins = stand_ins  # a started, capped `StandIns`, or None
         self.env = env
         self.ready_timeout = ready_timeout
-        self.first_decode_tokens = first_decode_tokens
         self.log_dir = log_dir
         self._sup: Supervisor | None = None
         #: What the first-decode check sends (`aim_first_decode`: an experiment's first prompt).
@@ -167,7 +165,7 @@ class SupervisorLauncher:
         """A few tokens of the experiment's first prompt: MTP OOMs often come at the first decode.
         Returns (error or None, whether the server answered at all)."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        n = self.first_decode_tokens
+        n = FIRST_DECODE_TOKENS
         if self.first_decode_messages:
             path = "/v1/chat/completions"
             body: dict[str, Any] = {"messages": self.first_decode_messages, "max_tokens": n, "n_predict": n,
