@@ -193,7 +193,7 @@ async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_m
         await pilot.press("g")
         assert await until(pilot, lambda: app.lab._sweep is not None and app.lab.sweep_view is not None
                            and "requests" in app.lab.sweep_view.message)
-        sup = app.lab._sweep.launcher.inner._sup
+        sup = app.lab._sweep.launcher._sup
         assert sup is not None and sup.pid is not None
         pid = sup.pid
         assert Path(f"/proc/{pid}").exists()

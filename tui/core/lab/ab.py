@@ -22,15 +22,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher,
-                                   supervised)
+from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, SupervisorLauncher,
+                                   aim_first_decode, open_launcher)
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
-from tui.core.probes.records import PassStats
 from tui.core.probes.suites import Suite, get_suite
 from tui.core.options.settings import Settings, effective_spec_types
 from tui.core.options.settings import settings_json
-from tui.core.lab.measure import Prober, default_prober
+from tui.core.lab.measure import Prober, default_prober, samples_of
 from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
@@ -111,7 +110,7 @@ def run_ab(
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
 
             def measure(up: Launched, a: Attempt, k: int, side: Side = side, i: int = i, label: str = label) -> Any:
-                real = supervised(launcher)
+                real = launcher if isinstance(launcher, SupervisorLauncher) else None  # a fake has no record
                 rs = real.running_settings() if real is not None else None
                 running = rs.settings if rs is not None and rs.settings is not None else up.settings
                 if rs is not None:  # labelled from what the server runs, not from what was asked
@@ -132,13 +131,13 @@ def run_ab(
             if a.status != "ok":
                 if run is None:
                     status, error = "failed", f"MTP {side} did not start: {a.reason}"
-                    prog.emit("launch_failed", error, side=side, pass_index=i)
+                    prog.emit("launch_failed", error, side=side)
                 else:
                     status, error = "failed", f"MTP {side} pass {i + 1}: {a.dead.explain() if a.dead else run.error}"
                 break
             samples += _samples(run, side, i, n)
             prog.step()
-            prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side, pass_index=i)
+            prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side)
     finally:
         lab.stop()
         if own_launcher:
@@ -156,7 +155,7 @@ def visit(side: Side, i: int, passes: int, settings: Settings) -> Candidate:
     """One visit of an A/B, a candidate of the lab's loop: a side's pass `i` (0-based), its own launch
     key (every visit launches anew anyway)."""
     key = f"{side} {i}"
-    return Candidate(settings, key, key, f"MTP {side} (pass {i + 1}/{passes})", side=side, pass_index=i)
+    return Candidate(settings, key, key, f"MTP {side} (pass {i + 1}/{passes})", side=side)
 
 
 def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,
@@ -164,7 +163,7 @@ def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, setting
     def progress(p: Any) -> None:
         done, total = int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0)
         prog.fraction = done / total if total else 0.0
-        prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, pass_index=i, probe=p)
+        prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, probe=p)
 
     kw: dict[str, Any] = {"sink": store} if store is not None else {}
     return prober(out.url or "", suite, repeat=1, n_predict=n_predict, label=label, settings=settings, memory=out.memory,
@@ -172,11 +171,6 @@ def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, setting
 
 
 def _samples(run: Any, side: Side, i: int, order: int) -> list[PassSample]:
-    """The run's complete pass(es) as samples of this side."""
-    passes = [p for p in (run.summary or {}).get("passes") or [] if p.get("complete", True)]
-    out = []
-    for p in passes:
-        ps = PassStats(**p) if isinstance(p, dict) else p
-        out.append(PassSample(side, i, order, ps.pp_tps, ps.tg_tps, ps.acceptance,
-                              int(run.run_id) if run.run_id is not None else None))
-    return out
+    """The run's complete pass(es) as samples of this side (`measure.samples_of`)."""
+    s, run_id = samples_of(run), int(run.run_id) if run.run_id is not None else None
+    return [PassSample(side, i, order, pp, tg, acc, run_id) for pp, tg, acc in zip(s.pp_tps, s.tg_tps, s.acceptance)]

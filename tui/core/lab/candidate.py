@@ -18,6 +18,7 @@ same configuration when their `key`s are equal, which is what every strategy com
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,7 @@ class Candidate:
     * the sweep and the tune: `invalid`, why the one validator refuses it (never launched);
     * the tune: `memory_key` (the launch key without the fields that change no allocation),
       `memory_base` (the same with every axis blanked) and `memory_ranks` (memory axes' order);
-    * the A/B: `side` ("off" | "on") and `pass_index` (0-based pass of that side);
+    * the A/B: `side` ("off" | "on");
     * a knob search: `knob` (the knob its `values` sets).
     """
 
@@ -61,7 +62,6 @@ class Candidate:
     memory_base: str = ""
     memory_ranks: tuple[tuple[str, float], ...] = ()
     side: str | None = None
-    pass_index: int | None = None
     knob: Knob | None = None
 
     @property
@@ -80,3 +80,13 @@ class Candidate:
     def value(self, axis: str, default: Any = None) -> Any:
         """The value of `axis` (or the knob), `default` when the candidate has none."""
         return dict(self.values).get(axis, default)
+
+
+def value_text(v: Any) -> str:
+    """A value as labels and reports write it: on/off for a switch, `default` for none."""
+    return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
+
+
+def values_label(values: Iterable[tuple[str, Any]]) -> str:
+    """The one label of a candidate's values, `mtp=on ubatch=512` (a sweep row's texts as written)."""
+    return " ".join(f"{k}={value_text(v)}" for k, v in values)

@@ -32,8 +32,9 @@ class LabEvent:
     trials, `total` 0 when unknown); `eta_s` is None until something has been measured.
     `candidate`: the `candidate.Candidate` the event is about (a sweep's row, a tune's point, an
     A/B visit, a knob try); `trial`: its record once done (`row_done`, a tune's `trial`) or a knob
-    search's launch (`search_trial`, a search's `trial`: `knob.KnobTry`); `probe`: `probes.run_types.ProbeProgress` (kind `probe`); `side` and
-    `pass_index`: an A/B visit ("off" | "on", 0-based pass of that side); `launches`: so far.
+    search's launch (`search_trial`, a search's `trial`: `knob.KnobTry`); `probe`:
+    `probes.run_types.ProbeProgress` (kind `probe`); `side`: an A/B visit's ("off" | "on");
+    `launches`: so far.
     """
 
     kind: str
@@ -46,7 +47,6 @@ class LabEvent:
     trial: Any = None
     probe: Any = None
     side: str | None = None
-    pass_index: int | None = None
     launches: int = 0
 
 

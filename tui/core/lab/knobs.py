@@ -33,7 +33,7 @@ from tui.core.planning.errors import PlanError
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.failures import knob_outcome
-from tui.core.lab.knob import FIT_STEP_MIB, Knob, KnobFinding, KnobTry, search_knob
+from tui.core.lab.knob import FIT_STEP_MIB, KNOB_FLAGS, Knob, KnobFinding, KnobTry, search_knob
 from tui.core.lab.launcher import LaunchOutcome, Launcher, open_launcher
 from tui.core.lab.recovery import choose_knob, with_knob
 from tui.core.lab.runner import Lab, Step
@@ -69,7 +69,7 @@ class SearchResult:
 def knob_value(knob: Knob, value: int, settings: Settings) -> Candidate:
     """One try of a knob search, a candidate of the lab's loop: `settings` with the knob at `value`."""
     key = f"{knob}={value}"
-    return Candidate(settings, key, key, f"with {_flag(knob)} {value}", ((knob, value),), knob=knob)
+    return Candidate(settings, key, key, f"with {KNOB_FLAGS[knob]} {value}", ((knob, value),), knob=knob)
 
 
 class _Run:
@@ -88,7 +88,7 @@ class _Run:
     def record(self, t: KnobTry) -> None:
         self.trials.append(t)
         self.prog.step()
-        self.prog.emit("trial", f"{_flag(self.knob)} {t.value}: {t.outcome}" + (f" ({t.detail})" if t.detail else ""), trial=t)
+        self.prog.emit("trial", f"{KNOB_FLAGS[self.knob]} {t.value}: {t.outcome}" + (f" ({t.detail})" if t.detail else ""), trial=t)
 
     def trial(self, v: int) -> KnobTry:
         t, _ = self.outcome(v)
@@ -104,10 +104,6 @@ class _Run:
         t = KnobTry(v, outcome, detail, round(o.seconds, 3))
         self.record(t)
         return t, o
-
-
-def _flag(knob: Knob) -> str:
-    return "--fit-target" if knob == "fit_target" else "--ctx-size"
 
 
 def _launcher(launcher: Launcher | None, server_bin: str | Path | None) -> tuple[Launcher, bool]:

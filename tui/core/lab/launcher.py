@@ -87,13 +87,11 @@ class SupervisorLauncher:
     distinct; every child is stopped on close), never recording a trial in the launch history."""
 
     def __init__(self, binary: str | Path, *, stand_ins: Any = None, env: Mapping[str, str] | None = None,
-                 ready_timeout: float = DEFAULT_READY_TIMEOUT, first_decode_tokens: int = FIRST_DECODE_TOKENS,
-                 log_dir: str | Path | None = None) -> None:
+                 ready_timeout: float = DEFAULT_READY_TIMEOUT, log_dir: str | Path | None = None) -> None:
         self.binary = Path(binary)
         self.stand_ins = stand_ins  # a started, capped `StandIns`, or None
         self.env = env
         self.ready_timeout = ready_timeout
-        self.first_decode_tokens = first_decode_tokens
         self.log_dir = log_dir
         self._sup: Supervisor | None = None
         #: What the first-decode check sends (`aim_first_decode`: an experiment's first prompt).
@@ -167,7 +165,7 @@ class SupervisorLauncher:
         """A few tokens of the experiment's first prompt: MTP OOMs often come at the first decode.
         Returns (error or None, whether the server answered at all)."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        n = self.first_decode_tokens
+        n = FIRST_DECODE_TOKENS
         if self.first_decode_messages:
             path = "/v1/chat/completions"
             body: dict[str, Any] = {"messages": self.first_decode_messages, "max_tokens": n, "n_predict": n,
@@ -199,9 +197,6 @@ class SupervisorLauncher:
     def running_settings(self) -> RunningSettings | None:
         """What the current server was launched with, as its supervisor records it (runs are labelled from this)."""
         return self._sup.running_settings() if self._sup is not None else None
-
-    def lines(self) -> list[str]:
-        return list(self._lines)
 
     def stop(self) -> None:
         """Stop the running server (the supervisor stays for the next launch)."""
@@ -252,19 +247,10 @@ class CountingLauncher:
         return self.inner.failure()
 
 
-def supervised(launcher: Launcher) -> SupervisorLauncher | None:
-    """The supervisor-backed launcher under `launcher` (None for a fake)."""
-    while isinstance(launcher, CountingLauncher):
-        launcher = launcher.inner
-    return launcher if isinstance(launcher, SupervisorLauncher) else None
-
-
 def aim_first_decode(launcher: Launcher, prompt: Any) -> None:
     """The first-decode check sends `prompt` (a suite's `Prompt`: `messages` or `raw`), so it
     allocates what the experiment's own requests will. Any launcher with the two fields is aimed
     (a test's fake records them); one without has no check to aim."""
-    while isinstance(launcher, CountingLauncher):
-        launcher = launcher.inner
     if prompt is not None and hasattr(launcher, "first_decode_messages"):
         launcher.first_decode_messages = [dict(m) for m in prompt.messages] if prompt.messages else None  # type: ignore[attr-defined]
         launcher.first_decode_prompt = prompt.raw  # type: ignore[attr-defined]

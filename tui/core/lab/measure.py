@@ -54,9 +54,7 @@ def default_prober(ignore_eos: bool = False) -> Prober:
 
 def samples_of(run: Any) -> Samples:
     """A probe run's complete passes as per-pass samples (`error` when it failed)."""
-    passes = [p for p in (run.summary or {}).get("passes") or [] if p.get("complete", True)]
-    s = Samples([p.get("pp_tps") for p in passes], [p.get("tg_tps") for p in passes],
-                [p.get("acceptance") for p in passes])
+    s = Samples.of_passes([p for p in (run.summary or {}).get("passes") or [] if p.get("complete", True)])
     if run.status == "failed":
         s.error = run.error or "the probe failed"
     return s

@@ -312,8 +312,8 @@ class Lab:
 
 
 def about(c: Candidate) -> dict[str, Any]:
-    """What an event says it is about: the candidate, and an A/B visit's side and pass."""
-    return {"candidate": c, "side": c.side, "pass_index": c.pass_index}
+    """What an event says it is about: the candidate, and an A/B visit's side."""
+    return {"candidate": c, "side": c.side}
 
 
 def launch_reason(up: Launched) -> str:

@@ -26,7 +26,7 @@ from tui.core.options.redact import without_secrets
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.options.validate import errors, validate
 from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate
+from tui.core.lab.candidate import Candidate, values_label
 from tui.core.sweep.axes import (
     Limits,
     Objective,
@@ -39,16 +39,9 @@ from tui.core.sweep.axes import (
 #: Settings fields that only matter while a speculative type is enabled.
 DRAFT_ONLY_FIELDS = ("spec_draft_n_max", "spec_draft_n_min", "spec_draft_p_min",
                      "cache_type_k_draft", "cache_type_v_draft")
-#: Fields never part of a configuration's identity (where it listens, secrets).
-NON_IDENTITY_FIELDS = ("host", "port", "api_key")
 
 
 # --------------------------------------------------------------------------- configurations
-
-
-def row_label(texts: Sequence[tuple[str, str]]) -> str:
-    """A grid row's label, `ubatch-size=256 ctkd=q8_0` (its axis values as written), for progress lines."""
-    return " ".join(f"{k}={v}" for k, v in texts) or "base"
 
 
 def normalize(settings: Settings) -> Settings:
@@ -185,7 +178,7 @@ class SweepDefinition:
             problems = errors(validate(eff))
             skip = "; ".join(p.message for p in problems) if problems else None
             lkey = settings_key(eff)
-            cfg = Candidate(eff, key, lkey, row_label(texts), values, texts, index=index, n_predict=n_predict,
+            cfg = Candidate(eff, key, lkey, values_label(texts) or "base", values, texts, index=index, n_predict=n_predict,
                             invalid=skip)
             if skip is None:
                 ident = (lkey, n_predict)

@@ -12,6 +12,7 @@ the noise is unknown and no row is called equal.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,7 +148,6 @@ def build_table(definition: SweepDefinition, state: Journal) -> SweepTable:
     """The table of a sweep from its saved state (grid order; unfinished rows are `pending`)."""
     obj = definition.objective
     configs = definition.grid()
-    by_key = {c.key: c for c in configs}
     rows: list[TableRow] = []
     for c in configs:
         r = state.trials.get(c.key)
@@ -169,7 +169,6 @@ def build_table(definition: SweepDefinition, state: Journal) -> SweepTable:
                         setattr(tr, attr, getattr(orig, attr))
     best, within, noise_known = _best(rows, obj, definition.repeat)
     pays = mtp_pays(definition, configs, rows) if any(a.is_n_predict for a in definition.axes) else []
-    _ = by_key
     return SweepTable(definition.sweep_id, [a.name for a in definition.axes], obj, rows, best, within, noise_known, pays,
                       list(state.findings), state.launches)
 
@@ -254,7 +253,7 @@ def mtp_pays(definition: SweepDefinition, configs: list[Candidate], rows: list[T
 
 
 def _pays(p: MtpPoint) -> bool:
-    if p.verdict in (BETTER,):
+    if p.verdict == BETTER:
         return True
     if p.verdict == "inconclusive" and p.noise is None:  # noise unknown: the median is all there is
         return p.gain > 0
@@ -375,6 +374,4 @@ def summary_lines(t: SweepTable) -> list[str]:
 
 
 def _wrap(text: str, width: int, indent: str) -> str:
-    import textwrap
-
     return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)

@@ -8,10 +8,10 @@ launcher with a first decode, recovers from a memory failure with the lab's one 
 (`lab.recovery`: the answer is recorded as a finding and the row measured with it), probes, and
 classifies any other failure (`lab.failures`); the sweep goes on.
 
-What is the sweep's own: the resumable state (`state.py`, saved after every row, so an interrupted
-sweep resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
+What is the sweep's own: its journal (`lab.journal`, saved after every row, so an interrupted sweep
+resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
 skipped before anything runs (invalid, duplicate), the ETA from `lab.pace.Pace`, and its record
-step (`_record`: an attempt as a `lab.trial.Trial`).
+step (`_record`: an attempt as a `lab.trial.Trial`, a measured one by `trial_from_run`).
 
 `Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
 events (`lab.events.LabEvent`, with an ETA) go to the `on_event` callback, on the sweep's thread.
@@ -34,12 +34,12 @@ from tui.core.lab.pace import Current
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.lab.journal import JournalError, JournalLock, open_journal
-from tui.core.lab.trial import Trial
+from tui.core.lab.knob import KnobFinding
+from tui.core.lab.trial import Samples, Trial
 from tui.core.sweep.definition import SweepDefinition
-from tui.core.options.settings import settings_json
+from tui.core.options.settings import Settings, settings_json
 from tui.core.sweep.events import SweepError, SweepOutcome
 from tui.core.lab.planning import PlanCheck, default_planner
-from tui.core.sweep.rows import ctx_warning, memory_summary, trial_from_run
 
 # --------------------------------------------------------------------------- the sweep
 
@@ -89,8 +89,7 @@ class Sweep:
         self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, suite=definition.suite,
                        fit_step_mib=definition.fit_step_mib, try_anyway=definition.try_anyway,
                        budget_s=definition.limits.budget_s, on_launch=self._counted)
-        #: The lab's counting launcher (every launch of the sweep, the recovery's included).
-        self.launcher = self.lab.launcher
+        self.launcher = launcher  # the lab counts every launch through it, the recovery's included
         self._findings: dict[int, dict[str, Any]] = {}  # id(launch) -> its entry in state.findings
 
     # ---- public --------------------------------------------------------------------------
@@ -108,10 +107,6 @@ class Sweep:
         """Stop as soon as possible: the running probe is abandoned, the server stopped, and the
         rows finished so far are kept (re-running the same sweep continues from there)."""
         self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
 
     @property
     def sweep_id(self) -> str:
@@ -143,24 +138,18 @@ class Sweep:
 
     # ---- internals -----------------------------------------------------------------------
 
-    def _open_store(self) -> None:
-        if self._store_arg == "default":
-            from tui.core.results.store import open_store
-
-            self.store = open_store()
-        else:
-            self.store = self._store_arg
-
-    def _emit(self, kind: str, message: str = "", **kw: Any) -> None:
-        self._prog.emit(kind, message, **kw)
-
     def _run(self) -> SweepOutcome:
         d = self.definition
         try:
             suite = get_suite(d.suite)
         except SuiteError as e:
             raise SweepError(str(e)) from None
-        self._open_store()
+        if self._store_arg == "default":
+            from tui.core.results.store import open_store  # sqlite3, loaded only when a sweep runs
+
+            self.store = open_store()
+        else:
+            self.store = self._store_arg
         self.lab.store = self.store
         aim_first_decode(self.launcher, suite.prompts[0])
         self.lab.restart_clock()
@@ -181,7 +170,7 @@ class Sweep:
         self._pending = [c for c in configs if not st.finished(c.key, try_anyway=d.try_anyway)]
         self._prog.done = self._prog.total - len(self._pending)
         st.save()
-        self._emit("started", f"sweep {d.sweep_id}: {self._prog.total} configurations, {self._prog.done} already done, "
+        self._prog.emit("started", f"sweep {d.sweep_id}: {self._prog.total} configurations, {self._prog.done} already done, "
                               f"{len({c.launch_key for c in self._pending})} launches to go")
         stopped = "done"
         for c in list(self._pending):
@@ -192,14 +181,14 @@ class Sweep:
             if row is None:
                 stopped = self.lab.stopped or "cancelled"
                 if stopped == "budget":
-                    self._emit("stopped", "time budget reached; re-run the same sweep to continue")
+                    self._prog.emit("stopped", "time budget reached; re-run the same sweep to continue")
                 break
         self.lab.stop()
         session["finished_at"] = time.time()
         session["launches"] = self.lab.launches
         session["stopped"] = stopped
         st.save()
-        self._emit("finished", stopped)
+        self._prog.emit("finished", stopped)
         return SweepOutcome(st, stopped, self.lab.elapsed(), self.lab.launches, list(self._ran))
 
     def _group(self, c: Candidate) -> list[Candidate]:
@@ -268,7 +257,7 @@ class Sweep:
         self._ran.append(c.key)
         self._pending = [p for p in self._pending if p.key != c.key]
         self._prog.step()
-        self._emit("row_done", f"{c.label}: {row.status}", candidate=c, trial=row)
+        self._prog.emit("row_done", f"{c.label}: {row.status}", candidate=c, trial=row)
         return row
 
     def _label(self, c: Candidate) -> str:
@@ -285,15 +274,64 @@ class Sweep:
 
         def progress(p: Any) -> None:
             self._current = (c, started, int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0))
-            self._emit("probe", f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests", candidate=c, probe=p)
+            self._prog.emit("probe", f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests", candidate=c, probe=p)
 
         kw: dict[str, Any] = {}
         if self.store is not None:
             kw["sink"] = self.store
-        self._emit("probe", f"probing {c.label}", candidate=c)
+        self._prog.emit("probe", f"probing {c.label}", candidate=c)
         try:
             return self.prober(out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
                                settings=up.settings, memory=out.memory, plan=a.plan, cancel=self._cancel,
                                progress=progress, **kw)
         finally:
             self._current = None
+
+
+# --------------------------------------------------------------------------- a row's record
+
+
+def memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:
+    """What a row keeps of the server's memory report: MiB per device and in all, the context it runs."""
+    m = out.memory
+    if not m:
+        return None
+    devices = {dev: round(sum(float(v) for v in comps.values()), 1) for dev, comps in (m.get("devices") or {}).items()}
+    total = round(sum(devices.values()), 1)
+    n_ctx = None
+    with contextlib.suppress(Exception):
+        n_ctx = int(m["target"]["params"]["n_ctx"])
+    return {"total_mib": total, "devices": devices, "totals": m.get("totals"), "n_ctx": n_ctx,
+            "device_free_mib": {d.get("name"): d.get("free_mib") for d in out.devices} or None}
+
+
+def ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
+    """A warning when the server runs a smaller context than the row asked for."""
+    if not mem or not mem.get("n_ctx") or not settings.ctx_size:
+        return None
+    if mem["n_ctx"] < settings.ctx_size:
+        return f"the server runs with a context of {mem['n_ctx']} tokens, not the {settings.ctx_size} asked for"
+    return None
+
+
+def trial_from_run(c: Candidate, run: Any, settings: Settings, mem: dict[str, Any] | None,
+                   plan: dict[str, Any] | None, warnings: list[str], finding: KnobFinding | None, launch: int,
+                   log_path: str | None) -> Trial:
+    """A measured row's `Trial` from its probe run: per-pass numbers, memory, warnings and the finding."""
+    s = run.summary or {}
+    ws = list(warnings) + [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
+    if finding is not None and finding.converged:
+        ws.insert(0, f"{finding.flag} set to {finding.value} {finding.unit} after a memory allocation failure "
+                     f"({finding.message})")
+    # The passes the probe's medians are taken over: the complete ones, or all when none completed.
+    passes = s.get("passes") or []
+    passes = [p for p in passes if p.get("complete", True)] or passes
+    return Trial(
+        c.key, "ok" if run.status == "ok" else "failed", mtp=settings.mtp_enabled,
+        reason=run.error if run.status != "ok" else None,
+        failure_kind=None if run.status == "ok" else "probe_failed",
+        settings=settings_json(settings.redacted()), n_predict=c.n_predict,
+        samples=Samples.of_passes(passes) if passes else None, acceptance=s.get("acceptance"),
+        mean_accept_len=s.get("mean_accept_len"), memory=mem, plan=plan, warnings=ws,
+        finding=finding.to_json() if finding else None, run_id=run.run_id, launch=launch, log_path=log_path,
+    )

@@ -14,6 +14,7 @@ from typing import Any
 
 from tui.core.probes.breakeven import BreakEven, break_even
 from tui.core.probes.stats import Summary, fmt_summary
+from tui.core.lab.candidate import value_text
 from tui.core.tune.plot import pp_tg_plot
 from tui.core.lab.trial import Trial
 from tui.core.tune.result import TuneResult, fmt_seconds
@@ -43,24 +44,12 @@ class ReportFacts:
     hygiene_checked: bool = False
 
 
-def _v(v: Any) -> str:
-    return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
-
-
 def settings_text(r: Trial) -> str:
     """The searched values of a trial (`ub=512 dkv=q4_0`), MTP apart, and its fit-target."""
-    parts = [f"{SHORT.get(k, k)}={_v(v)}" for k, v in r.values.items() if k != "mtp"]
+    parts = [f"{SHORT.get(k, k)}={value_text(v)}" for k, v in r.values.items() if k != "mtp"]
     if r.fit_target is not None:
         parts.append(f"fitt={r.fit_target}")
     return " ".join(parts) or "-"
-
-
-def _med(s: Summary | None, digits: int = 1) -> str:
-    return "-" if s is None else f"{s.median:.{digits}f}"
-
-
-def _range(s: Summary | None, digits: int = 1) -> str:
-    return fmt_summary(s, digits)
 
 
 def _spread(s: Summary | None) -> str:
@@ -97,8 +86,8 @@ def trial_table(records: Sequence[Trial], marks: dict[int, str] | None = None) -
         status = r.status + (f" ({r.failure})" if r.failure else "") + (" (saved)" if r.resumed else "")
         mark = marks.get(r.number, "")
         out.append("| " + " | ".join(_cell(c) for c in (
-            f"{r.number}{' ' + mark if mark else ''}", _v(r.mtp), settings_text(r), r.stage, _plan(r), status,
-            _range(pp), _range(tg), _acc(r), fmt_seconds(r.e2e()), r.launches, r.reason or "")) + " |")
+            f"{r.number}{' ' + mark if mark else ''}", value_text(r.mtp), settings_text(r), r.stage, _plan(r), status,
+            fmt_summary(pp), fmt_summary(tg), _acc(r), fmt_seconds(r.e2e()), r.launches, r.reason or "")) + " |")
     return out
 
 
@@ -119,8 +108,8 @@ def side_by_side(result: TuneResult) -> list[str]:
         s = r.samples
         vram = f"{r.vram_mib:.0f} MiB" if r.vram_mib is not None else "-"
         out.append("| " + " | ".join(_cell(c) for c in (
-            name, r.number, _v(r.mtp), settings_text(r), fmt_seconds(r.e2e()), _spread(r.e2e()),
-            _range(s.summary("pp_tps") if s else None), _range(s.summary("tg_tps") if s else None), _acc(r), vram)) + " |")
+            name, r.number, value_text(r.mtp), settings_text(r), fmt_seconds(r.e2e()), _spread(r.e2e()),
+            fmt_summary(s.summary("pp_tps") if s else None), fmt_summary(s.summary("tg_tps") if s else None), _acc(r), vram)) + " |")
     return out
 
 
@@ -150,9 +139,9 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
     searched = [(n, vals) for n, vals in facts.axes if len(vals) > 1]
     kept = [(n, vals[0]) for n, vals in facts.axes if len(vals) == 1]
     if searched:
-        lines += ["Searched: " + "; ".join(f"{n} {', '.join(_v(v) for v in vals)}" for n, vals in searched) + ".", ""]
+        lines += ["Searched: " + "; ".join(f"{n} {', '.join(value_text(v) for v in vals)}" for n, vals in searched) + ".", ""]
     if kept:
-        lines += ["Kept at one value: " + "; ".join(f"{n} {_v(v)}" for n, v in kept) + ".", ""]
+        lines += ["Kept at one value: " + "; ".join(f"{n} {value_text(v)}" for n, v in kept) + ".", ""]
     total = f" ({facts.launches_total} over every run of this tune)" if facts.launches_total is not None else ""
     run = facts.launches if facts.launches is not None else result.launches
     lines += [f"Stopped: **{result.stopped}** after {run} launches this run{total}, {result.launches} of them for "

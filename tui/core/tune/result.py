@@ -18,6 +18,7 @@ from typing import Any
 
 from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
 from tui.core.lab import ranking
+from tui.core.lab.candidate import values_label
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.lab.verdict import MtpVerdict
 from tui.core.tune.workload import Workload
@@ -65,13 +66,8 @@ def fmt_seconds(s: Summary | None) -> str:
 
 
 def _describe(r: Trial) -> str:
-    vals = " ".join(f"{k}={_txt(v)}" for k, v in r.values.items())
     fit = f" fit-target={r.fit_target}" if r.fit_target is not None else ""
-    return f"#{r.number} ({vals}{fit}) at {fmt_seconds(r.e2e())} s per request"
-
-
-def _txt(v: Any) -> str:
-    return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
+    return f"#{r.number} ({values_label(r.values.items())}{fit}) at {fmt_seconds(r.e2e())} s per request"
 
 
 def build_result(records: Sequence[Trial], rungs: Sequence[int], launches: int, grid_size: int, stopped: str,

@@ -47,7 +47,7 @@ from tui.core.tune.hygiene import gpu_hygiene
 from tui.core.tune.model import TuneModel
 from tui.core.tune.workload_spec import WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tune.search import TuneOptions, Tuner
-from tui.core.tune.machine import Machine
+from tui.core.tune.trial import Machine
 from tui.core.lab.verdict import MtpVerdict
 from tui.core.tune.workload import Workload
 

@@ -44,11 +44,10 @@ from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.runner import Lab
 from tui.core.lab.trial import Trial
 from tui.core.options.settings import settings_json
-from tui.core.tune.machine import Machine
 from tui.core.tune.memory import MemoryBook
 from tui.core.tune.space import Space
 from tui.core.tune.result import TuneResult, build_result
-from tui.core.tune.trial import CandidateTrial, TuneLab
+from tui.core.tune.trial import CandidateTrial, Machine, TuneLab
 from tui.core.tune.workload import Workload
 
 __all__ = ["GridReference", "Machine", "PLATEAU_STEPS", "TuneOptions", "TuneResult", "Tuner", "tune"]
@@ -100,8 +99,8 @@ class Tuner:
         self.lab = Lab(m.launcher, cancel=self._cancel, progress=self._prog, planner=m.plan,
                        fit_step_mib=self.options.fit_step_mib, budget_s=self.options.budget_s, clock=m.clock,
                        on_launch=m.on_launch)
-        self._shared = TuneLab(self.lab, m, self.workload, self._mem, self._prog, self._cancel, self.options.rungs,
-                               self.options.fit_step_mib, m.fit_search is not None and not self.space.fit_fixed)
+        self._shared = TuneLab(self.lab, m, self.workload, self._mem, self.options.rungs,
+                               m.fit_search is not None and not self.space.fit_fixed)
         for r in self._known.values():
             self._mem.learn(self._candidate(r), r)
 

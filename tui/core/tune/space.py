@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate
+from tui.core.lab.candidate import Candidate, values_label
 from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
@@ -77,17 +77,6 @@ class Floors:
         for name, t in (("--kv-floor", self.kv), ("--draft-kv-floor", self.draft_kv)):
             if t not in KV_QUALITY:
                 raise SpaceError(f"{name} {t}: not a KV cache type; use one of {', '.join(CACHE_TYPES)}.")
-
-
-def point_label(values: Sequence[tuple[str, Any]]) -> str:
-    """A point's label, `mtp=on draft-n-max=3 ubatch=512 kv=f16`, for reports."""
-    return " ".join(f"{k}={_text(v)}" for k, v in values)
-
-
-def _text(v: Any) -> str:
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    return "default" if v is None else str(v)
 
 
 def given_fields(settings: Settings) -> frozenset[str]:
@@ -169,7 +158,7 @@ class Space:
         for f in DRAFT_ONLY_FIELDS:
             blank[f] = None
         lkey = settings_key(eff)
-        return Candidate(eff, lkey, lkey, point_label(values), values, invalid=invalid, memory_key=memory_key(eff),
+        return Candidate(eff, lkey, lkey, values_label(values), values, invalid=invalid, memory_key=memory_key(eff),
                          memory_base=memory_key(replace(eff, **blank)), memory_ranks=ranks)
 
     def grid(self, *, valid_only: bool = True) -> list[Candidate]:

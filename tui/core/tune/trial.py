@@ -1,4 +1,6 @@
-"""One candidate of the tune on the lab's one trial loop (`lab.runner.Lab.trial`): the tune's `Step`.
+"""One candidate of the tune on the lab's one trial loop (`lab.runner.Lab.trial`): the tune's `Step`,
+and the `Machine` it drives (injected callables: the real tune passes the lab's launcher, a probe
+run, exact-mode planning and `lab.knobs.smallest_fit_target`; the tests pass a fake machine).
 
 What is the tune's own in a trial, as the loop's hooks:
 
@@ -20,21 +22,56 @@ What is the tune's own in a trial, as the loop's hooks:
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tui.core.lab import ranking
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.events import Progress
 from tui.core.lab.failures import FailureClass, failure_class, probe_failure_class, search_failure_class
-from tui.core.lab.launcher import LaunchOutcome
+from tui.core.lab.knobs import SearchResult
+from tui.core.lab.launcher import LaunchOutcome, Launcher
+from tui.core.lab.planning import PlanCheck
 from tui.core.lab.recovery import RELAUNCH_TRIES
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.lab.trial import Samples, Trial
 from tui.core.options.settings import Settings, settings_json
-from tui.core.tune.machine import Machine, PaceWork
 from tui.core.tune.memory import WHERE, MemoryBook
 from tui.core.tune.workload import Workload
+
+
+#: (the running launch, the workload, passes) -> that many passes of per-pass figures.
+MeasureFn = Callable[[LaunchOutcome, Workload, int], Samples]
+#: (settings, the launcher to launch through, cancel) -> the smallest fit-target that survives a first
+#: decode: `lambda s, la, ev: searches.smallest_fit_target(s, launcher=la, cancel=ev)`.
+FitSearch = Callable[[Settings, Launcher, threading.Event], SearchResult]
+
+
+@dataclass
+class Machine:
+    """`launcher` launches (`lab.launcher.Launcher`); `measure` probes the running server; `plan` is
+    a `lab.planning.PlanCheck`; `fit_search` is None without a GPU (nothing for --fit to do);
+    `clock` is what the budget reads (a fake machine passes its own)."""
+
+    launcher: Launcher
+    measure: MeasureFn
+    plan: PlanCheck | None = None
+    fit_search: FitSearch | None = None
+    clock: Callable[[], float] = time.monotonic
+    on_launch: Callable[[Settings], None] | None = None  # told of each launch before it starts (progress)
+    #: the machine's hygiene before a candidate's launch (no server of ours runs then): one sentence per
+    #: problem that would make its numbers lie (another process on the GPU, throttled clocks).
+    hygiene: Callable[[], list[str]] | None = None
+
+
+@dataclass
+class PaceWork:
+    """What `lab.pace.Pace` weighs for a tune: one unit per pass (it reads key, launch_key, n_predict)."""
+
+    n_predict: int
+    key: str = "next"
+    launch_key: str = "next"
 
 
 @dataclass
@@ -45,10 +82,7 @@ class TuneLab:
     machine: Machine
     workload: Workload
     mem: MemoryBook
-    progress: Progress
-    cancel: threading.Event
     rungs: tuple[int, ...]
-    fit_step_mib: int
     fit_applies: bool  # a GPU with a fit-target to search (not fixed by the user)
 
 
@@ -98,7 +132,7 @@ class CandidateTrial:
         except Exception as e:  # noqa: BLE001 - telemetry trouble must not stop the tune
             rec.warnings = [f"the machine's hygiene could not be checked: {e}"]
         for w in rec.warnings:
-            self.t.progress.emit("hygiene", f"before #{rec.number}: {w}", trial=rec)
+            self.t.lab.progress.emit("hygiene", f"before #{rec.number}: {w}", trial=rec)
 
     def _fit_target(self) -> int | None:
         """The smallest fit-target of the candidate's memory key: remembered, or searched (seeded)."""
@@ -111,7 +145,7 @@ class CandidateTrial:
         seed = mem.seed(c)
         search = self.t.machine.fit_search
         assert search is not None
-        res = search(replace(c.settings, fit_target=[seed]) if seed is not None else c.settings, be, self.t.cancel)
+        res = search(replace(c.settings, fit_target=[seed]) if seed is not None else c.settings, be, self.t.lab.cancel)
         be.stop()
         self.rec.finding = res.to_json()
         if res.cancelled:
@@ -127,7 +161,7 @@ class CandidateTrial:
 
     def safer(self, a: Attempt, failed: Any) -> tuple[Settings, LaunchOutcome] | None:
         rec = self.rec
-        if rec.fit_target is None or self.t.cancel.is_set():
+        if rec.fit_target is None or self.t.lab.cancel.is_set():
             return None
         if isinstance(failed, LaunchOutcome):
             where = WHERE[failure_class(failed)]
@@ -143,7 +177,7 @@ class CandidateTrial:
     def _step_up(self, where: str) -> tuple[Settings, LaunchOutcome] | None:
         """Step the fit-target to the safe side and launch again, `RELAUNCH_TRIES` steps above the
         found value at most. None when they are spent."""
-        rec, step = self.rec, self.t.fit_step_mib
+        rec, step = self.rec, self.t.lab.recovery.fit_step_mib
         first = found = int(rec.fit_target or 0)
         found = int((rec.finding or {}).get("value") or found)
         left = RELAUNCH_TRIES - (first - found) // step
