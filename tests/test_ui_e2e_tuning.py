@@ -27,7 +27,11 @@ MTP_TUNE = Path(sys.executable).parent / "mtp-tune"
 def children(pid: int) -> set[int]:
     """Every descendant of `pid` (children of all its threads: workers start the servers)."""
     out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    try:  # a process that exits while it is walked (a probe's server stopping) has no /proc entry left
+        tasks = list(Path(f"/proc/{pid}/task").glob("*"))
+    except OSError:
+        return out
+    for task in tasks:
         try:
             text = (task / "children").read_text()
         except OSError:
