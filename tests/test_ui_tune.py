@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -263,10 +264,14 @@ async def test_an_hf_model_that_cannot_be_read_is_refused_before_anything_stops(
 
 
 @pytest.mark.timeout(180)
-async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The main screen's server is stopped for the tune; a 2x2 space is searched, the A/B run, the best
-    saved and the report written in one key each; no server is left."""
+    saved and the report written in one key each; no server is left. The GGUF header is read once, when
+    the screen checks the setup: the run plans on that read."""
     import shutil
+
+    from tui.core.planning import gguf_reader
 
     from tui.core.config.paths import config_dir
 
@@ -278,6 +283,14 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         assert await until(pilot, lambda: app.main.server.status.state == "ready", 60), app.main.server.status
         screen = await open_tune(pilot, app)
         assert screen.prepared is not None, screen.problem
+        reads: list[tuple[str, str]] = []  # (path, where it was read from)
+        real_read = gguf_reader.read_gguf
+
+        def counting(path: str | Path) -> Any:
+            reads.append((str(path), "".join(traceback.format_stack(limit=10))))
+            return real_read(path)
+
+        monkeypatch.setattr(gguf_reader, "read_gguf", counting)
         t0 = time.monotonic()
         await pilot.press("g")
         # The user's server runs: the tune says it will stop it, and starts only on yes.
@@ -293,6 +306,7 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         await pilot.press("n")
         assert await until(pilot, lambda: not isinstance(app.screen, RestartPrompt))
         assert not app.main.server.status.alive  # stopped for the tune, not restarted behind it
+        assert not [where for path, where in reads if path == str(model)]  # the run planned on the screen's read
         view = app.lab.tune_view
         assert view is not None and view.error is None and view.stopped == "converged", view
         assert view.grid_size == 4 and 1 <= view.trials <= 4 and view.best is not None and view.best_off is not None

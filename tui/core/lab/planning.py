@@ -78,10 +78,11 @@ def _exact_verdict(settings: Settings, meta: Any, simulate: str | None, server_b
 
 
 def plan_check(simulate: str | None = None, *, exact: bool = False, server_bin: str | Path | None = None,
-               exact_fn: Callable[..., Any] | None = None) -> PlanCheck:
+               exact_fn: Callable[..., Any] | None = None, headers: dict[str, Any] | None = None) -> PlanCheck:
     """A PlanCheck for `Sweep(planner=...)`: Settings -> PlanVerdict | None. `exact_fn` replaces
-    `planning.exact.exact_plan` (tests count the dry runs)."""
-    meta_cache: dict[str, Any] = {}
+    `planning.exact.exact_plan` (tests count the dry runs); `headers`: GGUF headers already read, by
+    model path (a tune plans on the header its request read, not a second read)."""
+    meta_cache: dict[str, Any] = dict(headers or {})
 
     def check(settings: Settings) -> PlanVerdict | None:
         # With --rpc the endpoints are asked for their memory (once per plan): a sweep and a tune

@@ -143,10 +143,10 @@ def build_request(base: Settings, spec: WorkloadSpec, floors: Floors, values: di
         raise UsageError(why)
     try:
         model = tune_model(base, where=where, progress=progress)
-        space = space_for_model(base, read_gguf(str(model.path)), placeholder(spec), floors=floors,
-                                values=values or None)
+        meta = read_gguf(str(model.path))
+        space = space_for_model(base, meta, placeholder(spec), floors=floors, values=values or None)
     except (ModelError, GGUFError, SpaceError, OSError) as e:
         raise UsageError(str(e)) from None
     req = TuneRequest(base, spec, Path(server_bin or ""), floors, values, gpus, budget_s, ab_passes, fresh,
-                      ready_timeout, model=model, stand_ins=stand_ins)
+                      ready_timeout, model=model, stand_ins=stand_ins, meta=meta)
     return req, space

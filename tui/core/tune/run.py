@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, open_launcher,
                                    stand_in_note, stand_ins_problem)
 from tui.core.options.settings import Settings
+from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.options.settings import settings_from_json
 from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
@@ -77,6 +78,8 @@ class TuneRequest:
     options: TuneOptions = field(default_factory=TuneOptions)
     model: TuneModel | None = None  # what to read and plan (`tune_model`); None: base.model, on disk
     stand_ins: bool = False  # simulated GPUs: launch on memory-capped stand-ins (`lab.launcher`)
+    #: the header `build_request` read (the run plans on it instead of reading the GGUF again)
+    meta: GGUFMeta | None = field(default=None, compare=False, repr=False)
 
     def header_path(self) -> Path:
         return self.model.path if self.model is not None else Path(str(self.base.model)).expanduser()
@@ -115,7 +118,8 @@ def _planner(req: TuneRequest) -> Any:
     from tui.core.remote.source import local_settings
     from tui.core.lab.planning import plan_check
 
-    check = plan_check(req.gpus, exact=True, server_bin=req.server_bin)
+    read = {} if req.meta is None else {str(req.header_path()): req.meta, str(req.base.model): req.meta}
+    check = plan_check(req.gpus, exact=True, server_bin=req.server_bin, headers=read)
     header = req.model.header if req.model is not None else None
     if header is None:
         return check
@@ -258,8 +262,8 @@ class TuneRun:
         workload = self._workload(st, launcher)  # before the first-decode prompt: the sizing launch has a small context
         aim_first_decode(launcher, req.workload.first_decode())
         try:
-            space = space_for_model(req.base, read_gguf(str(req.header_path())), workload, floors=req.floors,
-                                    values=req.values or None)
+            meta = req.meta if req.meta is not None else read_gguf(str(req.header_path()))
+            space = space_for_model(req.base, meta, workload, floors=req.floors, values=req.values or None)
         except (SpaceError, ValueError, OSError) as e:
             raise TuneError(str(e)) from None
         self._space = space
