@@ -57,7 +57,8 @@ def tree(root: Path, depth: int) -> list[tuple[str, int, int]]:
         if len(rel.parts) > depth:
             continue
         files = [f for f in d.rglob("*.py") if "__pycache__" not in f.parts]
-        out.append((str(rel), sum(lines_of(f) for f in files), len(files)))
+        if files:  # a folder left with only bytecode is not part of the product
+            out.append((str(rel), sum(lines_of(f) for f in files), len(files)))
     return out
 
 
