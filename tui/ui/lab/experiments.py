@@ -1,9 +1,13 @@
-"""The tuning actions through the core: sweeps (`core.sweep`), the MTP on/off A/B and the searches
-(`core.tuning`), turned into the view models the tuning screens draw.
+"""The lab's actions through the core: sweeps (`core.sweep`), the MTP on/off A/B and the knob searches
+(`core.lab`), turned into the view models the lab's screens draw.
 
 No Textual here. Everything that blocks (planning a grid, running a sweep, an A/B, a search) is
 called from a worker thread; the trackers turn the core's events into new views on that thread
 and hand them to a callable that only posts a message.
+
+The core is imported inside the functions on purpose (lazy, not a cycle): the lab's engine loads the
+server supervisor, httpx and the probe runner (about 150 ms), which the TUI's first frame must not pay
+for actions most sessions never start.
 """
 
 from __future__ import annotations

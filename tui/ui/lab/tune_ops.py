@@ -1,5 +1,8 @@
-"""The tune screen (`T`) through the core: `core.tuning.tune_run.TuneRun`, the same run `mtp-tune tune`
+"""The tune screen (`T`) through the core: `core.tune.run.TuneRun`, the same run `mtp-tune tune`
 drives, with the settings on screen as the fixed flags, turned into the views the screen draws.
+
+The core is imported inside the functions on purpose (lazy, not a cycle): the tune loads the lab's
+engine, the server supervisor and httpx, which the TUI's first frame must not pay for.
 
 No Textual here. `prepare` (a suite file, the GGUF header) and `run_tune` block: a worker calls them;
 the tracker turns the run's events into new views on the tune's thread and hands them to a callable
