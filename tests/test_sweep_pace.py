@@ -1,14 +1,19 @@
-"""The sweep's ETA and budget check (`lab.pace`): measured launch and generation rates, pure arithmetic."""
+"""The experiments' ETA and budget check (`lab.pace`): measured launch and generation rates, pure arithmetic,
+and what the lab feeds it."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
-from tui.core.options.settings import Settings
 from tui.core.lab.candidate import Candidate
+from tui.core.lab.events import Progress
+from tui.core.lab.launcher import LaunchOutcome
 from tui.core.lab.pace import Pace, weight
+from tui.core.lab.runner import Attempt, Lab, Step
+from tui.core.options.settings import Settings
 
 
 def row(key: str, launch_key: str, n_predict: int | None = 100) -> Candidate:
@@ -48,3 +53,36 @@ def test_the_budget_check_predicts_whether_the_next_group_fits() -> None:
     p.worked(10.0, row("done", "L0", 100))
     assert p.over_budget(group, 31.0, 60.0)  # 31 + 20 + 10 > 60
     assert not p.over_budget(group, 29.0, 60.0)
+
+
+def test_the_lab_paces_a_launch_group_once_with_its_fit_search_and_counts_every_launch() -> None:
+    """A tune's candidate searches its fit-target (two launches) before its own launch: the pace's
+    launch time is the whole group (30 s on the fake clock), not each launch again beside it (the
+    counting launcher used to add 10 s entries too, so a group with a search read as 10 s)."""
+    now = [0.0]
+
+    class TenSecondLauncher:
+        def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome:
+            now[0] += 10.0
+            return LaunchOutcome(False, failure=None)  # failed: nothing to measure, the group is what counts
+
+        def stop(self) -> None: ...
+
+        def close(self) -> None: ...
+
+        def failure(self) -> None:
+            return None
+
+    cancel = threading.Event()
+    lab = Lab(TenSecondLauncher(), cancel=cancel, progress=Progress(1, None), clock=lambda: now[0])
+
+    def fit_search(a: Attempt) -> bool:  # two launches through the lab's launcher, as a tune's prepare makes
+        lab.launcher.launch(a.settings, cancel)
+        lab.launcher.launch(a.settings, cancel)
+        return True
+
+    step: Step[str] = Step(measure=None, passes=lambda a: 0, record=lambda a: a.status, prepare=fit_search,
+                           recover=False, work=[row("a", "L1")])
+    assert lab.trial(row("a", "L1"), step) == "failed"
+    assert lab.launches == 3
+    assert lab.pace.eta([row("b", "L2", None)], None) == pytest.approx(30.0)  # one group left: 30 s

@@ -219,22 +219,18 @@ def open_launcher(server_bin: str | Path, *, stand_ins: Any = None, env: Mapping
 
 
 class CountingLauncher:
-    """A launcher that counts and times every launch: `on_launch(settings)` before it starts,
-    `on_launched(seconds)` after (an experiment's progress, launch count and pace)."""
+    """A launcher that counts every launch (the figure an experiment is judged by), the recovery's and
+    the fit searches' included, and tells `on_launch(settings)` before each starts (progress). It does
+    not time them: the pace weighs a whole launch group (`runner.Lab.trial`), recovery included."""
 
-    def __init__(self, inner: Launcher, *, clock: Callable[[], float] = time.monotonic,
-                 on_launch: Callable[[Settings], None] | None = None,
-                 on_launched: Callable[[float], None] | None = None) -> None:
-        self.inner, self.clock, self.on_launch, self.on_launched, self.n = inner, clock, on_launch, on_launched, 0
+    def __init__(self, inner: Launcher, *, on_launch: Callable[[Settings], None] | None = None) -> None:
+        self.inner, self.on_launch, self.n = inner, on_launch, 0
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome:
         if self.on_launch is not None:
             self.on_launch(settings)
-        t = self.clock()
         out = self.inner.launch(settings, cancel)
         self.n += 1
-        if self.on_launched is not None:
-            self.on_launched(self.clock() - t)
         return out
 
     def stop(self) -> None:

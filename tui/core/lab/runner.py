@@ -4,7 +4,7 @@
    OOM is an attempt without a launch (a predicted OOM launches anyway with `try_anyway`);
 2. budget: a candidate that needs a launch is not started when its work would not finish inside
    the budget (`pace.Pace`, measured in this session);
-3. launch through the one launcher (`launcher.CountingLauncher`: counted and paced), with the one
+3. launch through the one launcher (`launcher.CountingLauncher`: counted; the pace weighs the group), with the one
    recovery policy (`recovery.Recovery`) after a memory failure. A server stays up across
    consecutive candidates that share a launch key (a sweep's n_predict rows); another key, or a
    strategy that relaunches every visit (A/B), stops it and launches again. A launch that failed
@@ -123,7 +123,7 @@ class Lab:
         self.pace = Pace()
         self.cancel, self.progress, self.planner, self.store, self.suite = cancel, progress, planner, store, suite
         self.try_anyway, self.budget_s, self.clock = try_anyway, budget_s, clock
-        self.launcher = CountingLauncher(launcher, clock=clock, on_launch=on_launch, on_launched=self.pace.launched)
+        self.launcher = CountingLauncher(launcher, on_launch=on_launch)
         self.recovery = Recovery(self.launcher, cancel, fit_step_mib)
         self.up: Launched | None = None  # the last launch (running, failed or dead)
         self.stopped: str | None = None  # why the last `trial` returned None: cancelled | budget
@@ -168,11 +168,14 @@ class Lab:
             self.stop()
             if self._over_budget(step.work):
                 return self._stop("budget")
+            t0 = self.clock()  # the pace weighs the whole group: the prepare's fit search, the launch, the recovery
             if step.prepare is not None and not step.prepare(a):
+                self.pace.launched(self.clock() - t0)
                 return step.record(a)
             launched = self._launch(c, step, a)
             if launched is None:
                 return self._stop("cancelled")
+            self.pace.launched(self.clock() - t0)
             self.up = launched
         up = self.up
         assert up is not None
@@ -210,7 +213,7 @@ class Lab:
         """Launch `c`; after a memory failure, the recovery's search. None when cancelled."""
         settings = a.settings
         self.progress.emit("launching", f"launching {c.label}", **about(c))
-        t0, started = self.clock(), time.time()
+        started = time.time()
         out = self.launcher.launch(settings, self.cancel)
         if out.cancelled:
             return None
@@ -232,7 +235,6 @@ class Lab:
                 self.launcher.stop()
                 return None
             self.progress.emit("search_done", finding.message, **about(c))
-        self.pace.launched(self.clock() - t0)
         up = Launched(c.launch_key, settings, out, finding, started_at=started)
         if not out.ok:
             up.run_id = self.record_failure(step.label, settings, launch_reason(up), a.plan, step.store_config)
