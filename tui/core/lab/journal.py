@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from tui.core.config.jsonshape import ShapeError, check, fields
 from tui.core.config.paths import data_dir, private_dir
 from tui.core.lab.journal_v1 import upgrade
 from tui.core.lab.trial import FINISHED, Trial
+from tui.core.presets.write import PRIVATE, atomic_write_bytes
 
 VERSION = 2
 Kind = Literal["sweep", "tune"]
@@ -130,26 +130,14 @@ class Journal:
                 "tune": self.tune.to_json() if self.kind == "tune" else None}
 
     def save(self) -> Path:
-        """Write atomically: a private temp file in the same folder, fsync, rename over the old one."""
+        """Write atomically and privately (`presets.write.atomic_write_bytes`: temp file, fsync, rename)."""
         if self.path is None:
             self.path = journal_path(self.kind, self.id)
         self.updated_at = time.time()
         data = json.dumps(self.to_json(), indent=1, default=str).encode()
         try:
             private_dir(self.path.parent)
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)  # mode 0600
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            atomic_write_bytes(self.path, data, mode=PRIVATE)
         except OSError as e:
             raise JournalError(f"cannot write the {self.kind} journal {self.path}: {e.strerror or e}; check that the "
                                "folder is writable and the disk is not full (MTP_TUNE_DATA_DIR moves it).") from None
