@@ -45,6 +45,12 @@ def resolve_profile(profile: HwProfile | str) -> HwProfile | None:
     return PROFILES.get(profile) or parse_gpus_spec(profile)
 
 
+#: What a user must know before trusting a launch on simulated GPUs (the cockpit says it, and the
+#: launch confirmation offers the capped stand-ins for a real out-of-memory).
+SIMULATED_LAUNCHES = ("nothing is measured, and launches run on this machine, so they cannot run out of the "
+                      "simulated memory.")
+
+
 class SimulatedGpus:
     """A `TelemetrySource` for a named profile. `allocated_mib` is a mapping or a callable giving one."""
 
@@ -128,7 +134,7 @@ class SimulatedGpus:
         return GpuReading(
             Source.SIMULATED,
             Status.SIMULATED,
-            f"Simulated hardware: profile {profile.key} ({profile.description}); nothing here is measured.",
+            f"Simulated hardware: profile {profile.key} ({profile.description}); {SIMULATED_LAUNCHES}",
             tuple(devices),
             tuple(warnings),
         )

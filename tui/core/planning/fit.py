@@ -8,7 +8,7 @@ from tui.core.planning.accounting import plan_once
 from tui.core.planning.devices import HOST, DeviceSpec
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.planning.resolve import Resolved, resolve
-from tui.core.planning.result import FitOutcome, Plan
+from tui.core.planning.result import FitOutcome, Plan, layers_on_devices
 from tui.core.options.settings import Settings
 
 
@@ -70,11 +70,12 @@ def apply_fit(meta: GGUFMeta, s: Settings, base: Resolved, devices: list[DeviceS
         s2 = replace(s, n_gpu_layers=str(ngl), ctx_size=s.ctx_size or cur.resolved.n_ctx)
         p2 = plan_once(meta, s2, resolve(s2, hp), devices, host_total, host_free)
         if _fits(p2):
-            p2.fit = FitOutcome(True, "move-layers", f"--fit is expected to offload {ngl} layers (-ngl {ngl}).",
+            where = layers_on_devices(ngl, n_all + 1, nd)
+            p2.fit = FitOutcome(True, "move-layers", f"--fit is expected to set -ngl {ngl}: it {where}.",
                                 n_ctx=p2.resolved.n_ctx, n_gpu_layers=ngl)
             p2.settings = s
             return p2
-    cur.fit = FitOutcome(True, "give-up", "--fit cannot make this fit even with no layers offloaded; llama-server is expected to fail.")
+    cur.fit = FitOutcome(True, "give-up", "--fit cannot make this fit even with every layer in host RAM; llama-server is expected to fail.")
     return cur
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.core.planning.breakdown import DryRunLog
 from tui.core.planning.gguf_meta import HParams
+from tui.core.planning.result import layers_on_devices
 
 #: fit.cpp get_overflow_pattern, by overflow type
 _PATTERNS = {
@@ -123,7 +124,7 @@ def choice_from_trace(log: DryRunLog, settings: Settings, hp: HParams, n_devices
             overrides.append(_PATTERNS[kind].format(il=il) + "=" + buft)
         il0 += n_part
     ts = [float(n) for n, _ in per] if n_devices > 1 else []
-    msg = f"--fit offloads {ngl} layers"
+    msg = f"--fit sets -ngl {ngl}: it {layers_on_devices(ngl, hp_ngl + 1, max(1, n_devices))}"
     n_host = sum(o.endswith("=CPU") for o in overrides)
     if n_host:
         msg += f", with {n_host} layers' FFN/expert tensors in host memory"

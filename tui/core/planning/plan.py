@@ -31,9 +31,11 @@ def plan(
     p = plan_once(meta, settings, base, devices, host_total_mib, host_free_mib)
     if not apply_fit:
         p.fit = FitOutcome(base.fit, "off" if not base.fit else "none", "planned as given (fit not applied)")
-        return p
-    if not base.fit:
+    elif not base.fit:
         p.fit = FitOutcome(False, "off", "--fit off: llama-server loads exactly what is given.")
-        return p
-    return fit_plan(meta, settings, base, devices, host_total_mib, host_free_mib, p)
+    else:
+        p = fit_plan(meta, settings, base, devices, host_total_mib, host_free_mib, p)
+    if p.context_note:  # after fit: its context is the one llama-server caps
+        p.warnings.append(p.context_note + ".")
+    return p
 

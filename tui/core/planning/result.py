@@ -60,6 +60,17 @@ class DevicePlan:
         }
 
 
+def layers_on_devices(ngl: int, total: int, n_devices: int) -> str:
+    """Where `-ngl ngl` puts a model's `total` layers, worded by direction: "offloads 2 layers" read
+    backwards to users (it sounds like 2 layers leave the GPU, when 2 are all that stay on it)."""
+    where = "the GPU" if n_devices <= 1 else f"the {n_devices} devices"
+    if ngl >= total:
+        return f"keeps all {total} layers on {where}"
+    if ngl <= 0:
+        return "keeps every layer in host RAM"
+    return f"keeps {ngl} of {total} layers on {where}, the rest in host RAM"
+
+
 @dataclass
 class FitOutcome:
     """What `--fit on` is expected to do with these settings."""
@@ -96,6 +107,24 @@ class Plan:
     def device(self, key: str) -> DevicePlan | None:
         return next((d for d in self.devices if d.key == key), None)
 
+    @property
+    def n_ctx_slot(self) -> int:
+        """The tokens one slot can hold, as llama-server counts them (server-context.cpp n_ctx_slot):
+        the per-slot context, capped at the model's training context. The KV is still allocated for
+        the whole per-slot context, so a cap is memory spent on tokens no request can use."""
+        train = self.model.hparams.n_ctx_train
+        return min(self.resolved.n_ctx_seq, train) if train > 0 else self.resolved.n_ctx_seq
+
+    @property
+    def context_note(self) -> str:
+        """One sentence when llama-server will cap the slot at the training context, else ""."""
+        r, train = self.resolved, self.model.hparams.n_ctx_train
+        if train <= 0 or r.n_ctx_seq <= train:
+            return ""
+        per = f" ({r.n_ctx} over {r.n_seq_max} slots)" if r.n_stream > 1 else ""
+        return (f"the slot context {r.n_ctx_seq}{per} exceeds the model's training context {train}: llama-server "
+                f"caps each slot at {train} tokens, yet allocates the KV for {r.n_ctx_seq}")
+
     def totals(self) -> dict[str, float]:
         tot = {k: 0.0 for k in COMPONENT_KEYS}
         for d in self.devices:
@@ -121,7 +150,7 @@ class Plan:
         r = self.resolved
         model = self.model.summary()
         model["context"] = {
-            "n_ctx": r.n_ctx, "n_ctx_seq": r.n_ctx_seq, "n_seq_max": r.n_seq_max, "kv_unified": r.kv_unified,
+            "n_ctx": r.n_ctx, "n_ctx_seq": r.n_ctx_seq, "n_ctx_slot": self.n_ctx_slot, "n_seq_max": r.n_seq_max, "kv_unified": r.kv_unified,
             "n_batch": r.n_batch, "n_ubatch": r.n_ubatch, "flash_attn": r.flash_attn,
             "cache_type_k": r.type_k, "cache_type_v": r.type_v, "mtp": r.mtp,
             "cache_type_k_draft": r.type_k_draft, "cache_type_v_draft": r.type_v_draft,

@@ -181,9 +181,10 @@ def _plan_view(p: Any, seq: int, labels: dict[str, str] | None = None, extra_war
     if not devices and host is not None:
         devices, host = (host,), None  # CPU only: the host is the device at risk
     fit_note = p.fit.message if p.fit.active and p.fit.action not in ("none", "off") else ""
-    warnings = tuple(dict.fromkeys([*p.warnings, *extra_warnings]))
+    context = str(getattr(p, "context_note", ""))  # a test's stand-in plan may not say
+    warnings = tuple(dict.fromkeys([*p.warnings, *([context + "."] if context else []), *extra_warnings]))
     return PlanView(devices=devices, host=host, warnings=warnings, fit_note=fit_note, seq=seq, exact=exact,
-                    calibrated=cal)
+                    calibrated=cal, context_note=context)
 
 
 def plan_view(settings: Settings, snapshot: GpuSnapshot | None, options: AppOptions, seq: int) -> PlanView:

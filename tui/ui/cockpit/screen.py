@@ -195,12 +195,25 @@ class MainScreen(Screen[None]):
         self.server_panel.show(self.server.status, restart_needed)
 
     def action_launch(self) -> None:
-        """Start llama-server with the settings on screen."""
-        self._notice(self.server.act("launch", self.plan.settings, self.plan.problems))
+        """Start llama-server with the settings on screen (asking first when the plan says it will fail)."""
+        self._launch("launch")
 
     def action_restart(self) -> None:
-        """Restart llama-server with the settings on screen."""
-        self._notice(self.server.act("restart", self.plan.settings, self.plan.problems))
+        """Restart llama-server with the settings on screen (asking first, as a launch does)."""
+        self._launch("restart")
+
+    def _launch(self, action: str) -> None:
+        settings, problems = self.plan.settings, self.plan.problems
+        question = self.server.launch_question(action, self.plan.view, problems)
+        if question is None:
+            self._notice(self.server.act(action, settings, problems))
+            return
+
+        def answered(choice: str | None) -> None:
+            if choice == action:  # the settings asked about, even if the form moved meanwhile
+                self._notice(self.server.act(action, settings, problems))
+
+        self.app.push_screen(question, answered)
 
     def action_stop_server(self) -> None:
         """Stop llama-server (SIGTERM, grace period, then SIGKILL)."""

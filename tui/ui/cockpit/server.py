@@ -15,8 +15,10 @@ from tui.ui.cockpit.backend import Backend
 from tui.ui.host import Host, Notice
 from tui.ui.cockpit.messages import ServerActionDone, ServerUpdated
 from tui.ui.options import AppOptions
-from tui.ui.cockpit.views import ServerStatus
+from tui.core.gpu.simulated import SIMULATED_LAUNCHES
+from tui.ui.cockpit.views import PlanView, ServerStatus
 from tui.ui.cockpit.settings_form import FieldProblem
+from tui.ui.widgets.question import Answer, Question
 
 #: How long quitting waits for a cancelled probe to close its request before stopping the server anyway.
 QUIT_CANCEL_WAIT_S = 2.0
@@ -76,6 +78,24 @@ class ServerController:
         self.host.run_worker(lambda: self._act(action, settings), thread=True, exclusive=True, exit_on_error=False,
                              group="server")
         return None
+
+    def launch_question(self, action: str, plan: PlanView | None,
+                        problems: Sequence[FieldProblem] = ()) -> Question | None:
+        """The question to ask before `action` ("launch"/"restart") with `plan` on screen, or None when
+        it can go at once (no doubt, or the action is refused anyway: `act` says why)."""
+        if action not in ("launch", "restart") or plan is None or plan.error or self.blocked(action, problems):
+            return None
+        if action == "launch" and self.status.alive:
+            return None
+        doubts = list(plan.launch_doubts())
+        if not doubts:
+            return None
+        if self.options.simulate:
+            doubts.append(f"These GPUs are simulated: {SIMULATED_LAUNCHES[:1].upper()}{SIMULATED_LAUNCHES[1:]} "
+                          "It will start; for a real out-of-memory, run the tune (T) with its capped stand-ins "
+                          "(`mtp-tune tune --stand-ins`), which launch on ggml-rpc servers capped at the simulated sizes.")
+        verb = "Launch" if action == "launch" else "Restart"
+        return Question(f"{verb} anyway?", doubts, [Answer(action, f"{verb} anyway", variant="warning")])
 
     def _act(self, action: str, settings: Settings | None) -> None:
         self.host.post_message(ServerActionDone(action, self.backend.server_action(action, settings)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.ui.format import mib
 from tui.ui.shared_views import ProbePoint
 
 #: Plan components drawn as stacked segments, in drawing order: (key, label, glyph).
@@ -102,6 +103,17 @@ class PlanView:
     exact: str = "off"
     exact_reason: str = ""
     calibrated: bool = False
+    #: llama-server caps each slot at the training context (the sentence why; "" when it does not).
+    context_note: str = ""
+
+    def launch_doubts(self) -> tuple[str, ...]:
+        """Why launching with this plan deserves a question first (one sentence each; () when none):
+        a device the plan says runs out of memory, or a context past the model's training context."""
+        out = [f"{d.name}: the plan runs out of memory, short by {mib(-d.headroom_mib)} ({d.source})."
+               for d in (*self.devices, *((self.host,) if self.host else ())) if d.risk == "oom"]
+        if self.context_note:
+            out.append(self.context_note[:1].upper() + self.context_note[1:] + ".")
+        return tuple(out)
 
     @property
     def estimate_label(self) -> str:

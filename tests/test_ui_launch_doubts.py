@@ -1,0 +1,86 @@
+"""Launching with a plan that says OOM, or past the model's training context, asks first (issue 31):
+Enter launches anyway, Esc goes back and nothing starts; simulated GPUs say they cannot run out.
+
+The launch itself is recorded, not run (`ServerController.act` is replaced): what is tested is the
+question in front of it, on the real planner and a generated tiny model's real header."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.test_ui_plan import TINY_GPU, options, set_ctx, settle
+from tui.ui.app import make_app
+from tui.ui.cockpit.server import ServerController
+from tui.ui.widgets.question import Question
+
+
+@pytest.fixture
+def acts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
+    seen: list[tuple[str, int | None]] = []
+
+    def act(self, action, settings, problems):  # noqa: ANN001, ANN202
+        seen.append((action, settings.ctx_size if settings else None))
+
+    monkeypatch.setattr(ServerController, "act", act)
+    return seen
+
+
+def _opts(model: Path):  # noqa: ANN202
+    return replace(options(model), server_bin=Path("/nonexistent/llama-server"))  # can launch: the act is recorded
+
+
+async def test_an_oom_plan_asks_and_esc_launches_nothing(tiny_models: dict[str, Path], acts: list) -> None:
+    app = make_app(_opts(tiny_models["tiny-mtp"]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await set_ctx(pilot, app, "16384")
+        assert app.main.plan.view.worst_risk == "oom"
+        app.main.action_launch()
+        await pilot.pause()
+        assert isinstance(app.screen, Question)
+        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "runs out of memory, short by" in text
+        assert "simulated" in text and "cannot run out of the simulated memory" in text
+        assert "stand-ins" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, Question) and acts == []
+        app.main.action_launch()
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert acts == [("launch", 16384)]
+
+
+async def test_past_the_training_context_asks_and_says_the_cap(tiny_models: dict[str, Path], acts: list,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    big = replace(TINY_GPU, devices=tuple(replace(d, total_mib=1 << 20) for d in TINY_GPU.devices))
+    app = make_app(replace(_opts(tiny_models["tiny-mtp"]), hardware=big))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        train = app.main.plan.view and app.main.plan.view.context_note == ""
+        assert train, app.main.plan.view
+        await set_ctx(pilot, app, "1048576")
+        view = app.main.plan.view
+        assert view.worst_risk != "oom" and "caps each slot at" in view.context_note
+        app.main.action_restart()
+        await pilot.pause()
+        assert isinstance(app.screen, Question)
+        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "training context" in text and "Restart anyway" in text
+        await pilot.press("enter")
+        await pilot.pause()
+        assert acts == [("restart", 1048576)]
+
+
+async def test_a_plan_that_fits_launches_without_a_question(tiny_models: dict[str, Path], acts: list) -> None:
+    app = make_app(_opts(tiny_models["tiny-mtp"]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.main.plan.view.worst_risk == "ok"
+        app.main.action_launch()
+        await pilot.pause()
+        assert not isinstance(app.screen, Question) and acts == [("launch", 512)]
