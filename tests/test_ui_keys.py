@@ -149,7 +149,7 @@ async def test_main_screen_keys_do_not_fire_in_dialogs() -> None:
         assert isinstance(app.screen, RunsScreen) and not _notes(app)
         shown = {b.binding.id for b in app.screen.active_bindings.values()}
         assert not shown & {a.id for a in keys.ACTIONS if a.scope == "main"}
-        assert "typing.quit" in shown  # ctrl+q (q closes the runs view)
+        assert "quit_now" in shown  # ctrl+q (q closes the runs view)
         await pilot.press("escape", "p")  # back on the main screen, p is a probe again
         await pilot.pause()
         assert any("fixed preview" in n for n in _notes(app))

@@ -35,6 +35,7 @@ from tui.ui.options import AppOptions
 from tui.ui.profiles.screen import ProfileDialog
 from tui.ui.runs.screen import RunsScreen
 from tui.ui.variants.screen import VariantsScreen
+from tui.ui.widgets.question import Answer, Question
 
 
 class MtpTuneApp(App[int]):
@@ -98,10 +99,40 @@ class MtpTuneApp(App[int]):
                 title, help_text = action.palette or ("", "")
                 yield SystemCommand(title, help_text, partial(self.run_action, action.action, screen))
 
+    async def action_back_or_quit(self) -> None:
+        """`q`: back from a pushed screen (its own Escape action, so it keeps what it keeps), quit from
+        the main screen. A screen that takes `q` itself (help, log, runs) never gets here."""
+        screen = self.screen
+        if screen is self.main or len(self.screen_stack) <= 1:
+            await self.action_quit()
+            return
+        back = next((b.action for b in getattr(screen, "BINDINGS", ()) if isinstance(b, Binding)
+                     and "escape" in b.key.split(",")), None)
+        if back is not None:
+            await screen.run_action(back)
+        else:
+            self.pop_screen()
+
     async def action_quit(self) -> None:
-        """Quit: cancel the work in flight (the probe's streaming request), then stop the server
-        mtp-tune started. A server with a request in flight sits out its whole stop grace period, so
-        the request goes first."""
+        """Quit, after asking when a run is in flight (it names what is lost and what can be resumed)."""
+        if self.main.server.quitting or isinstance(self.screen, Question):
+            return
+        lost = in_flight(self)
+        if not lost:
+            self._quit_now()
+            return
+
+        def answered(choice: str | None) -> None:
+            if choice == "quit":
+                self._quit_now()
+
+        self.push_screen(Question("Quit mtp-tune?", lost, [Answer("quit", "Quit", "y", "error")], back="Stay"),
+                         answered)
+
+    def _quit_now(self) -> None:
+        """Cancel the work in flight (the probe's streaming request), then stop the server mtp-tune
+        started. A server with a request in flight sits out its whole stop grace period, so the
+        request goes first."""
         main = self.main
         if main.server.quitting:
             return
@@ -114,6 +145,29 @@ class MtpTuneApp(App[int]):
     def on_unmount(self) -> None:
         self.main.shutdown()
         self.backend.close()
+
+
+#: What quitting loses of each lab run, and how it comes back (the lab's `running` names).
+LOST = {
+    "sweep": "The sweep running now is stopped; its finished rows are saved, and g on the sweep screen "
+             "(or `mtp-tune sweep` with the same axes) resumes it.",
+    "tune": "The tune running now is stopped; its finished trials are saved, and g on the tune screen "
+            "(or the same `mtp-tune tune` command) resumes it.",
+    "ab": "The MTP on/off run is stopped and its passes so far are lost (it cannot be resumed).",
+    "search": "The search running now is stopped and its answer is lost (it cannot be resumed).",
+}
+
+
+def in_flight(app: MtpTuneApp) -> list[str]:
+    """What quitting now would lose, one sentence each ([] when nothing runs)."""
+    out = [LOST[app.lab.running]] if app.lab.running in LOST else []
+    probes = app.main.probes.state
+    if probes.running:
+        out.append(f"The probe run is cancelled at {probes.done} of {probes.total} requests "
+                   "(it is kept in Runs as cancelled; the verdict needs a whole run).")
+    if app.main.server.alive and not app.options.attach_url:
+        out.append("llama-server, which mtp-tune started, is stopped.")
+    return out if out and (app.lab.running or probes.running) else []
 
 
 def load_keymap() -> tuple[dict[str, str], tuple[KeymapProblem, ...]]:

@@ -84,7 +84,11 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("help", "help", "question_mark", "Help", "this help", "f1", key_display="?"),
     KeyAction("palette", "command_palette", "ctrl+p", "palette", "command palette: every action by name", "ctrl+p",
               footer=False, scope="app"),
-    KeyAction("quit", "quit", "q", "Quit", "quit, stopping the server mtp-tune started", "ctrl+q", scope="app"),
+    KeyAction("quit", "back_or_quit", "q", "Quit",
+              "back from a screen; on the main screen quit, stopping the server mtp-tune started "
+              "(asks first while a run is in flight)", scope="app"),
+    KeyAction("quit_now", "quit", "ctrl+q", "Quit", "quit from any screen (asks first while a run is in flight)",
+              "ctrl+q", footer=False, scope="app"),
 )
 
 
