@@ -11,9 +11,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.content import Content
-from textual.widgets import Button, DataTable, ProgressBar, Select, Static
+from textual.widgets import Button, Collapsible, DataTable, ProgressBar, Select, Static
 
-from tui.ui.format import pct, plain, spread
+from tui.ui.format import markup_safe, pct, plain, spread
 from tui.ui.theme_colors import series_rgb
 from tui.ui.cockpit.views import ProbeState
 
@@ -32,7 +32,11 @@ class ProbePanel(Vertical):
     ProbePanel > #probe-plots { height: 1fr; min-height: 6; }
     ProbePanel > #probe-results { height: auto; max-height: 6; }
     ProbePanel > #probe-verdict { height: auto; color: $foreground; }
-    ProbePanel > #probe-warnings { height: auto; color: $warning; }
+    ProbePanel > #probe-warnings { height: auto; max-height: 8; border: none; padding: 0; margin: 0;
+                                   background: transparent; }
+    ProbePanel > #probe-warnings CollapsibleTitle { color: $warning; padding: 0; }
+    ProbePanel > #probe-warnings Contents { padding: 0 0 0 2; }
+    ProbePanel #probe-warnings-text { color: $warning; height: auto; }
     """
 
     def __init__(self, suites: tuple[str, ...] = ("tasks", "long-prompt"), *, defer_plots: bool = True,
@@ -55,14 +59,17 @@ class ProbePanel(Vertical):
                 yield from self._plots()
         yield DataTable(id="probe-results", cursor_type="none", zebra_stripes=True)
         yield Static("", id="probe-verdict")
-        yield Static("", id="probe-warnings")
+        # warnings fold into one line: three of them used to squeeze every plot to two rows
+        with Collapsible(title="", collapsed=True, id="probe-warnings"):
+            yield Static("", id="probe-warnings-text")
 
     def on_mount(self) -> None:
         self.border_title = "Probes"
         if self._defer_plots:  # plotext imports slowly: the first frame does not wait for it
             self.call_after_refresh(self._mount_plots)
         table = self.query_one("#probe-results", DataTable)
-        table.add_columns("configuration", "n", "TG t/s (min–max)", "PP t/s (min–max)", "accept")
+        # the plots' samples: one per request (median and min–max over them)
+        table.add_columns("configuration", "requests", "TG t/s (min–max)", "PP t/s (min–max)", "accept")
         self.show(ProbeState(suites=self._suites))
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
 
@@ -116,4 +123,15 @@ class ProbePanel(Vertical):
         if last is None or last.summaries != state.summaries or last.points != state.points:
             self._fill_table(state)
         self.query_one("#probe-verdict", Static).update(Content(state.verdict))
-        self.query_one("#probe-warnings", Static).update(plain("\n".join(f"⚠ {w}" for w in state.warnings), keep_lines=True))
+        self._show_warnings(state.warnings)
+
+    def _show_warnings(self, warnings: tuple[str, ...]) -> None:
+        """One collapsed line ("⚠ 2 warnings: the first…"); Enter or a click unfolds all of them."""
+        box = self.query_one("#probe-warnings", Collapsible)
+        unique = tuple(dict.fromkeys(warnings))
+        box.display = bool(unique)
+        if not unique:
+            return
+        first = unique[0] if len(unique[0]) <= 60 else unique[0][:59] + "…"
+        box.title = markup_safe(f"⚠ {len(unique)} warning{'s' if len(unique) > 1 else ''}: {first}")
+        self.query_one("#probe-warnings-text", Static).update(plain("\n".join(f"⚠ {w}" for w in unique), keep_lines=True))

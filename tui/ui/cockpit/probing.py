@@ -47,18 +47,23 @@ def config_label(settings: Settings, running: RunningSettings | None = None) -> 
     return " ".join(parts)
 
 
-def _summary(config: str, summary: dict[str, Any], run_id: Any) -> ProbeSummary:
-    def part(key: str, field: str) -> float | None:
-        d = summary.get(key) or {}
-        v = d.get(field)
-        return float(v) if isinstance(v, (int, float)) else None
+def _summary(config: str, summary: dict[str, Any], run_id: Any, points: tuple[ProbePoint, ...]) -> ProbeSummary:
+    """The table's row for one configuration, from the same samples its plots draw (one point per
+    request): a per-pass spread beside a per-request plot read as two different runs ("57.3 (57.3–57.3)"
+    next to a plot spanning 13–202 t/s). The verdict line keeps the pass-level statistics."""
+    mine = [p for p in points if p.config == config]
 
-    return ProbeSummary(
-        config=config, n=int(summary.get("n_ok") or 0),
-        tg_median=summary.get("tg_tps_median"), tg_min=part("tg_tps", "min"), tg_max=part("tg_tps", "max"),
-        pp_median=summary.get("pp_tps_median"), pp_min=part("pp_tps", "min"), pp_max=part("pp_tps", "max"),
-        acceptance=summary.get("acceptance"), run_id=run_id,
-    )
+    def stats(values: list[float | None]) -> tuple[float | None, float | None, float | None]:
+        vs = sorted(v for v in values if v is not None)
+        if not vs:
+            return None, None, None
+        mid = len(vs) // 2
+        return (vs[mid] if len(vs) % 2 else (vs[mid - 1] + vs[mid]) / 2), vs[0], vs[-1]
+
+    tg, pp = stats([p.tg_tps for p in mine]), stats([p.pp_tps for p in mine])
+    return ProbeSummary(config=config, n=len(mine), tg_median=tg[0], tg_min=tg[1], tg_max=tg[2],
+                        pp_median=pp[0], pp_min=pp[1], pp_max=pp[2], acceptance=summary.get("acceptance"),
+                        run_id=run_id)
 
 
 def verdict_text(summaries: tuple[ProbeSummary, ...], raw: dict[str, dict[str, Any]]) -> str:
@@ -120,9 +125,10 @@ class _Progress:
             point = ProbePoint(self.config, len(self.records) - 1, rec.tg_tps, rec.pp_tps, rec.acceptance)
             summary = summarize_run(self.records, self.names)
             self.raw[self.config] = summary
-            summaries = (*self.base_summaries, _summary(self.config, summary, ev.run_id))
+            points = (*s.points, point)
+            summaries = (*self.base_summaries, _summary(self.config, summary, ev.run_id, points))
             s = dataclasses.replace(
-                s, done=ev.done, total=ev.total, points=(*s.points, point), summaries=summaries,
+                s, done=ev.done, total=ev.total, points=points, summaries=summaries,
                 verdict=verdict_text(summaries, self.raw), raw_summaries=dict(self.raw),
             )
         elif ev.event == "started":
@@ -182,12 +188,12 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
                        for p in tracker.state.points)
         tracker.state = dataclasses.replace(tracker.state, points=points)
         config = context.label
-    final_summary = _summary(config, result.summary, result.run_id)
+    final_summary = _summary(config, result.summary, result.run_id, tracker.state.points)
     tracker.raw[config] = result.summary
     summaries = (*tracker.base_summaries, final_summary)
     state = dataclasses.replace(
         tracker.state, running=False, summaries=summaries,
-        warnings=tuple(w.message for w in result.warnings),
+        warnings=tuple(dict.fromkeys(w.message for w in result.warnings)),  # one line per distinct warning
         message=f"{result.status}: {len(result.requests)} request(s), run {result.run_id}",
         verdict=verdict_text(summaries, tracker.raw), raw_summaries=dict(tracker.raw),
     )

@@ -1,0 +1,43 @@
+"""One truth per figure (issue 31): the probe table is computed from the very samples its plots draw,
+and warnings fold into one deduplicated line instead of squeezing the plots."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.widgets import Collapsible, DataTable
+
+from tests.helpers import ui_samples as samples
+from tui.ui.app import make_app
+from tui.ui.cockpit.probing import _summary
+from tui.ui.shared_views import ProbePoint
+
+
+def test_the_table_row_uses_the_plotted_samples() -> None:
+    pts = tuple(ProbePoint("MTP n2", i, tg, 400.0 + i, 0.7) for i, tg in enumerate((13.0, 57.3, 202.0, 60.0)))
+    other = (ProbePoint("no MTP", 0, 999.0, 1.0, None),)
+    row = _summary("MTP n2", {"acceptance": 0.7, "tg_tps": {"min": 57.3, "max": 57.3}}, 1, other + pts)
+    assert row.n == 4  # requests, as the plot has points
+    assert (row.tg_min, row.tg_max) == (13.0, 202.0)  # the plot's span, not one pass's
+    assert row.tg_median == (57.3 + 60.0) / 2
+    assert row.acceptance == 0.7
+
+
+async def test_warnings_fold_into_one_line_and_plots_keep_their_rows() -> None:
+    app = make_app(samples.fixed_options("probes"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        panel = app.main.probe_panel
+        plots = app.query_one("#probe-plots")
+        before = plots.size.height
+        state = dataclasses.replace(app.main.probes.state,
+                                    warnings=("short generations understate MTP", "thermal throttling",
+                                              "short generations understate MTP", "a third one"))
+        panel.show(state)
+        await pilot.pause()
+        box = app.query_one("#probe-warnings", Collapsible)
+        assert box.display and box.collapsed
+        assert "3 warnings" in str(box.title)
+        assert plots.size.height >= before - 1  # one line for the fold, never the plots' rows
+        table = app.query_one("#probe-results", DataTable)
+        assert "requests" in str(table.ordered_columns[1].label)
