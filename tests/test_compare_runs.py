@@ -17,7 +17,6 @@ from tui.core.probes.compare import (
     e2e_seconds,
     find_mtp_pair,
     render_comparison,
-    settings_diff,
     workload_view,
 )
 from tui.core.probes.records import RequestRecord, pass_stats, summarize_run
@@ -129,12 +128,14 @@ def test_mtp_on_vs_off_with_a_real_difference(store: Store) -> None:
     assert by["tg_tps"].verdict.rel_change == pytest.approx(41.3 / 31.0 - 1)
     assert by["pp_tps"].verdict.label == "worse"
     assert by["acceptance"].a is None and by["acceptance"].verdict.label == "inconclusive"
-    assert set(c.changed) == {"spec_type", "spec_draft_n_max", "cache_type_k_draft", "cache_type_v_draft"}
-    assert "port" not in c.changed
+    # n-max 3 is the default: the same server as leaving it out, so not a change.
+    assert {x.key for x in c.changed} == {"spec_type", "cache_type_k_draft", "cache_type_v_draft"}
+    assert "port" not in {x.key for x in c.changed}
     assert [p["prompt"] for p in c.prompts] == list(PROMPTS)
     assert not [w for w in c.warnings if w.code in ("spread_exceeds_difference", "not_paired")]
     text = render_comparison(c)
     assert "TG (generation)" in text and "B better" in text and "B worse" in text and "+33.2%" in text
+    assert "changed: --spec-type (not given) -> draft-mtp, --spec-draft-type-k (default f16) -> q8_0" in text
 
 
 def test_noise_larger_than_difference_is_flagged(store: Store) -> None:
@@ -197,9 +198,20 @@ def test_find_mtp_pair_needs_everything_else_equal(store: Store) -> None:
     assert {other_ub, other_np, failed}.isdisjoint({find_mtp_pair(store, off)})
 
 
-def test_settings_diff_ignores_port_and_reports_changes() -> None:
-    assert settings_diff({"a": 1, "port": 1}, {"a": 2, "port": 2}) == {"a": (1, 2)}
-    assert settings_diff(None, None) == {}
+def test_a_default_typed_out_is_not_a_change_nor_breaks_a_pair(store: Store) -> None:
+    """One run stored with llama-server's defaults left out, one with them typed out and MTP on: one
+    change (MTP), no "things differ" warning, and they pair as MTP on/off."""
+    off = store_run(store, mtp=False, tg=[30.0] * 3, pp=[1000.0] * 3,
+                    settings={"model": "/m/qwen.gguf", "ubatch_size": 512, "port": 1})
+    on = store_run(store, mtp=True, tg=[40.0] * 3, pp=[900.0] * 3, acc=0.7, settings={
+        "model": "/m/qwen.gguf", "ubatch_size": 512, "batch_size": 2048, "ctx_size": 0, "flash_attn": "auto",
+        "fit": True, "fit_target": [], "cache_type_k": "f16", "cpu_moe": False, "spec_type": ["draft-mtp"],
+        "spec_draft_n_max": 3, "port": 2})
+    c = compare_runs(RunView.from_row(store.require(off)), RunView.from_row(store.require(on)))
+    assert [str(x) for x in c.changed] == ["--spec-type (not given) -> draft-mtp"]
+    assert not [w for w in c.warnings if w.code == "not_paired"]
+    assert c.to_json()["changed"] == {"spec_type": {"flag": "--spec-type", "a": "(not given)", "b": "draft-mtp"}}
+    assert find_mtp_pair(store, off) == on and find_mtp_pair(store, on) == off
 
 
 def test_markdown_export_is_a_tuning_table(store: Store) -> None:
@@ -261,4 +273,4 @@ def test_more_than_one_change_is_flagged(store: Store) -> None:
                   settings={**base, "ubatch_size": 256, "spec_type": ["draft-mtp"], "spec_draft_n_max": 2})
     c = compare_runs(RunView.from_row(store.require(a)), RunView.from_row(store.require(b)))
     (w,) = [w for w in c.warnings if w.code == "not_paired"]
-    assert "2 things differ (ubatch_size, MTP on/off)" in w.message
+    assert "2 things differ (--ubatch-size, MTP on/off)" in w.message

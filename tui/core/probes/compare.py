@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.core.options.diff import SettingChange, settings_changes
 from tui.core.probes.breakeven import break_even, crossing
 from tui.core.probes.hygiene import ProbeWarning, check_comparison, dedupe
 from tui.core.probes.records import PassStats, pass_stats, prompt_stats, records_from_json
@@ -124,7 +125,7 @@ class Comparison:
     b: RunView
     metrics: list[MetricRow]
     prompts: list[dict[str, Any]]
-    changed: dict[str, tuple[Any, Any]]
+    changed: tuple[SettingChange, ...]
     warnings: list[ProbeWarning] = field(default_factory=list)
     workload: WorkloadView | None = None
 
@@ -132,7 +133,7 @@ class Comparison:
         return {
             "a": {"run_id": self.a.id, "label": self.a.label, "mtp": self.a.mtp},
             "b": {"run_id": self.b.id, "label": self.b.label, "mtp": self.b.mtp},
-            "changed": {k: {"a": v[0], "b": v[1]} for k, v in self.changed.items()},
+            "changed": {c.key: {"flag": c.flag, "a": c.a, "b": c.b} for c in self.changed},
             "metrics": [m.to_json() for m in self.metrics],
             "prompts": self.prompts,
             "workload": self.workload.to_json() if self.workload else None,
@@ -140,18 +141,11 @@ class Comparison:
         }
 
 
-def settings_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
-    """Fields whose values differ (irrelevant ones such as the port left out)."""
-    a, b = a or {}, b or {}
-    keys = sorted((set(a) | set(b)) - IRRELEVANT_FIELDS)
-    return {k: (a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)}
-
-
-def _pairing_warnings(a: RunView, b: RunView, changed: dict[str, tuple[Any, Any]]) -> list[ProbeWarning]:
+def _pairing_warnings(a: RunView, b: RunView, changed: tuple[SettingChange, ...]) -> list[ProbeWarning]:
     out = []
     # Turning MTP on or off changes the speculative fields together: that is one change.
     mtp_pair = a.mtp is not None and b.mtp is not None and a.mtp != b.mtp
-    changes = [k for k in changed if not (mtp_pair and k in SPEC_FIELDS)] + (["MTP on/off"] if mtp_pair else [])
+    changes = [c.flag for c in changed if not (mtp_pair and c.key in SPEC_FIELDS)] + (["MTP on/off"] if mtp_pair else [])
     if a.settings is not None and b.settings is not None and len(changes) > 1:
         out.append(ProbeWarning(
             "not_paired",
@@ -194,7 +188,7 @@ def compare_runs(
         if key in ("tg_tps", "pp_tps"):
             warnings += check_comparison(label, v)
     prompts = _prompt_rows(a, b)
-    changed = settings_diff(a.settings, b.settings)
+    changed = settings_changes(a.settings, b.settings, ignore=IRRELEVANT_FIELDS)
     warnings += _pairing_warnings(a, b, changed)
     wl = None
     if workload is not None:
@@ -296,9 +290,6 @@ def find_mtp_pair(store: Any, run_id: int) -> int | None:
     if base.mtp is None:
         return None
 
-    def strip(s: dict[str, Any] | None) -> dict[str, Any]:
-        return {k: v for k, v in (s or {}).items() if k not in SPEC_FIELDS | IRRELEVANT_FIELDS}
-
     def opts(c: dict[str, Any] | None) -> dict[str, Any]:
         return {k: (c or {}).get(k) for k in ("n_predict", "repeat", "seed", "temperature", "ignore_eos")}
 
@@ -307,7 +298,7 @@ def find_mtp_pair(store: Any, run_id: int) -> int | None:
             continue
         if row.model != base.model or row.suite != base.suite or opts(row.config) != opts(base.config):
             continue
-        if strip(row.settings) != strip(base.settings):
+        if settings_changes(row.settings, base.settings, ignore=SPEC_FIELDS | IRRELEVANT_FIELDS):
             continue
         return row.id
     return None
@@ -320,7 +311,7 @@ def render_comparison(c: Comparison) -> str:
     """A plain-text report: metrics with median [min-max], relative change, verdict; prompts; workload."""
     lines = [f"A = {c.a.label}   B = {c.b.label}"]
     if c.changed:
-        lines.append("changed: " + ", ".join(f"{k} {_short(va)} -> {_short(vb)}" for k, (va, vb) in c.changed.items()))
+        lines.append("changed: " + ", ".join(map(str, c.changed)))
     lines.append("")
     w = max([len(m.label) for m in c.metrics] + [6])
     lines.append(f"{'metric':<{w}}  {'A median [min-max]':>26}  {'B median [min-max]':>26}  {'change':>8}  {'noise':>6}  verdict")
@@ -354,9 +345,3 @@ def _word(v: Verdict) -> str:
     if v.label == INCONCLUSIVE and v.rel_change is None and v.noise is None:
         return "n/a (no data on one side)"
     return {"better": "B better", "worse": "B worse", "same": "same (within noise)"}.get(v.label, v.label)
-
-
-def _short(v: Any) -> str:
-    if isinstance(v, list):
-        return ",".join(map(str, v)) or "[]"
-    return "-" if v is None else str(v)

@@ -1,6 +1,10 @@
-"""The runs view (`h`): stored probe runs, compare two side by side with a verdict, export."""
+"""The runs view (`h`): stored probe runs, open one, compare two side by side with a verdict, export."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -12,16 +16,24 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tui.ui.format import pct, tps
+from tui.ui.format import pct, plain, tps
 from tui.ui.runs.controller import RunsController
+from tui.ui.runs.detail_screen import RunDetailScreen
+from tui.ui.runs.preview import RunsPreview
+from tui.ui.runs.views import CompareRow, CompareView, RunDetail, RunRow
 from tui.ui.theme_colors import rich_style
-from tui.ui.runs.views import CompareRow, RunRow
 
 EXPORT_FORMATS = ("md", "csv", "json")
 
 
+class RunsTable(DataTable):
+    """The runs table: Enter, its select key, opens the run under the cursor, and the footer says so."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "Open", id="runs_screen.open")]
+
+
 class RunsScreen(Screen[None]):
-    """History table; `space` marks up to two runs, `c` compares them, `e` exports the marked ones."""
+    """History table; `enter` opens a run, `space` marks up to two, `c` compares them, `e` exports the marked ones."""
 
     DEFAULT_CSS = """
     RunsScreen { layout: vertical; }
@@ -31,6 +43,7 @@ class RunsScreen(Screen[None]):
     RunsScreen > #compare-box { height: auto; max-height: 50%; border: round $foreground 25%; padding: 0 1; }
     RunsScreen #compare-title { text-style: bold; }
     RunsScreen #compare-table { height: auto; }
+    RunsScreen #compare-changes { color: $foreground; display: none; }
     RunsScreen #compare-note { color: $foreground-muted; }
     RunsScreen > #runs-status { height: auto; color: $foreground-muted; padding: 0 1; }
     RunsScreen > #runs-status.-error { color: $error; }
@@ -45,45 +58,33 @@ class RunsScreen(Screen[None]):
         Binding("R", "reload", "Reload", id="runs_screen.reload"),
     ]
 
-    class Loaded(Message):
-        def __init__(self, rows: tuple[RunRow, ...], error: str | None) -> None:
-            super().__init__()
-            self.rows = rows
-            self.error = error
+    class Answered(Message):
+        """A controller answer from a worker; `show` draws it on the UI thread."""
 
-    class Compared(Message):
-        def __init__(self, ids: tuple[int | str, int | str], rows: tuple[CompareRow, ...], note: str,
-                     error: str | None) -> None:
+        def __init__(self, show: Callable[[], None]) -> None:
             super().__init__()
-            self.ids = ids
-            self.rows = rows
-            self.note = note
-            self.error = error
-
-    class Exported(Message):
-        def __init__(self, path: str | None, error: str | None) -> None:
-            super().__init__()
-            self.path = path
-            self.error = error
+            self.show = show
 
     def __init__(self, runs: RunsController, fixed: tuple[RunRow, ...] | None = None,
                  comparison: tuple[CompareRow, ...] = (), compared: tuple[int | str, ...] = ()) -> None:
-        """`fixed`: the rows (and `comparison` of the two `compared` runs) of a fixed preview, no worker."""
+        """`fixed`: the rows (and `comparison` of the two `compared` runs) of a fixed preview, served by
+        the controller's `preview` so the screen has one way to its data."""
         super().__init__()
-        self.runs = runs
-        self._fixed = fixed
+        self.runs: RunsController | RunsPreview = runs if fixed is None else runs.preview(fixed, comparison, compared)
         self._rows: tuple[RunRow, ...] = ()
         self._marked: list[int | str] = list(compared)
-        self._fixed_comparison = comparison
         self._format = EXPORT_FORMATS[0]
 
     def compose(self) -> ComposeResult:
-        yield Static("Runs: space marks two runs, c compares them, e exports the marked runs (E: format)",
-                     id="runs-title")
-        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield Static("Runs: enter opens a run, space marks two, c compares them, e exports the marked runs "
+                     "(E: format)", id="runs-title")
+        yield RunsTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         with Vertical(id="compare-box"):
             yield Static("Compare: mark two runs with space, then press c", id="compare-title")
-            yield DataTable(id="compare-table", cursor_type="none", show_cursor=False)
+            compare = DataTable(id="compare-table", cursor_type="none", show_cursor=False)
+            compare.can_focus = False  # nothing to select there: Tab stays on the runs
+            yield compare
+            yield Static("", id="compare-changes")
             yield Static("", id="compare-note")
         yield Static("", id="runs-status")
         yield Footer(compact=True)
@@ -93,25 +94,34 @@ class RunsScreen(Screen[None]):
         table.add_columns("", "run", "when", "configuration", "TG t/s", "PP t/s", "acceptance", "n", "notes")
         self.query_one("#compare-table", DataTable).add_columns("metric", "A", "B", "change", "verdict")
         table.focus()
-        if self._fixed is not None:
-            self._show_rows(self._fixed)
-            if self._fixed_comparison and len(self._marked) == 2:
-                self._show_comparison((self._marked[0], self._marked[1]), self._fixed_comparison,
-                                      "verdicts call a difference only when it exceeds the measured spread")
+        self._load()
+        if len(self._marked) == 2:
+            self._compare(self._marked[0], self._marked[1])
+
+    # --- data: every call goes through the controller --------------------------------------------
+
+    def _ask(self, call: Callable[[], Any], show: Callable[[Any], None]) -> None:
+        """`show(call())`: in a worker when the controller blocks (the store), at once for a preview."""
+        if self.runs.blocking:
+            self._ask_in_worker(call, show)
         else:
-            self._load()
+            show(call())
 
-    # --- data ------------------------------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, group="runs")
+    def _ask_in_worker(self, call: Callable[[], Any], show: Callable[[Any], None]) -> None:
+        self.post_message(self.Answered(partial(show, call())))
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="runs")
+    @on(Answered)
+    def _answered(self, message: Answered) -> None:
+        message.show()
+
     def _load(self) -> None:
-        rows, error = self.runs.list_runs()
-        self.post_message(self.Loaded(rows, error))
+        self._ask(self.runs.list_runs, self._loaded)
 
-    @on(Loaded)
-    def _loaded(self, message: Loaded) -> None:
-        self._show_rows(message.rows)
-        self._status(message.error or f"{len(message.rows)} run(s) stored", error=bool(message.error))
+    def _loaded(self, answer: tuple[tuple[RunRow, ...], str | None]) -> None:
+        rows, error = answer
+        self._show_rows(rows)
+        self._status(error or f"{len(rows)} run(s) stored", error=bool(error))
 
     def _show_rows(self, rows: tuple[RunRow, ...]) -> None:
         self._rows = rows
@@ -136,6 +146,21 @@ class RunsScreen(Screen[None]):
             return None
         return self._rows[table.cursor_row]
 
+    @on(DataTable.RowSelected, "#runs-table")
+    def _open(self, event: DataTable.RowSelected) -> None:
+        """Enter (or a click) on a run opens it."""
+        event.stop()
+        row = self._current()
+        if row is not None:
+            self._ask(partial(self.runs.detail, row.run_id), self._opened)
+
+    def _opened(self, answer: tuple[RunDetail | None, str | None]) -> None:
+        detail, error = answer
+        if detail is None:
+            self._status(error or "the run could not be opened", error=True)
+        else:
+            self.app.push_screen(RunDetailScreen(detail))
+
     def action_mark(self) -> None:
         row = self._current()
         if row is None:
@@ -153,33 +178,28 @@ class RunsScreen(Screen[None]):
         if len(self._marked) != 2:
             self._status("mark exactly two runs with space first", error=True)
             return
-        if self._fixed is not None:
-            return
         self._compare(self._marked[0], self._marked[1])
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="runs-compare")
     def _compare(self, a: int | str, b: int | str) -> None:
-        rows, note, error = self.runs.compare(a, b)
-        self.post_message(self.Compared((a, b), rows, note, error))
+        self._ask(partial(self.runs.compare, a, b), partial(self._compared, (a, b)))
 
-    @on(Compared)
-    def _compared(self, message: Compared) -> None:
-        if message.error:
-            self._status(message.error, error=True)
+    def _compared(self, ids: tuple[int | str, int | str], answer: tuple[CompareView | None, str | None]) -> None:
+        view, error = answer
+        if view is None:
+            self._status(error or "the runs could not be compared", error=True)
             return
-        self._show_comparison(message.ids, message.rows, message.note)
-
-    def _show_comparison(self, ids: tuple[int | str, int | str], rows: tuple[CompareRow, ...], note: str) -> None:
         self.query_one("#compare-title", Static).update(f"Run {ids[0]} (A) vs run {ids[1]} (B)")
         table = self.query_one("#compare-table", DataTable)
         table.clear()
         colour = {"better": "success", "worse": "error", "same": "foreground-muted", "inconclusive": "warning"}
-        for r in rows:
+        for r in view.rows:
             style = rich_style(self.app.theme_variables, colour.get(r.verdict, "foreground"),
                                bold=r.verdict in ("better", "worse"))
-            verdict = Text(r.verdict, style=style)
-            table.add_row(r.metric, r.a, r.b, r.change, verdict)
-        self.query_one("#compare-note", Static).update(Content(note))
+            table.add_row(r.metric, r.a, r.b, r.change, Text(r.verdict, style=style))
+        changes = self.query_one("#compare-changes", Static)
+        changes.update(plain(_changes_line(view.changes)))
+        changes.display = view.changes is not None
+        self.query_one("#compare-note", Static).update(plain(view.note, keep_lines=True))
 
     def action_cycle_format(self) -> None:
         i = EXPORT_FORMATS.index(self._format)
@@ -191,28 +211,27 @@ class RunsScreen(Screen[None]):
         if not ids:
             self._status("no run to export", error=True)
             return
-        if self._fixed is not None:
-            return
-        self._export(tuple(ids), self._format)
+        self._ask(partial(self.runs.export, tuple(ids), self._format), self._exported)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="runs-export")
-    def _export(self, ids: tuple[int | str, ...], fmt: str) -> None:
-        path, error = self.runs.export(ids, fmt)
-        self.post_message(self.Exported(path, error))
-
-    @on(Exported)
-    def _exported(self, message: Exported) -> None:
-        if message.error:
-            self._status(message.error, error=True)
+    def _exported(self, answer: tuple[str | None, str | None]) -> None:
+        path, error = answer
+        if error or path is None:
+            self._status(error or "nothing was exported", error=True)
         else:
-            self._status(f"exported to {message.path}")
-            self.notify(f"exported to {message.path}", title="Export")
+            self._status(f"exported to {path}")
+            self.notify(f"exported to {path}", title="Export")
 
     def action_reload(self) -> None:
-        if self._fixed is None:
-            self._load()
+        self._load()
 
     def action_close(self) -> None:
         self.dismiss(None)
 
 
+def _changes_line(changes: tuple[str, ...] | None) -> str:
+    """The settings B changes against A, as llama-server reads them (the core resolved the defaults)."""
+    if changes is None:
+        return ""
+    if not changes:
+        return "settings: the same for llama-server (a value left out equals its default typed out)"
+    return "settings A → B: " + " · ".join(changes)

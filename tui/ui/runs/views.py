@@ -29,3 +29,28 @@ class CompareRow:
     b: str
     change: str
     verdict: str
+
+
+@dataclass(frozen=True)
+class CompareView:
+    """Run B judged against run A: the metric rows, the settings that differ and the notes under them.
+
+    `changes`: each differing option as llama-server spells it (`--spec-type (not given) → draft-mtp`),
+    defaults resolved, so `()` means the two ran the same server; None when not known (a fixed preview).
+    """
+
+    rows: tuple[CompareRow, ...]
+    changes: tuple[str, ...] | None
+    note: str
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """One stored run opened from the runs table: what ran, what it measured, and every note in full."""
+
+    run_id: int | str
+    title: str
+    facts: tuple[str, ...]
+    command: str
+    measurements: tuple[tuple[str, str], ...]
+    notes: tuple[str, ...]
