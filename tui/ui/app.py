@@ -33,7 +33,8 @@ from tui.ui.lab.tune_screen import TuneScreen
 from tui.ui.lab.verdict_screen import VerdictScreen
 from tui.ui.options import AppOptions
 from tui.ui.profiles.screen import ProfileDialog
-from tui.ui.runs.screen import RunsScreen
+from tui.ui.runs.detail_screen import RunDetailScreen
+from tui.ui.runs.screen import RunsScreen, RunsTable
 from tui.ui.variants.screen import VariantsScreen
 from tui.ui.widgets.question import Answer, Question
 
@@ -181,7 +182,7 @@ def load_keymap() -> tuple[dict[str, str], tuple[KeymapProblem, ...]]:
 def known_ids() -> frozenset[str]:
     """Every binding id a `[keymap]` may name: the one table's and the other screens' own keys."""
     classes = (HelpScreen, LogScreen, ProfileDialog, ReconcileScreen, RunsScreen, SearchScreen, SweepScreen, TuneScreen,
-               VariantsScreen, VerdictScreen, SettingsForm, ConfirmStop, RestartPrompt)
+               VariantsScreen, VerdictScreen, SettingsForm, ConfirmStop, RestartPrompt, RunDetailScreen, RunsTable)
     found = {b.id for cls in classes for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
     return keys.ids() | frozenset(found)
 

@@ -337,10 +337,9 @@ class MainScreen(Screen[None]):
 
     def action_runs(self) -> None:
         """Stored probe runs: history, compare two, export."""
-        fixed = self.fixed
-        self.app.push_screen(RunsScreen(self.cockpit.runs, fixed=fixed.runs if fixed else None,
-                                        comparison=fixed.comparison if fixed else (),
-                                        compared=fixed.compared if fixed else ()))
+        fixed, runs = self.fixed, self.cockpit.runs
+        self.app.push_screen(RunsScreen(runs if fixed is None else runs.preview(fixed.runs, fixed.comparison,
+                                                                                  fixed.compared)))
 
     def action_profiles(self) -> None:
         """Save, load, export or import settings."""

@@ -65,6 +65,8 @@ class RunsController:
 
     #: The calls read SQLite: the screen runs them in workers.
     blocking = True
+    #: The runs marked when the screen opens (a preview's pair; none live).
+    compared: tuple[int | str, ...] = ()
 
     def __init__(self, store: Callable[[], Any]) -> None:
         """`store()`: the App's one results store (tui.core.results.store), opened on first use; it

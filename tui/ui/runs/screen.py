@@ -65,14 +65,12 @@ class RunsScreen(Screen[None]):
             super().__init__()
             self.show = show
 
-    def __init__(self, runs: RunsController, fixed: tuple[RunRow, ...] | None = None,
-                 comparison: tuple[CompareRow, ...] = (), compared: tuple[int | str, ...] = ()) -> None:
-        """`fixed`: the rows (and `comparison` of the two `compared` runs) of a fixed preview, served by
-        the controller's `preview` so the screen has one way to its data."""
+    def __init__(self, runs: RunsController | RunsPreview) -> None:
+        """`runs`: the feature's controller, or its `preview` over fixed rows (snapshots, screenshots)."""
         super().__init__()
-        self.runs: RunsController | RunsPreview = runs if fixed is None else runs.preview(fixed, comparison, compared)
+        self.runs = runs
         self._rows: tuple[RunRow, ...] = ()
-        self._marked: list[int | str] = list(compared)
+        self._marked: list[int | str] = list(runs.compared)
         self._format = EXPORT_FORMATS[0]
 
     def compose(self) -> ComposeResult:
