@@ -63,6 +63,11 @@ def workload_problem(model: str | None, requests: Sequence[tuple[str, int]]) -> 
     return beyond_training(n_ctx_train, requests)
 
 
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """`1 slot`, `4 slots`, `0 passes`: a count and its noun in agreement (`plural` when not word + s)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

@@ -20,7 +20,7 @@ import argparse
 import os
 from typing import Any
 
-from tui.cli._common import fail, mib_arg, pass_unknown_to_server, print_json
+from tui.cli._common import counted, fail, mib_arg, pass_unknown_to_server, print_json
 
 COMMAND = "plan"
 HELP = "per-device memory plan and OOM risk for llama-server flags (MTP-aware)"
@@ -69,7 +69,7 @@ def _attach_cached_calibration(meta: object, args: argparse.Namespace) -> str:
     except provision.ProvisionError:
         return ""
     c = attach_cached(meta, found.path if found is not None else None)  # type: ignore[arg-type]
-    return (f"calibrated on this model by llama.cpp ({c.runs} dry runs, cached; compute and draft compute near-exact "
+    return (f"calibrated on this model by llama.cpp ({counted(c.runs, 'dry run')}, cached; compute and draft compute near-exact "
             "for any settings on CPU-backed devices)") if c is not None else ""
 
 
