@@ -1,15 +1,18 @@
 """Every `--help`: a short first paragraph, the docstring's paragraphs kept apart (argparse runs them
-into one block), and two to four examples that the real parser accepts."""
+into one block), and two to four examples that the real parser accepts; the command reference in
+docs/commands.md shows the same examples, and the README links one line per command to it."""
 
 from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
 from tui.cli import _command_names, _commands, _listing, build_parser, main
 from tui.cli._common import check_server_args
+from tui.cli._epilogs import EPILOGS
 
 COMMANDS = sorted(_listing())  # the commands (a helper module such as plan_exact is none)
 
@@ -57,3 +60,27 @@ def test_the_description_starts_short_and_keeps_its_paragraphs(command: str, cap
     paragraphs = description.strip("\n").split("\n\n")
     assert len(paragraphs[0].splitlines()) <= 3, paragraphs[0]
     assert all(len(p.splitlines()) <= 14 for p in paragraphs), max(paragraphs, key=len)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_command_reference_shows_the_examples_help_prints() -> None:
+    """docs/commands.md has a section per command with the examples of its `--help`, word for word."""
+    doc = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## ([\w-]+)", doc, re.MULTILINE)
+    for command, epilog in EPILOGS.items():
+        assert command in headings, command
+        for line in epilog.splitlines():
+            if line.strip().startswith("mtp-tune"):
+                assert f"\n{line.strip()}\n" in doc, line
+
+
+def test_the_readme_has_one_line_per_command_linking_to_its_section() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    doc_headings = re.findall(r"^## (.+)$", (ROOT / "docs" / "commands.md").read_text(encoding="utf-8"), re.MULTILINE)
+    anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in doc_headings}
+    linked = re.findall(r"^- \[`mtp-tune[^`]*`\]\(docs/commands\.md#([\w-]+)\)", readme, re.MULTILINE)
+    assert sorted(linked) == sorted(a for a in anchors if a != "llama-server-flags-on-every-command")
+    assert len(linked) == len(_listing())
+    assert "| command | what it does |" not in readme  # the reference table moved to docs/commands.md
