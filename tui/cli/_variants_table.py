@@ -100,7 +100,7 @@ def legend(table: Any) -> list[str]:
             "holding other devices' weights: llama.cpp maps it as one CPU_Mapped buffer, but nothing reads it after the load "
             "(page cache the system can drop)." if mapped else "."),
         "fits: yes: loads as the flags put it, --fit changes nothing (tight: inside the --fit-target margin); "
-        "with fit: loads only because --fit on moves what fit would says (experts or layers to the host, a smaller -c); "
+        "with fit: loads only because --fit on makes the changes in the `fit would` column (experts or layers to the host, a smaller -c); "
         "no: a device runs out of memory even so" + ("; exact: llama.cpp's own dry run measured the row." if exact else "."),
         "max -c: the largest -c that loads with every layer where the flags put it (with --fit on: fit keeps its "
         f"margin and moves nothing), whatever -c the row is planned at; searched up to the model's training context"
