@@ -203,3 +203,17 @@ def test_a_refused_flag_is_one_error_line_and_exit_2_on_every_command(
     out, err = capsys.readouterr()
     assert (rc, out) == (2, ""), err
     assert err.splitlines() == [line]
+
+
+def test_an_unknown_option_of_the_last_launch_is_not_refused_as_if_typed(tiny_models: dict[str, Path],
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The form keeps an option it does not know (a newer server may): `mtp-tune -c 2048` reopens
+    those settings; only an unknown option typed on this command line is refused."""
+    from tui.core.options.settings import Settings
+    from tui.core.presets.profiles import record_launch
+
+    record_launch(Settings(model=str(tiny_models["tiny-mtp"]), extra_args=["--new-server-option"]))
+    options = options_from_args(parse("app", "-c", "2048"))
+    assert options.settings.ctx_size == 2048 and options.settings.extra_args == ["--new-server-option"]
+    with pytest.raises(ValueError, match="--ctk: not an option of llama-server"):
+        options_from_args(parse("app", "-c", "2048", "--ctk", "q9"))

@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tui.core.config.text import safe_text
@@ -148,10 +148,15 @@ def check_server_args(server_args: Sequence[str], *, base: Settings | None = Non
     A missing model is left to the caller, which knows its own usage line. `device_count` (a
     DeviceSet's count: RPC devices count) turns on the per-device rules (-ts, --fit-target, -mg).
     """
+    from tui.core.options.spec import normalize_spelling
     from tui.core.options.validate import check_argv, errors
 
     settings, problems = check_argv(list(server_args), base=base, device_count=device_count, require_model=False,
                                     unknown="error")
+    # An unknown option that came with `base` (the last launch's or a profile's extra arguments, which
+    # the form keeps with a warning) was not typed here: named, but not refused on this command line.
+    typed = {normalize_spelling(str(a).split("=", 1)[0]) for a in server_args if str(a).startswith("-")}
+    problems = [replace(p, severity="warning") if p.option and p.option not in typed else p for p in problems]
     bad = errors(problems)
     if bad:
         raise ServerArgsError("\n  ".join(p.message for p in bad))
