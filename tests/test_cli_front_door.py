@@ -132,7 +132,7 @@ def test_the_demo_takes_llama_server_flags_on_top_of_its_settings(tiny_models: d
 def test_a_bad_value_stops_the_tui_before_it_opens_naming_the_field() -> None:
     out = mtp_tune("-m", "x.gguf", "-c", "abc")
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "ctx-size" in out.stderr and "abc" in out.stderr
+    assert out.stderr.startswith("mtp-tune: ctx-size: 'abc' is not a whole number") and len(out.stderr.splitlines()) == 1
 
 
 def test_attach_refuses_server_flags() -> None:
@@ -169,3 +169,51 @@ def test_the_real_command_opens_the_tui_with_the_flags_in_the_form(tmp_path: Pat
         assert marker.read_text().strip() == "0"
     finally:
         tmux.kill()
+
+
+#: Every command that reads llama-server's flags, and what it needs besides them to get that far.
+READING_FLAGS = {
+    "app": ["-m", "M.gguf"], "plan": ["-m", "M.gguf"], "serve": ["-m", "M.gguf"], "probe": ["-m", "M.gguf"],
+    "sweep": ["-m", "M.gguf", "--axis", "ub=256,512"], "tune": ["-m", "M.gguf", "--workload", "64:32"],
+    "variants": ["user/repo"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(READING_FLAGS))
+@pytest.mark.parametrize("flags, line", [
+    (["--ctk", "q9"], "mtp-tune: --ctk: not an option of llama-server b11434 (did you mean -ctk, i.e. "
+                      "--cache-type-k?); llama-server refuses to start with an option it does not know."),
+    (["-ctk", "q9"], "mtp-tune: cache-type-k: unknown cache type 'q9'; llama-server accepts f32, f16, bf16, q8_0, "
+                     "q4_0, q4_1, iq4_nl, q5_0, q5_1."),
+])
+def test_a_refused_flag_is_one_error_line_and_exit_2_on_every_command(
+        command: str, flags: list[str], line: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a warning (or two) and a plan or a launch of something else than what was typed (issue 31)."""
+    from tui.cli import main
+    from tui.core.server import provision
+    from tui.ui import app as ui_app
+
+    def nothing_starts(*_a: object, **_k: object) -> None:
+        raise AssertionError("a server or the TUI was started for a refused flag")
+
+    monkeypatch.setattr(provision, "ensure_server", nothing_starts)
+    monkeypatch.setattr(ui_app, "make_app", nothing_starts)
+    rc = main([command, *READING_FLAGS[command], *flags])
+    out, err = capsys.readouterr()
+    assert (rc, out) == (2, ""), err
+    assert err.splitlines() == [line]
+
+
+def test_an_unknown_option_of_the_last_launch_is_not_refused_as_if_typed(tiny_models: dict[str, Path],
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The form keeps an option it does not know (a newer server may): `mtp-tune -c 2048` reopens
+    those settings; only an unknown option typed on this command line is refused."""
+    from tui.core.options.settings import Settings
+    from tui.core.presets.profiles import record_launch
+
+    record_launch(Settings(model=str(tiny_models["tiny-mtp"]), extra_args=["--new-server-option"]))
+    options = options_from_args(parse("app", "-c", "2048"))
+    assert options.settings.ctx_size == 2048 and options.settings.extra_args == ["--new-server-option"]
+    with pytest.raises(ValueError, match="--ctk: not an option of llama-server"):
+        options_from_args(parse("app", "-c", "2048", "--ctk", "q9"))

@@ -146,3 +146,14 @@ def test_tui_launch_refuses_a_profile_with_a_refused_value(capsys: pytest.Captur
     err = capsys.readouterr().err
     assert rc == 2, err
     assert "--profile huge-draft cannot be used" in err and "spec-draft-n-max: 500000 is above 2047" in err
+
+
+def test_an_unknown_option_is_named_once_a_warning_in_the_form_an_error_on_a_command_line() -> None:
+    """The importer and the validator both see `--ctk`: one finding, with the nearest real option."""
+    for unknown in ("warning", "error"):
+        _s, problems = check_argv(["-m", "m.gguf", "--ctk", "q9"], unknown=unknown)  # type: ignore[arg-type]
+        assert [(p.severity, p.option) for p in problems] == [(unknown, "--ctk")]
+        assert "(did you mean -ctk, i.e. --cache-type-k?)" in problems[0].message
+    _s, problems = check_argv(["-m", "m.gguf", "--frobnicate"], unknown="error")
+    assert [p.message for p in problems] == ["--frobnicate: not an option of llama-server b11434; llama-server "
+                                             "refuses to start with an option it does not know."]

@@ -52,17 +52,29 @@ def test_serve_until_ctrl_c(server_bin: Path, tiny_models: dict[str, Path], tmp_
         end_child(proc, server_pid)
 
 
-def test_serve_explains_a_failed_launch(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    """An unknown flag is kept verbatim in `extra_args` (with a warning): the server refuses it, serve explains."""
-    cmd = [sys.executable, "-c", ENTRY, "serve", "-m", str(tiny_models["tiny-mtp"]), "-t", "1",
-           "--checkpoint-every-n-tokens", "64"]
+def test_serve_explains_a_failed_launch(server_bin: Path, tmp_path: Path) -> None:
+    """A launch the server itself ends (a file that is no GGUF): serve names the cause and the full log."""
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf at all, only some bytes" * 64)
+    cmd = [sys.executable, "-c", ENTRY, "serve", "-m", str(broken), "-t", "1"]
     res = subprocess.run(cmd, cwd=REPO, env=_env(tmp_path, server_bin), capture_output=True, text=True, timeout=60)
-    assert res.returncode == 1
-    assert "failed" in res.stdout and "--checkpoint-every-n-tokens 64" in res.stdout
+    assert res.returncode == 1, res.stderr
+    assert "failed" in res.stdout and str(broken) in res.stdout
     err = res.stderr.strip()
-    assert err.startswith("mtp-tune: warning: --checkpoint-every-n-tokens is not an option")
-    assert "mtp-tune: llama-server does not know the option --checkpoint-every-n-tokens" in err
+    assert err.startswith("mtp-tune: ") and "GGUF" in err, err
     assert "Full server log:" in err and "Traceback" not in err
+
+
+def test_serve_refuses_an_option_llama_server_does_not_have_before_launching(tmp_path: Path) -> None:
+    """An unknown flag is an error naming it (exit 2), not a warning and a launch the server refuses."""
+    cmd = [sys.executable, "-c", ENTRY, "serve", "-m", str(tmp_path / "m.gguf"), "-t", "1",
+           "--checkpoint-every-n-tokens", "64"]
+    env = _env(tmp_path, tmp_path / "no-server-here")  # never reached: refused before any server is looked for
+    res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr.splitlines() == [
+        "mtp-tune: --checkpoint-every-n-tokens: not an option of llama-server b11434; llama-server refuses to start "
+        "with an option it does not know."]
 
 
 def test_serve_runs_a_router_preset(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:

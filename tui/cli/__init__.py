@@ -1,7 +1,8 @@
 """Command-line entry point: `mtp-tune [app options]` opens the TUI, `mtp-tune COMMAND ...` runs a tool.
 
 Each module in this package that defines `COMMAND` (its name), `HELP` (one line), `add_arguments(p)`
-and `run(args) -> int` is a subcommand; modules are discovered, so adding one touches no other file.
+and `run(args) -> int` is a subcommand; modules are discovered. Its `--help` is its docstring, its
+options, and its examples from `_epilogs.EPILOGS` (a test asks every command for two to four).
 Start-up matters (bench/bench_plan_startup.py): a command imports its own module only, `--help` and an
 unknown word list the commands from their sources without importing them, and `--version` alone reads
 the installed metadata.
@@ -15,6 +16,7 @@ import importlib
 import pkgutil
 import re
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -82,11 +84,36 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help with the paragraphs of a description or an epilog kept (argparse runs them
+    into one: `tune --help` was a 25-line block) and indented lines (examples) kept as written; the
+    rest is wrapped to the terminal's width as argparse wraps it."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        for para in re.split(r"\n[ \t]*\n", text.strip("\n")):
+            lines: list[str] = []
+            prose: list[str] = []
+            for line in [*para.splitlines(), None]:
+                if line is not None and not line[:1].isspace():
+                    prose.append(line.strip())
+                    continue
+                if prose:
+                    lines.append(textwrap.fill(" ".join(prose), width, initial_indent=indent, subsequent_indent=indent))
+                    prose = []
+                if line is not None:
+                    lines.append(indent + line)
+            out.append("\n".join(lines))
+        return "\n\n".join(out)
+
+
 def build_parser(commands: dict[str, ModuleType], listed: dict[str, str] | None = None) -> argparse.ArgumentParser:
     """The parser of `commands` (imported modules, with their arguments), plus the names and help lines
     of `listed` ones (the top-level --help lists every command without importing it)."""
+    from tui.cli._epilogs import EPILOGS, TOP
+
     parser = argparse.ArgumentParser(
-        prog="mtp-tune",
+        prog="mtp-tune", formatter_class=HelpFormatter, epilog=TOP,
         description="Tune llama-server's MTP speculative decoding. Without a command, opens the TUI "
         "(see `mtp-tune app --help` for its options): `mtp-tune [-m FILE | -hf REPO[:QUANT] | -mu URL | --demo] "
         "[llama-server flags]`.",
@@ -99,7 +126,8 @@ def build_parser(commands: dict[str, ModuleType], listed: dict[str, str] | None 
         if mod is None:
             sub.add_parser(name, help=listed[name])
             continue
-        p = sub.add_parser(name, help=mod.HELP, description=(mod.__doc__ or mod.HELP).strip())
+        p = sub.add_parser(name, help=mod.HELP, description=(mod.__doc__ or mod.HELP).strip(),
+                           epilog=EPILOGS.get(name), formatter_class=HelpFormatter)
         mod.add_arguments(p)
     return parser
 

@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tui.core.config.text import safe_text
@@ -61,6 +61,11 @@ def workload_problem(model: str | None, requests: Sequence[tuple[str, int]]) -> 
     except (GGUFError, OSError, ValueError):
         return None
     return beyond_training(n_ctx_train, requests)
+
+
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """`1 slot`, `4 slots`, `0 passes`: a count and its noun in agreement (`plural` when not word + s)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 def print_json(obj: Any) -> None:
@@ -134,17 +139,27 @@ def check_server_args(server_args: Sequence[str], *, base: Settings | None = Non
                       device_count: int | None = None) -> Settings:
     """The llama-server flags of any command as Settings, through the form's validator (`check_argv`).
 
-    Raises `ServerArgsError` naming every refused value, before a plan is computed or a server
-    starts (`mtp-tune plan -c abc` and `probe -c abc` stop here, exit 2). Warnings go to stderr.
+    Raises `ServerArgsError` with one line per refused value, in the validator's words, which name
+    the option and what it accepts (`cache-type-k: unknown cache type 'q9'; llama-server accepts
+    f32, ...`), before a plan is computed or a server starts: every command exits 2 on it. An option
+    llama-server does not have (`--ctk`) is refused too, with the nearest one it has: the server
+    would refuse to start with it, and a plan that left it out would answer another question than
+    the one typed. Warnings go to stderr.
     A missing model is left to the caller, which knows its own usage line. `device_count` (a
     DeviceSet's count: RPC devices count) turns on the per-device rules (-ts, --fit-target, -mg).
     """
+    from tui.core.options.spec import normalize_spelling
     from tui.core.options.validate import check_argv, errors
 
-    settings, problems = check_argv(list(server_args), base=base, device_count=device_count, require_model=False)
+    settings, problems = check_argv(list(server_args), base=base, device_count=device_count, require_model=False,
+                                    unknown="error")
+    # An unknown option that came with `base` (the last launch's or a profile's extra arguments, which
+    # the form keeps with a warning) was not typed here: named, but not refused on this command line.
+    typed = {normalize_spelling(str(a).split("=", 1)[0]) for a in server_args if str(a).startswith("-")}
+    problems = [replace(p, severity="warning") if p.option and p.option not in typed else p for p in problems]
     bad = errors(problems)
     if bad:
-        raise ServerArgsError("the llama-server flags cannot be used:\n  " + "\n  ".join(p.message for p in bad))
+        raise ServerArgsError("\n  ".join(p.message for p in bad))
     if warn:
         for p in problems:
             print(f"mtp-tune: warning: {p.message}", file=sys.stderr)

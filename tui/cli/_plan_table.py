@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tui.cli._common import counted
 from tui.core.config.text import safe_text
 
 
@@ -17,7 +18,7 @@ def remote_line(fetched: Any, settings: Any = None) -> str:
     sidecar llama-server downloads too (`settings`: the flags, for where the projector goes)."""
     reqs = fetched.traffic.requests
     how = ("from the cache, no request" if fetched.cached and not reqs else "from the cache" if not reqs else
-           f"{fetched.traffic.bytes / 2**20:.2f} MiB in {reqs} range request{'s' if reqs != 1 else ''}")
+           f"{fetched.traffic.bytes / 2**20:.2f} MiB in {counted(reqs, 'range request')}")
     notes = "".join(f"; {safe_text(n)}" for n in fetched.notes)  # names from the server: shown escaped
     head = (f"remote: {safe_text(fetched.source.label)} -> {safe_text(fetched.name)} ({fetched.size / 2**30:.2f} GiB, "
             "not downloaded); "
@@ -59,6 +60,12 @@ def sidecar_line(side: Any, settings: Any = None) -> str:
             "no separate draft model (only the MTP layers inside the model file)")
 
 
+def _slots(ctx: dict[str, Any]) -> str:
+    """`1 slot`, `4 slots, KV unified` or `4 slots, KV per slot` (one slot: the layout changes nothing)."""
+    n = int(ctx["n_seq_max"])
+    return counted(n, "slot") + ("" if n == 1 else ", KV unified" if ctx["kv_unified"] else ", KV per slot")
+
+
 def render(p: Any, devices: Any = None) -> str:
     """A plain-text table for the terminal; `devices` is the DeviceSet planned on: its source tag, and
     a row per `--rpc` server that did not answer (the total's verdict says so, never "ok")."""
@@ -70,7 +77,7 @@ def render(p: Any, devices: Any = None) -> str:
     lines = [
         f"{safe_text(m['name'] or m['path'])}  ({safe_text(m['architecture'])}, {m['weights_mib']:.0f} MiB of weights, "
         f"{m['attention_layers']} attention + {m['recurrent_layers']} recurrent layers, {m['nextn_predict_layers']} MTP)",
-        f"n_ctx {ctx['n_ctx']} ({ctx['n_seq_max']} slots, {'unified' if ctx['kv_unified'] else 'per slot'}), "
+        f"n_ctx {ctx['n_ctx']} ({_slots(ctx)}), "
         f"ubatch {ctx['n_ubatch']}, KV {ctx['cache_type_k']}/{ctx['cache_type_v']}"
         + (f", MTP draft KV {ctx['cache_type_k_draft']}/{ctx['cache_type_v_draft']}, n_rs_seq {ctx['n_rs_seq']}" if ctx["mtp"] else "")
         + (f"  [devices: {source}]" if source else ""),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tui.cli._common import counted
 from tui.core.planning.devices import HOST
 from tui.core.config.text import safe_text
 
@@ -43,7 +44,7 @@ def short_flags(flags: Sequence[str]) -> str:
     it = iter(flags)
     for f in it:
         v = next(it, "")
-        out.append(f"-ot ({len(v.split(','))} override{'s' if ',' in v else ''})" if f == "-ot" else f"{f} {v}")
+        out.append(f"-ot ({counted(len(v.split(',')), 'override')})" if f == "-ot" else f"{f} {v}")
     return " ".join(out)
 
 
@@ -70,7 +71,7 @@ def rows_of(table: Any) -> tuple[list[str], list[list[str]]]:
     out = []
     for r in table.rows:
         v = r.variant
-        name = v.path.rsplit("/", 1)[-1] + (f" +{len(v.files) - 1} parts" if len(v.files) > 1 else "")
+        name = v.path.rsplit("/", 1)[-1] + (f" +{counted(len(v.files) - 1, 'part')}" if len(v.files) > 1 else "")
         cells = [v.tag or "-", name, gib(v.size / 2**20), r.kv_types]
         p = r.shown
         if p is None or r.error:
@@ -99,7 +100,7 @@ def legend(table: Any) -> list[str]:
             "holding other devices' weights: llama.cpp maps it as one CPU_Mapped buffer, but nothing reads it after the load "
             "(page cache the system can drop)." if mapped else "."),
         "fits: yes: loads as the flags put it, --fit changes nothing (tight: inside the --fit-target margin); "
-        "with fit: loads only because --fit on moves what fit would says (experts or layers to the host, a smaller -c); "
+        "with fit: loads only because --fit on makes the changes in the `fit would` column (experts or layers to the host, a smaller -c); "
         "no: a device runs out of memory even so" + ("; exact: llama.cpp's own dry run measured the row." if exact else "."),
         "max -c: the largest -c that loads with every layer where the flags put it (with --fit on: fit keeps its "
         f"margin and moves nothing), whatever -c the row is planned at; searched up to the model's training context"
@@ -127,7 +128,7 @@ def title(table: Any, devices: Any, flags: Sequence[str] = ()) -> str:
     host = f"; host {gib(devices.host_free_mib)} GiB free" if devices.host_free_mib is not None else ""
     return (f"{safe_text(table.repo)} @ {safe_text(table.commit[:10])} on {devices.source or 'this machine'} ({devs} GiB free{host})"
             + (f"; flags: {' '.join(flags)}" if flags else "")
-            + f"; headers only: {table.traffic.bytes / 2**20:.1f} MiB in {table.traffic.requests} range requests")
+            + f"; headers only: {table.traffic.bytes / 2**20:.1f} MiB in {counted(table.traffic.requests, 'range request')}")
 
 
 def render(table: Any, devices: Any, markdown: bool = False, flags: Sequence[str] = ()) -> str:

@@ -144,7 +144,19 @@ def format_snapshot(snap: GpuSnapshot) -> str:
         lines.append(f"Server pid {s.pid} ({_fmt(s.name)}): {state}")
     for w in snap.warnings:
         lines.append(f"warning: {w}")
+    if not snap.devices and snap.source is not Source.SIMULATED:
+        lines += ["", *simulated_choices()]
     return "\n".join(lines)
+
+
+def simulated_choices() -> list[str]:
+    """What `--simulate` takes, for a machine with no GPU to list: every profile of the one table
+    (`gpu.profiles.PROFILES`) with its description, and the size lists."""
+    width = max(len(k) for k in PROFILES)
+    return ["Simulated hardware instead: --simulate PROFILE here and for sweep and probe, --gpus PROFILE for plan, "
+            "variants, tune and the TUI; PROFILE is one of:",
+            *(f"  {k:<{width}}  {p.description}" for k, p in PROFILES.items()),
+            "  or sizes, e.g. 2x16GiB or 6GiB,24GiB"]
 
 
 def _source(args: argparse.Namespace) -> TelemetrySource:

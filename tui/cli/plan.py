@@ -1,17 +1,19 @@
 """Plan llama-server's memory per device before launching: weights, KV, MTP draft KV, recurrent
 state, compute and output buffers, the --fit-target margin and an OOM risk verdict per device.
 
-Usage: mtp-tune plan (-m FILE.gguf | -mu URL | -hf REPO[:QUANT] [-hff FILE] [-hft TOKEN]) [any llama-server
-flags] [--gpus SPEC] [--exact] [--refresh] [--json]
-A remote model is planned before download from its GGUF header alone, read by HTTP range requests
-and cached (`tui.core.remote`); `-hf` resolves to the file(s) llama-server's own `-hf` would download.
-SPEC: `cpu` (host only), sizes like `2x16GiB` or `6GiB,24GiB`, or a profile name
+A remote model (`-hf REPO[:QUANT]`, `-mu URL`) is planned before download from its GGUF header alone,
+read by HTTP range requests and cached (`tui.core.remote`); `-hf` resolves to the file(s)
+llama-server's own `-hf` would download.
+
+--gpus SPEC: `cpu` (host only), sizes like `2x16GiB` or `6GiB,24GiB`, or a profile name
 (rtx3060-laptop-6g, rtx3090-24g, rtx4090-24g, 2xv100-16g, h200-141g). Without --gpus: the real GPUs
 (NVML), or `cpu` when there are none. `--rpc host:port,...` devices are planned as remote devices,
 ahead of the local GPUs as llama.cpp orders them (the one device list: tui.core.planning.devices),
-at the size each server reports (asked once) or `--rpc-mib`. A server that does not answer is
-named, left out of the plan, and the command exits 1, as for a predicted OOM: llama-server given
-that `--rpc` would not start either.
+at the size each server reports (asked once) or `--rpc-mib`.
+
+Exit status: 0 when no device is predicted to run out, 1 for a predicted OOM or an `--rpc` server
+that does not answer (named and left out of the plan: llama-server given that `--rpc` would not
+start either), 2 for a refused flag.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import argparse
 import os
 from typing import Any
 
-from tui.cli._common import fail, mib_arg, pass_unknown_to_server, print_json
+from tui.cli._common import counted, fail, mib_arg, pass_unknown_to_server, print_json
 
 COMMAND = "plan"
 HELP = "per-device memory plan and OOM risk for llama-server flags (MTP-aware)"
@@ -69,7 +71,7 @@ def _attach_cached_calibration(meta: object, args: argparse.Namespace) -> str:
     except provision.ProvisionError:
         return ""
     c = attach_cached(meta, found.path if found is not None else None)  # type: ignore[arg-type]
-    return (f"calibrated on this model by llama.cpp ({c.runs} dry runs, cached; compute and draft compute near-exact "
+    return (f"calibrated on this model by llama.cpp ({counted(c.runs, 'dry run')}, cached; compute and draft compute near-exact "
             "for any settings on CPU-backed devices)") if c is not None else ""
 
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from tui.cli._common import print_json
+from tui.cli._common import counted, print_json
 from tui.core.config.text import safe_text
 from tui.core.planning.cache import attach
 
@@ -44,6 +44,17 @@ def _calibrate(meta: Any, server: Any, res: Any, settings: Any, ds: Any, quiet: 
                 worst = max(worst, abs(e.components[k] - m) / m)
     return {"status": "calibrated", "runs": c.runs, "seconds": round(c.seconds, 2), "kind": c.kind,
             "worst_compute_error_here": round(worst, 4)}
+
+
+def calibration_line(calibrated: dict[str, Any]) -> str:
+    """What the calibration is worth, in plain words: at the settings just measured, how far the
+    calibrated estimate's compute buffers (`worst_compute_error_here`: the largest relative error of
+    compute or draft compute on any device) are from what llama.cpp's dry run measured."""
+    how = "cached" if calibrated["runs"] == 0 else f"{counted(calibrated['runs'], 'dry run')}, {calibrated['seconds']:.1f} s"
+    off = 100 * calibrated["worst_compute_error_here"]
+    here = ("match llama.cpp's" if off < 0.05 else f"differ from llama.cpp's by up to {off:.1f} %")
+    return (f"estimate: calibrated on this model ({how}); at these settings its compute buffers {here}; every later "
+            "plan of this model uses the calibration")
 
 
 def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estimate: Any, remote: Any = None) -> int:
@@ -82,7 +93,7 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
         print(render(estimate, ds))
         print(f"\nexact: unavailable, {safe_text(res.reason, keep_lines=True)} The figures above are the estimate.")
         return 0 if estimate.worst_risk != "oom" and not failed else 1
-    how = "cached" if res.cached else f"{res.runs} dry run{'s' if res.runs != 1 else ''}, {res.seconds:.1f} s"
+    how = "cached" if res.cached else f"{counted(res.runs, 'dry run')}, {res.seconds:.1f} s"
     print(f"exact (llama.cpp): {how}" + (", measured on a header-only copy of the model" if res.sparse_copy else ""))
     print(render(res.plan, ds))
     lines = []
@@ -101,10 +112,7 @@ def run_exact(args: argparse.Namespace, settings: Any, meta: Any, ds: Any, estim
     if res.fit is not None and res.fit.changed:
         print(f"fit chose: {' '.join(res.fit.flags())}")
     if calibrated is not None and calibrated["status"] == "calibrated":
-        how = "cached" if calibrated["runs"] == 0 else f"{calibrated['runs']} dry runs, {calibrated['seconds']:.1f} s"
-        print(f"estimate: calibrated on this model ({how}); its compute here is within "
-              f"{100 * calibrated['worst_compute_error_here']:.1f} % of llama.cpp's, and every later plan of this "
-              "model uses the calibration")
+        print(calibration_line(calibrated))
     for w in res.warnings:
         print(f"note: {safe_text(w, keep_lines=True)}")
     return 0 if res.plan.worst_risk != "oom" and not failed else 1

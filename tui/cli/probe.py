@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from tui.cli._common import (
-    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
+    ServerArgsError, check_server_args, counted, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
     store_or_fail, workload_problem,
 )
 from tui.core.probes.run_types import ProbeProgress, ProbeRun, RunConfig
@@ -141,7 +141,7 @@ def render_run(result: ProbeRun) -> str:
     s = result.summary
     lines = [f"run {result.run_id}: {result.status}" + (f" ({safe_text(result.error)})" if result.error else "")]
     tg, pp = Summary.from_json(s.get("tg_tps")), Summary.from_json(s.get("pp_tps"))
-    lines.append(f"  TG  {fmt_summary(tg):>24} t/s   (median [min-max] over {s.get('n_passes', 0)} passes)")
+    lines.append(f"  TG  {fmt_summary(tg):>24} t/s   (median [min-max] over {counted(s.get('n_passes', 0), 'pass', 'passes')})")
     pp_note = "long prompt" if s.get("pp_source") == "pp" else "the suite's prompts"
     lines.append(f"  PP  {fmt_summary(pp):>24} t/s   ({pp_note})")
     acc = s.get("acceptance")

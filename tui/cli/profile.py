@@ -38,7 +38,7 @@ from tui.core.presets.write import PRIVATE
 from tui.core.presets.fix import PresetFixError, fix_preset
 from tui.core.server.binary import accepted_options
 from tui.core.options.settings import Settings
-from tui.core.options.validate import Problem, validate, value_errors
+from tui.core.options.validate import Problem, combine, validate, value_errors
 
 COMMAND = "profile"
 HELP = "import, export, check, list and show settings profiles (TOML, --models-preset INI, argv)"
@@ -118,7 +118,7 @@ def _save(name: str, settings: Settings, overwrite: bool, notes: list[Problem], 
                             include_hf_token=args.keep_hf_token)
     except ProfileError as e:
         return fail(str(e))
-    problems = notes + validate(settings, require_model=False)
+    problems = combine(notes, validate(settings, require_model=False))  # an unknown option named once
     print(f"saved profile {name}: {path}")
     if settings.api_key and not args.keep_api_key:
         print("  note: the API key was not stored (pass --keep-api-key to store it; the file is then readable only by you).")

@@ -1,8 +1,8 @@
 """Run llama-server under mtp-tune's supervisor: `mtp-tune serve -m FILE [llama-server flags]`.
 
 Every argument mtp-tune does not know is llama-server's: read into Settings by the one argv reader
-(bad values refused, removed flags translated with a warning, unknown flags kept verbatim in
-`extra_args`), which the supervisor runs. The server listens on
+(bad values and options llama-server does not have refused, exit 2; removed flags translated with
+a warning), which the supervisor runs. The server listens on
 127.0.0.1 and a free port unless --host/--port are given, logs at `-lv 4` to a file per launch, and
 dies with this command (Ctrl-C, SIGTERM, or even SIGKILL of mtp-tune). State changes are printed;
 a failure is explained in one paragraph with the flag or file at fault and the full log's path.
@@ -31,7 +31,7 @@ from tui.core.server.supervisor import Supervisor, SupervisorError
 
 COMMAND = "serve"
 DOWNLOAD_LINE_EVERY_S = 5.0
-HELP = "run llama-server under the supervisor (all unknown flags go to llama-server)"
+HELP = "run llama-server under the supervisor (every other flag is llama-server's, checked first)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

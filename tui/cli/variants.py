@@ -1,19 +1,18 @@
 """Which file of a Hugging Face repo fits: every quant planned side by side, before any download.
 
-Usage: mtp-tune variants REPO[:QUANT] [llama-server flags] [--gpus SPEC] [--kv f16,q8_0,q4_0] [--exact]
-       [--refresh] [--json | --md]
-
 One row per model file (split parts as one row; projectors and draft sidecars are no rows) and per
 main KV type (`--kv`, as -ctk and -ctv; the draft KV stays as the flags say): file size, each
-device's need and what it has left (GiB), how it fits at the flags' -c (yes: as the flags put it,
---fit changing nothing; with fit: only because --fit on moves something; no: runs out even so),
-what `--fit on` would change, and the largest `-c` that loads with every layer where the flags put
-it (up to the model's training context, whatever -c is given). The best-quality variant that fits
-as given comes first, then those that need fit. Only the headers are read (HTTP range requests,
-cached: a second run asks nothing but a stale listing); `--exact` measures each row with llama.cpp's
-own dry run. Every flag and KV type is checked before the first request. Exit status: 0 when a row
-loads at all, with fit or without (always with --json, as `plan --json`), 1 when none does, 2 when
-a flag is refused or the repo cannot be listed.
+device's need and what it has left (GiB), how it fits at the flags' -c, what `--fit on` would
+change, and the largest `-c` that loads with every layer where the flags put it. The best-quality
+variant that fits as given comes first, then those that need fit; the table's legend says what
+each column means.
+
+Only the headers are read (HTTP range requests, cached: a second run asks nothing but a stale
+listing); `--exact` measures each row with llama.cpp's own dry run. Every flag and KV type is
+checked before the first request.
+
+Exit status: 0 when a row loads at all, with fit or without (always with --json, as `plan --json`),
+1 when none does, 2 when a flag is refused or the repo cannot be listed.
 
 --json: one object per row with `tier` ("yes", "with fit", "no", or "error" for a row that could not
 be planned), `tight` (tier yes, inside the --fit-target margin), `fits` (it loads at all: tier yes

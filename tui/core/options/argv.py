@@ -298,7 +298,8 @@ def _plain_token(imp: _Importer, tok: str, toks: list[Occurrence | str], i: int)
         kept.append(str(toks[i]))
         i += 1
     imp.s.extra_args.extend(kept)
-    imp.warn("extra_args", f"{spelling} is not an option of llama-server {TABLE_BUILD}; kept in extra arguments, but the server will refuse to start with it.")
+    imp.problems.append(Problem("extra_args", "warning", f"{spelling} is not an option of llama-server {TABLE_BUILD}; "
+                                "kept in extra arguments, but the server will refuse to start with it.", option=spelling))
     return i
 
 

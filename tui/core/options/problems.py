@@ -14,11 +14,14 @@ Severity = Literal["error", "warning"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding: `field` is the Settings field (or `extra_args`), so a form can mark it."""
+    """One finding: `field` is the Settings field (or `extra_args`), so a form can mark it; `option`
+    is the spelling an unknown option was written with, so the importer's and the validator's word
+    on the same one can be told apart from two different findings (`validate.combine`)."""
 
     field: str
     severity: Severity
     message: str
+    option: str | None = None
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.message}"

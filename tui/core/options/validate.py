@@ -8,13 +8,14 @@ not as intended.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 from collections.abc import Sequence
 from typing import Literal
 
 from tui.core.options.argv import settings_from_argv, settings_to_argv
 from tui.core.options.fields import FIELD_BY_NAME, FIELDS, field_for_option
-from tui.core.options.lookup import default, find_option
+from tui.core.options.lookup import all_spellings, default, find_option
 from tui.core.options import reader
 from tui.core.options.reader import Occurrence, scan
 from tui.core.options.problems import Problem, Severity, errors, label
@@ -25,7 +26,7 @@ from tui.core.options.spec import FALSEY, TRUTHY, normalize_spelling
 from tui.core.options.table import TABLE_BUILD
 from tui.core.options.values import as_float, as_int, int32_problem, not_int, not_number, range_problem
 
-__all__ = ["Problem", "Severity", "check_argv", "errors", "label", "validate", "value_errors"]
+__all__ = ["Problem", "Severity", "check_argv", "combine", "errors", "label", "validate", "value_errors"]
 
 #: KV types that need no flash attention for V (llama-context.cpp:3843-3852).
 UNQUANTIZED_KV: frozenset[str] = frozenset({"f32", "f16", "bf16"})
@@ -233,7 +234,16 @@ def _check_host(s: Settings, out: list[Problem]) -> None:
         out.append(Problem("api_key", "warning", "api-key contains ',': llama-server splits it into several keys."))
 
 
-def _check_flags(s: Settings, accepted: frozenset[str] | None, out: list[Problem]) -> None:
+def _nearest(spelled: str) -> str:
+    """` (did you mean -ctk, i.e. --cache-type-k?)` for a spelling close to a known one (`--ctk`), else ""."""
+    near = difflib.get_close_matches(spelled, sorted(all_spellings()), n=1, cutoff=0.7)
+    if not near:
+        return ""
+    canonical = find_option(near[0]).canonical  # type: ignore[union-attr]  # a spelling of the table
+    return f" (did you mean {near[0]}" + (f", i.e. {canonical}" if canonical != near[0] else "") + "?)"
+
+
+def _check_flags(s: Settings, accepted: frozenset[str] | None, unknown: Severity, out: list[Problem]) -> None:
     """Removed or unknown options among the emitted flags and the extra arguments (read by `reader.scan`)."""
     fields = [(t.spelling, _field_of(t.spelling)) for t in scan(settings_to_argv(s, include_extra=False))
               if isinstance(t, Occurrence)]
@@ -251,7 +261,10 @@ def _check_flags(s: Settings, accepted: frozenset[str] | None, out: list[Problem
                 out.append(Problem(field, "error", f"{spelled}: the installed llama-server does not accept this option; update llama-server or remove it."))
             continue
         if find_option(spelled) is None:
-            out.append(Problem(field, "warning", f"{spelled}: not an option of llama-server {TABLE_BUILD}; the server will refuse to start if it does not know it either."))
+            then = ("the server will refuse to start if it does not know it either" if unknown == "warning"
+                    else "llama-server refuses to start with an option it does not know")
+            out.append(Problem(field, unknown, f"{spelled}: not an option of llama-server {TABLE_BUILD}{_nearest(spelled)}; "
+                               f"{then}.", option=spelled))
     seen_fields = {find_option(f) for f, _ in fields}
     for t in extra:
         if isinstance(t, Occurrence) and t.option in seen_fields and not t.option.repeatable:
@@ -295,12 +308,17 @@ def validate(
     *,
     target: Literal["argv", "ini"] = "argv",
     require_model: bool = True,
+    unknown: Severity = "warning",
 ) -> list[Problem]:
     """Every problem in `settings`, errors first.
 
     `accepted`: option spellings the installed server knows (`server.binary.parse_help`); None
     checks against the b11434 table only. `device_count`: GPUs (or RPC devices) present; None skips
     the per-device rules. `target="ini"` turns values a preset file would truncate into errors.
+    `unknown`: how an option the table does not know counts when `accepted` is None. The form keeps
+    it a warning (shown beside the field, and a newer server may know it); a command line makes it
+    an error, since a typo such as `--ctk q9` would otherwise plan or launch something else than
+    what was typed, with no one to read a warning first.
     """
     out: list[Problem] = []
     numbers = _check_alone(settings, out)
@@ -312,7 +330,7 @@ def validate(
     if require_model:
         _check_model(settings, out)
     _check_host(settings, out)
-    _check_flags(settings, accepted, out)
+    _check_flags(settings, accepted, unknown, out)
     _check_extra_values(settings, out)
     if settings.split_mode == "tensor" and settings.fit is not False:
         out.append(Problem("split_mode", "warning", "split-mode tensor is experimental and --fit cannot plan it; set fit to off and size the context yourself."))
@@ -344,20 +362,30 @@ def check_argv(
     accepted: frozenset[str] | None = None,
     device_count: int | None = None,
     require_model: bool = True,
+    unknown: Severity = "warning",
 ) -> tuple[Settings, list[Problem]]:
     """The one check every command runs on llama-server arguments before anything starts.
 
     Reads `args` as llama-server would (`argv.settings_from_argv`), then validates the result; the
     problems of both steps, errors first. A caller refuses to go on when `errors(problems)` is not
-    empty (the CLI exits 2), so a bad value never reaches the planner or a server.
+    empty (the CLI exits 2), so a bad value never reaches the planner or a server. `unknown` as
+    for `validate`.
     """
     imp = settings_from_argv(list(args), base=base, env=env)
-    found = imp.problems + validate(imp.settings, accepted, device_count, require_model=require_model)
+    validated = validate(imp.settings, accepted, device_count, require_model=require_model, unknown=unknown)
+    return imp.settings, combine(imp.problems, validated)
+
+
+def combine(imported: Sequence[Problem], validated: Sequence[Problem]) -> list[Problem]:
+    """The problems of reading a command line and of validating what it gave, each finding once,
+    errors first: an unknown option both steps name is reported by the validator alone (its
+    severity is the one that counts), and a message repeated word for word is shown once."""
+    named = {p.option for p in validated if p.option}
     seen: set[tuple[str, str, str]] = set()
     out: list[Problem] = []
-    for p in found:
+    for p in [*(p for p in imported if p.option is None or p.option not in named), *validated]:
         key = (p.field, p.severity, p.message)
         if key not in seen:
             seen.add(key)
             out.append(p)
-    return imp.settings, sorted(out, key=lambda p: p.severity != "error")
+    return sorted(out, key=lambda p: p.severity != "error")
