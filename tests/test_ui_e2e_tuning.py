@@ -7,65 +7,19 @@ Synchronisation is bounded polling of `tmux capture-pane` (tests/helpers/tmux.py
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.tmux import SUITE, Tmux, alive, tmux  # noqa: F401 - tmux is the fixture
+from tests.helpers.tmux import Tmux, alive, servers_under, start_demo, tmux, wait_exit  # noqa: F401 - tmux is the fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-REPO = Path(__file__).resolve().parents[1]
-MTP_TUNE = Path(sys.executable).parent / "mtp-tune"
-
-
-def children(pid: int) -> set[int]:
-    """Every descendant of `pid` (children of all its threads: workers start the servers)."""
-    out: set[int] = set()
-    try:  # a process that exits while it is walked (a probe's server stopping) has no /proc entry left
-        tasks = list(Path(f"/proc/{pid}/task").glob("*"))
-    except OSError:
-        return out
-    for task in tasks:
-        try:
-            text = (task / "children").read_text()
-        except OSError:
-            continue
-        for c in text.split():
-            out.add(int(c))
-            out |= children(int(c))
-    return out
-
-
-def servers_under(root: int) -> set[int]:
-    """llama-server processes descending from `root` (the tmux pane's shell)."""
-    found = set()
-    for pid in children(root):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "llama-server":
-                found.add(pid)
-        except OSError:
-            continue
-    return found
-
 
 def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_path: Path) -> None:  # noqa: F811
-    env = {k: os.environ[k] for k in os.environ if k.startswith(("XDG_", "MTP_TUNE_", "LLAMA_CACHE"))}
-    env |= {"MTP_TUNE_LLAMA_SERVER": str(server_bin), "TERM": "xterm-256color", "COLORTERM": "truecolor",
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    marker = tmp_path / "exit-code"
-    suite = tmp_path / "short.toml"
-    suite.write_text(SUITE)
-    args = [str(MTP_TUNE), "--demo", "--no-launch", "--suite", str(suite), "--probe-repeat", "2",
-            "--probe-n-predict", "24"]
-    inner = f"cd {shlex.quote(str(REPO))} && {shlex.join(args)}; echo $? > {shlex.quote(str(marker))}; sleep 60"
-    tmux.start("env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " sh -c " + shlex.quote(inner))
-    pane = int(tmux.cmd("list-panes", "-t", tmux.session, "-F", "#{pane_pid}").strip())
+    marker, pane = start_demo(tmux, server_bin, tmp_path)
     seen: set[int] = set()
 
     def watching(predicate):  # noqa: ANN001, ANN202 - also collects the servers started meanwhile
@@ -127,10 +81,6 @@ def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_
     tmux.keys("Escape")
     tmux.wait_for(lambda s: "VRAM" in s, "the main screen", 30)
     tmux.keys("q")
-    deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert marker.exists(), tmux.screen()
-    assert marker.read_text().strip() == "0"
+    assert wait_exit(tmux, marker) == "0"
     assert len(seen) >= 2 and not any(alive(p) for p in seen), f"llama-server outlived mtp-tune: {seen}"
     assert not servers_under(pane)

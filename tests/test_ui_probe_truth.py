@@ -40,4 +40,4 @@ async def test_warnings_fold_into_one_line_and_plots_keep_their_rows() -> None:
         assert "3 warnings" in str(box.title)
         assert plots.size.height >= before - 1  # one line for the fold, never the plots' rows
         table = app.query_one("#probe-results", DataTable)
-        assert "requests" in str(table.ordered_columns[1].label)
+        assert "reqs" in str(table.ordered_columns[1].label)

@@ -25,8 +25,9 @@ DEMO_N_PREDICT = 128
 
 
 def demo_settings(model: Path) -> Settings:
-    """The demo's starting point: MTP on, one slot (honest measurements), a context the 6 GB card fits."""
-    return Settings(model=str(model), ctx_size=8192, parallel=1, spec_type=["draft-mtp"], spec_draft_n_max=3)
+    """The demo's starting point: MTP on, one slot (honest measurements), the demo model's training
+    context (4096: llama-server caps a slot there, so a longer one would only allocate unusable KV)."""
+    return Settings(model=str(model), ctx_size=4096, parallel=1, spec_type=["draft-mtp"], spec_draft_n_max=3)
 
 
 def _profile_settings(name: str) -> Settings:

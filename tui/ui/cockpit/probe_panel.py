@@ -69,7 +69,7 @@ class ProbePanel(Vertical):
             self.call_after_refresh(self._mount_plots)
         table = self.query_one("#probe-results", DataTable)
         # the plots' samples: one per request (median and min–max over them)
-        table.add_columns("configuration", "requests", "TG t/s (min–max)", "PP t/s (min–max)", "accept")
+        table.add_columns("configuration", "reqs", "TG t/s (min–max)", "PP t/s (min–max)", "accept")
         self.show(ProbeState(suites=self._suites))
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
 
