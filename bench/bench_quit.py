@@ -43,7 +43,8 @@ def _running(pid: int) -> bool:
 
 
 def quit_time(root: Path, env: dict[str, str], streaming: bool) -> tuple[float, bool]:
-    """Seconds from `q` to the process gone, and whether its llama-server is gone too."""
+    """Seconds from `q` (or, with a probe streaming, from the `y` that confirms it) to the process
+    gone, and whether its llama-server is gone too."""
     term = Term(root, env, ["--demo", "--probe-repeat", "1", "--probe-n-predict", "4096"])
     try:
         term.start()
@@ -54,9 +55,12 @@ def quit_time(root: Path, env: dict[str, str], streaming: bool) -> tuple[float, 
             term.keys("p")
             term.wait(", pass 1 (", 120, poll=0.05)  # a request in flight
             time.sleep(1.0)  # well into the stream (not at its first byte)
+        if streaming:  # quitting with a probe in flight asks first: time from the answer
+            term.keys("q")
+            term.wait("Quit mtp-tune?", 30, poll=0.05)
         t0 = time.monotonic()
         wall0 = time.time()
-        term.keys("q")
+        term.keys("y" if streaming else "q")
         sent = time.monotonic() - t0
         deadline = t0 + 30.0
         while _running(pid) and time.monotonic() < deadline:

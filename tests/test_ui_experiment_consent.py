@@ -28,7 +28,8 @@ class StandInServer(Backend):
         self.actions: list[tuple[str, Settings | None]] = []
         self.up = False
 
-    def server_action(self, action: str, settings: Settings | None, grace: float | None = None) -> str | None:
+    def server_action(self, action: str, settings: Settings | None, grace: float | None = None,
+                      stand_ins: bool = False) -> str | None:
         self.actions.append((action, settings))
         self.up = action != "stop"
         self.running_settings = settings if self.up else None

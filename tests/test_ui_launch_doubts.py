@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_ui_plan import TINY_GPU, options, set_ctx, settle
+from tests.test_ui_probes import until
 from tui.ui.app import make_app
 from tui.ui.cockpit.server import ServerController
 from tui.ui.widgets.question import Question
@@ -21,8 +22,8 @@ from tui.ui.widgets.question import Question
 def acts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
     seen: list[tuple[str, int | None]] = []
 
-    def act(self, action, settings, problems):  # noqa: ANN001, ANN202
-        seen.append((action, settings.ctx_size if settings else None))
+    def act(self, action, settings, problems, stand_ins=False):  # noqa: ANN001, ANN202
+        seen.append((action + (" on stand-ins" if stand_ins else ""), settings.ctx_size if settings else None))
 
     monkeypatch.setattr(ServerController, "act", act)
     return seen
@@ -84,3 +85,26 @@ async def test_a_plan_that_fits_launches_without_a_question(tiny_models: dict[st
         app.main.action_launch()
         await pilot.pause()
         assert not isinstance(app.screen, Question) and acts == [("launch", 512)]
+
+
+
+async def test_stand_ins_make_the_predicted_oom_real(tiny_models: dict[str, Path], server_bin: Path,
+                                                     rpc_server_bin: Path) -> None:
+    """`t` in the question launches on capped stand-ins of the 24 MiB simulated GPU: the real server
+    runs out of memory there, where the plain launch on this machine's CPU would have started."""
+    app = make_app(replace(options(tiny_models["tiny-mtp"]), server_bin=server_bin))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await set_ctx(pilot, app, "16384")
+        assert app.main.plan.view.worst_risk == "oom"
+        app.main.action_launch()
+        await pilot.pause()
+        assert isinstance(app.screen, Question)
+        assert "t launches on capped stand-ins" in " ".join(str(w.render()) for w in app.screen.query("Static"))
+        await pilot.press("t")
+        status = app.main.server
+        assert await until(pilot, lambda: status.status.state in ("failed", "exited", "ready"), 120)
+        assert status.status.state != "ready", status.status.log_tail
+        failure = (status.status.failure or "").lower()
+        assert "memory" in failure or "alloc" in failure, status.status
+        assert app.backend._stand_ins is None or app.backend.running_settings is None

@@ -12,6 +12,7 @@ from textual.widgets import Input
 
 from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
+from tui.ui.widgets.question import Question
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 
@@ -110,9 +111,10 @@ async def test_quit_while_a_probe_streams_cancels_it_before_the_stop(
             events.append(f"probe ended: {result[0].message}")
             return result
 
-        def server_action(self, action: str, settings: Settings | None, grace: float | None = None) -> str | None:
+        def server_action(self, action: str, settings: Settings | None, grace: float | None = None,
+                          stand_ins: bool = False) -> str | None:
             events.append(f"{action} (grace {grace})")
-            return super().server_action(action, settings, grace=grace)
+            return super().server_action(action, settings, grace=grace, stand_ins=stand_ins)
 
     options = dataclasses.replace(_options(server_bin, tiny_models["tiny-mtp"], tmp_path), probe_repeat=3,
                                   probe_n_predict=4096)
@@ -126,7 +128,10 @@ async def test_quit_while_a_probe_streams_cancels_it_before_the_stop(
         while ", pass " not in app.main.probes.state.message and time.monotonic() < deadline:
             await pilot.pause(0.02)
         assert ", pass " in app.main.probes.state.message, app.main.probes.state.message  # a request is on its way
-        await pilot.press("q")
+        await pilot.press("q")  # a probe in flight: quitting asks first
+        await pilot.pause()
+        assert isinstance(app.screen, Question), app.screen
+        await pilot.press("y")
         deadline = time.monotonic() + DEADLINE_S
         while app.is_running and time.monotonic() < deadline:
             await pilot.pause(0.05)

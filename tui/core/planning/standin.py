@@ -25,9 +25,12 @@ from __future__ import annotations
 import os
 import resource
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from tui.core.options.settings import Settings
 from tui.core.planning.devices import DeviceSpec
+from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
 from tui.core.server.process import Child, free_port
 
 LISTEN_TIMEOUT_S = 20.0
@@ -128,6 +131,17 @@ def cap_address_space(pid: int, extra_mib: int) -> int:
     except (OSError, StopIteration, ValueError) as e:
         raise StandInError(f"could not cap the stand-in (pid {pid}) at {extra_mib} MiB: {e}") from None
     return limit
+
+
+def on_stand_ins(settings: Settings, stand_ins: StandIns) -> Settings:
+    """`settings` as launched on `stand_ins`: their endpoints first in --rpc (the user's own RPC
+    servers after them) and the fit-target per stand-in from the user's margins (fit-target_i = host
+    RAM - simulated free_i + margin_i), so fit and every allocation see the simulated device."""
+    margins = [int(v) for v in settings.fit_target] or [DEFAULT_FIT_TARGET_MIB]
+    eps = [e for e in stand_ins.endpoints.split(",") if e]
+    others = [e for e in settings.rpc if e not in eps]
+    targets = fit_targets(stand_ins.simulated, margins) + [margins[-1]] * len(others)
+    return replace(settings, rpc=[*eps, *others], fit_target=targets)
 
 
 class StandIns(RpcServers):

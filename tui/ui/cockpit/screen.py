@@ -210,8 +210,8 @@ class MainScreen(Screen[None]):
             return
 
         def answered(choice: str | None) -> None:
-            if choice == action:  # the settings asked about, even if the form moved meanwhile
-                self._notice(self.server.act(action, settings, problems))
+            if choice in (action, "stand-ins"):  # the settings asked about, even if the form moved meanwhile
+                self._notice(self.server.act(action, settings, problems, stand_ins=choice == "stand-ins"))
 
         self.app.push_screen(question, answered)
 

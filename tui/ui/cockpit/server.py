@@ -68,15 +68,17 @@ class ServerController:
             return self.backend.cannot_launch_reason()
         return None
 
-    def act(self, action: str, settings: Settings | None, problems: Sequence[FieldProblem]) -> Notice | None:
-        """Start `action` in a worker, or say why not."""
+    def act(self, action: str, settings: Settings | None, problems: Sequence[FieldProblem],
+            stand_ins: bool = False) -> Notice | None:
+        """Start `action` in a worker, or say why not (`stand_ins`: on capped stand-ins of the
+        simulated GPUs, where running out of memory is real)."""
         reason = self.blocked(action, problems)
         if reason:
             return Notice(reason, {"launch": "Cannot launch", "restart": "Cannot restart"}.get(action, ""))
         if action == "launch" and self.status.alive:
             return Notice("the server is already running; press r to restart it with these settings", severity="information")
-        self.host.run_worker(lambda: self._act(action, settings), thread=True, exclusive=True, exit_on_error=False,
-                             group="server")
+        self.host.run_worker(lambda: self._act(action, settings, stand_ins), thread=True, exclusive=True,
+                             exit_on_error=False, group="server")
         return None
 
     def launch_question(self, action: str, plan: PlanView | None,
@@ -90,15 +92,21 @@ class ServerController:
         doubts = list(plan.launch_doubts())
         if not doubts:
             return None
-        if self.options.simulate:
-            doubts.append(f"These GPUs are simulated: {SIMULATED_LAUNCHES[:1].upper()}{SIMULATED_LAUNCHES[1:]} "
-                          "It will start; for a real out-of-memory, run the tune (T) with its capped stand-ins "
-                          "(`mtp-tune tune --stand-ins`), which launch on ggml-rpc servers capped at the simulated sizes.")
         verb = "Launch" if action == "launch" else "Restart"
-        return Question(f"{verb} anyway?", doubts, [Answer(action, f"{verb} anyway", variant="warning")])
+        answers = [Answer(action, f"{verb} anyway", variant="warning")]
+        if self.options.simulate:
+            why_not = self.backend.stand_ins_problem()
+            doubts.append(f"These GPUs are simulated: {SIMULATED_LAUNCHES[:1].upper()}{SIMULATED_LAUNCHES[1:]} "
+                          + ("For a real out-of-memory, t launches on capped stand-ins instead: ggml-rpc servers "
+                             "that can allocate each simulated GPU's free memory and no more (as `tune --stand-ins`)."
+                             if why_not is None else f"(Capped stand-ins for a real out-of-memory: {why_not}.)"))
+            if why_not is None:
+                answers.append(Answer("stand-ins", "On capped stand-ins", key="t"))
+        return Question(f"{verb} anyway?", doubts, answers)
 
-    def _act(self, action: str, settings: Settings | None) -> None:
-        self.host.post_message(ServerActionDone(action, self.backend.server_action(action, settings)))
+    def _act(self, action: str, settings: Settings | None, stand_ins: bool = False) -> None:
+        self.host.post_message(ServerActionDone(action, self.backend.server_action(action, settings,
+                                                                                   stand_ins=stand_ins)))
 
     def updated(self) -> bool:
         """Re-read the status; True when the form's "running" marks need redrawing."""
