@@ -8,12 +8,11 @@ import re
 import time
 from pathlib import Path
 
-from textual.widgets._footer import FooterKey
-
 from tests.helpers import ui_samples as samples
 from tui.ui import keys
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.help_screen import HelpScreen, help_text
+from tui.ui.cockpit.key_bar import KeyBar
 from tui.ui.cockpit.screen import MainScreen
 from tui.ui.runs.screen import RunsScreen
 
@@ -37,15 +36,18 @@ def _help_ids(text: str) -> list[str]:
     return [a.id for a in keys.ACTIONS if f"| {a.help} | {a.id} |" in text]
 
 
-async def test_footer_help_and_palette_list_the_same_ids_from_the_one_table() -> None:
+async def test_key_bar_help_and_palette_list_the_same_ids_from_the_one_table() -> None:
     app = make_app(samples.fixed_options("idle"))
-    async with app.run_test(size=(200, 40)) as pilot:
+    async with app.run_test(size=(220, 60)) as pilot:
         await pilot.pause()
-        footer = {k.description for k in app.screen.query(FooterKey)}
-        active = {b.binding.id for b in app.screen.active_bindings.values() if b.binding.show}
-        assert active == {a.id for a in keys.ACTIONS if a.footer}
-        # Textual's footer shows the palette's key on its right as well (the table's "palette" row)
-        assert footer == {a.label for a in keys.ACTIONS if a.footer or a.action == "command_palette"}
+        bar = app.screen.query_one(KeyBar)
+        ranked, pinned = bar.entries()
+        want, want_pinned = keys.bar(bar.tags)
+        assert [label for _, label in ranked] == [a.label for a in want]
+        assert [a.id for a in want_pinned] == ["help", "quit", "quit_now", "palette"]  # ctrl+q: Quit while typing
+        assert pinned == [("?", "Help"), ("q", "Quit"), ("^p", "palette")]
+        drawn = bar.render_line(0).text
+        assert all(f"{key} {label}" in drawn for key, label in ranked + pinned)  # 220 columns hold them all
         palette = {c.title for c in app.get_system_commands(app.screen)}
         ours = {a.palette[0]: a.id for a in keys.ACTIONS if a.palette}
         assert set(ours) <= palette and {ours[t] for t in palette & set(ours)} == {a.id for a in keys.palette("main")}
@@ -55,6 +57,15 @@ async def test_footer_help_and_palette_list_the_same_ids_from_the_one_table() ->
         assert _help_ids(app.screen.text) == [a.id for a in keys.ACTIONS]
         # the palette on another screen offers no main-screen action
         assert not {c.title for c in app.get_system_commands(app.screen)} & set(ours)
+
+
+def test_every_action_has_a_section_and_the_bar_knows_its_states() -> None:
+    for action in keys.ACTIONS:
+        assert action.section in keys.SECTIONS, action.id
+        assert action.when <= keys.STATE_TAGS, action.id
+        assert not (action.rank and action.pinned), action.id
+    always = [a.rank for a in keys.ACTIONS if a.rank and not a.when]
+    assert len(set(always)) == len(always)  # one order for the keys every state shows
 
 
 def _config(text: str) -> Path:
@@ -69,8 +80,8 @@ def _notes(app: MtpTuneApp) -> list[str]:
 
 
 async def test_a_keymap_moves_probe_to_P_everywhere() -> None:
-    _config('[keymap]\nprobe = "P"\n[keymap.typing]\nprobe = "f12"\n')
-    app = make_app(samples.fixed_options("idle"))
+    _config('[keymap]\nprobe = "P"\nhelp = "f2,question_mark"\n[keymap.typing]\nprobe = "f12"\n')
+    app = make_app(samples.fixed_options("ready"))
     async with app.run_test(size=(200, 40)) as pilot:
         await pilot.press("p")
         await pilot.pause()
@@ -78,8 +89,9 @@ async def test_a_keymap_moves_probe_to_P_everywhere() -> None:
         await pilot.press("P")
         await pilot.pause()
         assert any("fixed preview" in n for n in _notes(app))  # P does (a preview refuses to run it)
-        probe = next(k for k in app.screen.query(FooterKey) if k.description == "Probe")
-        assert probe.key == "P"
+        drawn = app.screen.query_one(KeyBar).render_line(0).text
+        assert "P Probe" in drawn and "p Probe" not in drawn
+        assert "f2 Help" in drawn and "? Help" not in drawn  # the user's first key, not the table's `?`
         await pilot.press("question_mark")
         await pilot.pause()
         assert "| `P` | `F12` | run the chosen probe suite | probe |" in app.screen.text  # type: ignore[attr-defined]
@@ -95,10 +107,9 @@ async def test_a_bad_keymap_is_named_by_file_and_line_and_the_app_starts() -> No
         assert any(f"{path}, line 4" in n and "stop:" in n for n in notes), notes
         assert any(f"{path}, line 5" in n and "restart: give the key as a string" in n for n in notes), notes
         assert isinstance(app.screen, MainScreen)
-        launch = next(k for k in app.screen.query(FooterKey) if k.description == "Launch")
-        assert launch.key == "L"  # the good line applies
-        stop = next(k for k in app.screen.query(FooterKey) if k.description == "Stop")
-        assert stop.key == "s"  # the bad one leaves the default
+        assert "L Launch" in app.screen.query_one(KeyBar).render_line(0).text  # the good line applies
+        active = {b.binding.id: key for key, b in app.screen.active_bindings.items()}
+        assert active["launch"] == "L" and active["stop"] == "s"  # the bad one leaves the default
 
 
 async def test_a_keymap_that_is_not_toml_is_named_and_the_defaults_stay() -> None:

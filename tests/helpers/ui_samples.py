@@ -160,11 +160,14 @@ def comparison() -> tuple[CompareRow, ...]:
 
 
 def fixed(which: str) -> FixedScreen:
-    """The fixed main states: idle with a plan, probes running, a failure explained, runs compared."""
+    """The fixed main states: idle with a plan, probes running, a failure explained, runs compared, a
+    ready server with no probe run."""
     if which == "idle":
         return FixedScreen(snapshot=snapshot(), plan=plan(), server=server_idle())
     if which == "probes":
         return FixedScreen(snapshot=snapshot(5400), plan=exact_plan(), server=server_ready(), probes=probes_running())
+    if which == "ready":
+        return FixedScreen(snapshot=snapshot(5400), plan=exact_plan(), server=server_ready())
     if which == "failure":
         return FixedScreen(snapshot=snapshot(), plan=plan(65536), server=server_failed())
     if which == "runs":
@@ -173,7 +176,7 @@ def fixed(which: str) -> FixedScreen:
     raise KeyError(f"no fixed screen {which!r}; known: {', '.join(FIXED)}")
 
 
-FIXED = ("idle", "probes", "failure", "runs")
+FIXED = ("idle", "probes", "failure", "runs", "ready")
 
 
 def fixed_options(which: str, theme: str | None = None) -> AppOptions:

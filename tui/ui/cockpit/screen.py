@@ -16,12 +16,13 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from tui.core.options.settings import Settings
 from tui.ui import keys
 from tui.ui.cockpit import lab_keys
 from tui.ui.cockpit.controller import CockpitController
+from tui.ui.cockpit.key_bar import KeyBar
 from tui.ui.cockpit.log_screen import LogScreen
 from tui.ui.cockpit.messages import (
     Calibrated, CalibrationProgressed, ExactPlanned, Planned, ProbeFinished, ProbeUpdated, RemoteReading, Sampled,
@@ -87,7 +88,7 @@ class MainScreen(Screen[None]):
                 yield ServerPanel(id="server")
                 yield ProbePanel(self.probes.state.suites, defer_plots=self.fixed is None, id="probes")
         yield TuningPanel(id="tuning")
-        yield Footer(compact=True)
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
         self.vram = self.query_one(VramBars)
@@ -95,6 +96,7 @@ class MainScreen(Screen[None]):
         self.server_panel = self.query_one(ServerPanel)
         self.probe_panel = self.query_one(ProbePanel)
         self.tuning_panel = self.query_one(TuningPanel)
+        self.key_bar = self.query_one(KeyBar)
         self._apply_size_classes()
         if self.fixed is not None:
             self._show_fixed()
@@ -193,6 +195,7 @@ class MainScreen(Screen[None]):
         if restart_needed is None:
             restart_needed = self.form.restart_fields
         self.server_panel.show(self.server.status, restart_needed)
+        self.key_bar.show(self.server.status, self.probes.state)
 
     def action_launch(self) -> None:
         """Start llama-server with the settings on screen (asking first when the plan says it will fail)."""
@@ -257,10 +260,12 @@ class MainScreen(Screen[None]):
         state = self.probes.updated(message.state)
         if state is not None:
             self.probe_panel.show(state)
+        self.key_bar.show(self.server.status, self.probes.state)
 
     @on(ProbeFinished)
     def _probe_finished(self, message: ProbeFinished) -> None:
         self.probe_panel.show(self.probes.finished(message))
+        self.key_bar.show(self.server.status, self.probes.state)
         if message.error:
             self._notice(Notice(message.error, "Probe run failed", "error", 12))
         # A saved run says so in the panel ("ok: 6 request(s), run 12"); no toast per run, which
