@@ -78,7 +78,12 @@ ACTIONS: tuple[KeyAction, ...] = (
               "Enter puts the chosen file in the form",
               footer=False,  # the footer is full at 120 columns: one more key would cut Help and Quit
               palette=("Variants", "every quant of the hf-repo planned side by side, before any download")),
-    KeyAction("edit", "edit", "e", "Edit", "edit settings (`Escape` leaves the form, `Tab` moves between fields)"),
+    KeyAction("edit", "edit", "e", "Edit",
+              "edit settings (`↑`/`↓` move between fields, `j`/`k` too outside a text field; `Escape` leaves)"),
+    KeyAction("find_field", "find_field", "slash", "Find field",
+              "go to a settings field by name or flag: type to filter, `Enter` goes there", "ctrl+f",
+              footer=False, key_display="/",
+              palette=("Go to field", "jump to a settings field by its name or llama-server flag")),
     KeyAction("theme", "app.next_theme", "t", "Theme", 'next theme (all themes: command palette → "theme")',
               palette=("Next theme", "cycle mtp-tune's themes")),
     KeyAction("help", "help", "question_mark", "Help", "this help", "f1", key_display="?"),
@@ -114,7 +119,7 @@ def ids() -> frozenset[str]:
 
 def key_label(key: str) -> str:
     """`question_mark` -> `?`, `ctrl+q` -> `Ctrl+Q`, `f5` -> `F5`: how the help screen writes a key."""
-    named = {"question_mark": "?", "space": "Space", "escape": "Escape", "enter": "Enter", "tab": "Tab"}
+    named = {"question_mark": "?", "slash": "/", "space": "Space", "escape": "Escape", "enter": "Enter", "tab": "Tab"}
     parts = key.split("+")
     mods = [m.capitalize() for m in parts[:-1]]
     last = parts[-1]
