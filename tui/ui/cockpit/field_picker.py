@@ -22,15 +22,22 @@ from tui.ui.cockpit.settings_fields import GROUPS, FormField
 from tui.ui.widgets.inputs import TextInput
 
 
-def _haystack(group: str, f: FormField) -> str:
-    """What a query is matched against: the label first (the best matches start there)."""
-    return " ".join([f.label, *f.spellings, group, f.help])
+#: The label column's width in the list (the longest label, spec-draft-type-k, and two spaces).
+LABEL_W = 20
+
+
+def _score(matcher: Matcher, group: str, f: FormField) -> float:
+    """How well a query matches a field: the best of its label, each llama-server spelling and its
+    group, each matched alone (one haystack of all of them matched `kv` to api-key's k and Server's v)."""
+    return max(matcher.match(text) for text in (f.label, *f.spellings, group))
 
 
 def _prompt(group: str, f: FormField, matcher: Matcher | None) -> Content:
     label = matcher.highlight(f.label) if matcher is not None else Content(f.label)
-    flags = ", ".join(s for s in f.spellings if s.lstrip("-") != f.label) or "extra arguments"
-    return Content.assemble(label, ("  " + flags, "dim"), (f"  · {group}", "dim italic"))
+    others = [s for s in f.spellings if s != f"--{f.label}"]  # the label is the long spelling
+    flags = ", ".join(others or f.spellings) or "(extra arguments, verbatim)"
+    return Content.assemble(label.pad_right(max(1, LABEL_W - label.cell_length)), (flags, "dim"),
+                            (f"  · {group}", "dim italic"))
 
 
 class FieldPicker(ModalScreen[str | None]):
@@ -68,7 +75,7 @@ class FieldPicker(ModalScreen[str | None]):
         matcher = Matcher(query) if query.strip() else None
         rows = [(g, f) for g, fields in GROUPS for f in fields]
         if matcher is not None:
-            scored = [(matcher.match(_haystack(g, f)), i, g, f) for i, (g, f) in enumerate(rows)]
+            scored = [(_score(matcher, g, f), i, g, f) for i, (g, f) in enumerate(rows)]
             rows = [(g, f) for score, _i, g, f in sorted(scored, key=lambda s: (-s[0], s[1])) if score > 0]
         options = self.query_one(OptionList)
         options.clear_options()

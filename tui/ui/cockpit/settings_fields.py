@@ -79,7 +79,7 @@ GROUPS: tuple[tuple[str, tuple[FormField, ...]], ...] = (
         _f("ubatch_size", _d("ubatch_size")),
         _f("parallel", "auto (4)", help="1 for honest MTP measurements"),
         _f("threads", "auto"),
-        _f("threads_batch", "same as threads"),
+        _f("threads_batch", "= threads", help="threads for prompt processing"),
     )),
     ("Fit and placement", (
         _f("fit", "on", ("on", "off")),
