@@ -115,7 +115,7 @@ def test_attached_run_is_labelled_from_the_server(server_bin: Path, tiny_models:
         try:
             backend.on_server_change(lambda: None)
             assert backend.handle is not None and backend.handle.wait_ready(30) == ServerState.READY
-            assert Settings().mtp_enabled is False  # the form: spec-type "none (default)"
+            assert Settings().mtp_enabled is False  # the form: spec-type "default: none"
             state, run_id, error = backend.run_probes(str(suite_file()), Settings(), ProbeState(), lambda _s: None,
                                                       threading.Event())
             assert error is None and run_id is not None

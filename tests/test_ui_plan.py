@@ -95,7 +95,10 @@ async def test_invalid_settings_keep_the_last_plan(tiny_models: dict[str, Path])
         before, seq = app.main.plan.view, app.main.plan.seq
         await pilot.press("-", "2")  # "-" and "-2" are both errors: no re-plan
         await pilot.pause(0.2)
-        assert app.main.plan.seq == seq and app.main.plan.view is before
+        after = app.main.plan.view
+        assert app.main.plan.seq == seq and after is not None
+        # the same plan kept, only marked stale (it is for the last valid settings)
+        assert dataclasses.replace(after, stale="") == before and after.stale == "spec-draft-n-max"
         assert app.query_one("#row-spec_draft_n_max").has_class("-error")
 
 

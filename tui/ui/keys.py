@@ -112,8 +112,13 @@ ACTIONS: tuple[KeyAction, ...] = (
               palette=("Profiles", "save TOML, write INI section, load, import command line"),
               section="Models", rank=19),
     # Screen
-    KeyAction("edit", "edit", "e", "Edit", "edit settings (`Escape` leaves the form, `Tab` moves between fields)",
+    KeyAction("edit", "edit", "e", "Edit",
+              "edit settings (`↑`/`↓` move between fields, `j`/`k` too outside a text field; `Escape` leaves)",
               section="Screen", rank=10),
+    KeyAction("find_field", "find_field", "slash", "Find field",
+              "go to a settings field by name or flag: type to filter, `Enter` goes there", "ctrl+f",
+              key_display="/", section="Screen",
+              palette=("Go to field", "jump to a settings field by its name or llama-server flag")),
     KeyAction("theme", "app.next_theme", "t", "Theme", 'next theme (all themes: command palette → "theme")',
               palette=("Next theme", "cycle mtp-tune's themes"), section="Screen", rank=22),
     KeyAction("help", "help", "question_mark", "Help", "this help", "f1", key_display="?",
@@ -159,7 +164,7 @@ def ids() -> frozenset[str]:
 
 def key_label(key: str) -> str:
     """`question_mark` -> `?`, `ctrl+q` -> `Ctrl+Q`, `f5` -> `F5`: how the help screen writes a key."""
-    named = {"question_mark": "?", "space": "Space", "escape": "Escape", "enter": "Enter", "tab": "Tab"}
+    named = {"question_mark": "?", "slash": "/", "space": "Space", "escape": "Escape", "enter": "Enter", "tab": "Tab"}
     parts = key.split("+")
     mods = [m.capitalize() for m in parts[:-1]]
     last = parts[-1]

@@ -9,6 +9,7 @@ hand them back here (`take_estimate`, `take_exact`) and show what comes out.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
@@ -19,6 +20,7 @@ from tui.ui.cockpit.messages import ExactPlanned, Planned, RemoteReading
 from tui.ui.options import AppOptions
 from tui.ui.cockpit.plan_state import PlanState
 from tui.ui.cockpit.views import PlanView
+from tui.ui.cockpit.settings_fields import ALL_FIELDS
 from tui.ui.cockpit.settings_form import FieldProblem
 from tui.ui.cockpit.planning import plan_is_quick
 from tui.ui.cockpit.remote import known_local, remote_label
@@ -62,20 +64,35 @@ class PlanController:
         return self.backend.device_count(self.settings, self.snapshot)
 
     def replan(self) -> PlanView | None:
-        """After a settings change: plan them, unless they have errors (the last plan stays: it is for
-        the last valid settings) or the devices are not known yet (the first sample brings them).
-        The newest request's settings on its snapshot are no change (the form says Changed for each
-        field mounted with a value): their plan is on screen or on its way, and a new number would
-        make it stale and read a remote header again."""
+        """After a settings change: plan them, unless they have errors (the last plan stays, marked
+        stale: it is for the last valid settings) or the devices are not known yet (the first sample
+        brings them). The newest request's settings on its snapshot are no change (the form says
+        Changed for each field mounted with a value): their plan is on screen or on its way, and a new
+        number would make it stale and read a remote header again."""
         if self.has_errors:
             if self.state.exact_pending:  # still typing: the dry run waits for the settings to settle
                 self.state.exact_rid = self.backend.exact.touch() or self.state.exact_rid
-            return None
+            return self._restale()
         if self.snapshot is None and not self.options.simulate:
-            return None
+            return self._restale()
         if self._requested == (self.settings, self.snapshot):
+            return self._restale()
+        return self.request(self.settings) or self._restale()
+
+    def invalid_fields(self) -> str:
+        """The fields in error, by the names users know ("ctx-size, ubatch-size"); "" when none."""
+        names = (ALL_FIELDS[p.field].label if p.field in ALL_FIELDS else p.field
+                 for p in self.problems if p.severity == "error")
+        return ", ".join(dict.fromkeys(names))
+
+    def _restale(self) -> PlanView | None:
+        """The plan on screen marked stale (a field in error) or no longer: the view to show when that
+        changed, None when it did not."""
+        view = self.view
+        if view is None or view.stale == (stale := self.invalid_fields()):
             return None
-        return self.request(self.settings)
+        self.view = replace(view, stale=stale)
+        return self.view
 
     def request(self, settings: Settings, keep_exact: bool = False) -> PlanView | None:
         """The instant estimate, and llama.cpp's exact figures from the exact runner (debounced, the
@@ -124,8 +141,10 @@ class PlanController:
 
     def _shown(self, plan: PlanView | None) -> PlanView | None:
         if plan is not None:  # None: stale, or the estimate for these settings is still on its way
-            self.view = plan
             self.backend.latest_plan = plan
+            if plan.stale != (stale := self.invalid_fields()):  # an answer that came after a typo
+                plan = replace(plan, stale=stale)
+            self.view = plan
         return plan
 
     def sampled(self, snapshot: GpuSnapshot) -> PlanView | None:

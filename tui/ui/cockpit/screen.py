@@ -378,6 +378,10 @@ class MainScreen(Screen[None]):
         """Move the focus into the settings form (Escape leaves it)."""
         self.form.focus_field("ctx_size")
 
+    def action_find_field(self) -> None:
+        """Jump to a settings field by name (the form's picker)."""
+        self.form.pick_field()
+
     def shutdown(self) -> None:
         """Quitting: cancel the probe run and the tuning action (bounded wait for its server)."""
         self.cockpit.shutdown()

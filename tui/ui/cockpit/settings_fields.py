@@ -1,7 +1,9 @@
 """How each `Settings` field is shown: its group, label, input kind, choices and the server's default.
 
 Presentation only. The kind of each field and its option name come from `tui.core.options.FIELDS`;
-this table adds what a form needs (grouping, the default to show as a placeholder, choices).
+this table adds what a form needs (grouping, the default or an example to show as a placeholder,
+choices). A placeholder always reads as a hint ("default: 2048", "e.g. 1,1"), never as a bare value:
+a grey "2048" in an empty field looked like a value that was set.
 """
 
 from __future__ import annotations
@@ -19,16 +21,30 @@ class FormField:
     name: str  # the Settings attribute
     label: str  # the option name users know from llama-server
     kind: str  # options.FieldSpec.kind, or "args" for extra_args
-    default: str = ""  # llama-server's default, shown as the placeholder
+    default: str = ""  # llama-server's default, shown as the placeholder "default: ..."
     choices: tuple[str, ...] = ()
     help: str = ""
+    example: str = ""  # shown as "e.g. ..." when there is no default to show
+
+    @property
+    def placeholder(self) -> str:
+        """The hint an empty field shows: the server's default or an example, worded as such."""
+        if self.default:
+            return f"default: {self.default}"
+        return f"e.g. {self.example}" if self.example else ""
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """llama-server's spellings of this field's option (`-c`, `--ctx-size`); () for extra args."""
+        spec = FIELD_BY_NAME.get(self.name)
+        return spec.option.spellings if spec is not None else ()
 
 
-def _f(name: str, default: str = "", choices: tuple[str, ...] = (), help: str = "") -> FormField:
+def _f(name: str, default: str = "", choices: tuple[str, ...] = (), help: str = "", example: str = "") -> FormField:
     spec = FIELD_BY_NAME.get(name)
     label = spec.label if spec else name.replace("_", "-")
     kind = spec.kind if spec else "args"
-    return FormField(name, label, kind, default, choices, help)
+    return FormField(name, label, kind, default, choices, help, example)
 
 
 def _d(name: str) -> str:
@@ -40,9 +56,9 @@ def _d(name: str) -> str:
 #: Groups in the order shown; every Settings field appears exactly once.
 GROUPS: tuple[tuple[str, tuple[FormField, ...]], ...] = (
     ("Model", (
-        _f("model", "", help="GGUF file"),
-        _f("hf_repo", "", help="user/model[:quant]"),
-        _f("ctx_size", "0 = trained", help="context size (tokens)"),
+        _f("model", help="GGUF file", example="~/models/x.gguf"),
+        _f("hf_repo", help="Hugging Face repo: user/model[:quant]", example="user/model:Q4_K_M"),
+        _f("ctx_size", "0 = trained", help="context size (tokens); 0 = the model's trained context"),
     )),
     ("Speculative", (
         _f("spec_type", "none", SPEC_TYPES, help="comma list; draft-mtp = MTP"),
@@ -63,7 +79,7 @@ GROUPS: tuple[tuple[str, tuple[FormField, ...]], ...] = (
         _f("ubatch_size", _d("ubatch_size")),
         _f("parallel", "auto (4)", help="1 for honest MTP measurements"),
         _f("threads", "auto"),
-        _f("threads_batch", "= threads"),
+        _f("threads_batch", "= threads", help="threads for prompt processing"),
     )),
     ("Fit and placement", (
         _f("fit", "on", ("on", "off")),
@@ -71,20 +87,20 @@ GROUPS: tuple[tuple[str, tuple[FormField, ...]], ...] = (
         _f("fit_ctx", _d("fit_ctx")),
         _f("n_gpu_layers", _d("n_gpu_layers"), help="auto, all or N"),
         _f("split_mode", _d("split_mode"), SPLIT_MODES),
-        _f("tensor_split", "", help="e.g. 1,1"),
+        _f("tensor_split", help="share of the model per device", example="1,1"),
         _f("main_gpu", _d("main_gpu")),
-        _f("cpu_moe", ""),
-        _f("n_cpu_moe", ""),
+        _f("cpu_moe"),
+        _f("n_cpu_moe", help="MoE layers whose experts stay in RAM", example="8"),
         _f("load_mode", _d("load_mode"), LOAD_MODES),
-        _f("no_mmproj", ""),
-        _f("rpc", "", help="host:port,..."),
+        _f("no_mmproj"),
+        _f("rpc", help="ggml-rpc-server addresses, host:port,...", example="192.168.1.2:50052"),
     )),
     ("Server", (
         _f("host", "127.0.0.1"),
-        _f("port", "free port"),
-        _f("api_key", ""),
-        _f("metrics", ""),
-        _f("extra_args", "", help="appended verbatim"),
+        _f("port", "a free port"),
+        _f("api_key", "none (no key)"),
+        _f("metrics"),
+        _f("extra_args", help="more llama-server arguments, appended verbatim", example="--jinja"),
     )),
 )
 

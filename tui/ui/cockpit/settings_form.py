@@ -4,6 +4,11 @@ The form only turns text into a `Settings` and reports it upward (`SettingsForm.
 validates with the core, then hands problems and the running server's settings back down
 (`show_problems`, `mark_running`). Kept lean (one row, one label, one input per field; problem lines
 mounted only when there is a problem), because its widget count is most of the start-up time.
+
+Keys as a list of fields is driven in htop or k9s: the focused row is highlighted, up/down (and j/k
+outside a text field, where letters are typed) move between fields rather than scroll, `/` (ctrl+f
+while typing) jumps to a field by name. A problem is one line (the whole text in its tooltip), so a
+typo does not push the form down; a model path longer than its input is shown whole under it.
 """
 
 from __future__ import annotations
@@ -20,15 +25,19 @@ from textual.content import Content
 from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widget import Widget
+from textual.events import Resize
 from textual.widgets import Input, Label, Static, Switch
 
 from tui.core.options.settings import Settings
 from tui.ui.widgets.inputs import TextInput
+from tui.ui.cockpit.field_picker import FieldPicker
 from tui.ui.cockpit.settings_fields import ALL_FIELDS, BOOL_KINDS, GROUPS, FormField, parse_text, to_text
 
 RESTART_MARK = " ↻"
 #: Groups composed before the first frame; the others are mounted right after it.
 EAGER_GROUPS = 3
+#: The field whose whole value is shown on a line under it when longer than its input.
+PATH_FIELD = "model"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,14 +59,23 @@ class SettingsForm(VerticalScroll):
     SettingsForm .group-title.-first { margin-top: 0; }
     SettingsForm .row { height: 1; }
     SettingsForm .row > .field-label { width: 20; color: $foreground; }
+    SettingsForm .row:focus-within { background: $accent 20%; }
+    SettingsForm .row:focus-within > .field-label { color: $text-accent; text-style: bold; }
     SettingsForm .row.-restart > .field-label { color: $warning; text-style: bold; }
     SettingsForm .row.-error > .field-label { color: $error; }
     SettingsForm .row > Input { width: 1fr; }
+    SettingsForm .row > Input > .input--placeholder { color: $text-muted; text-style: italic; }
     SettingsForm .row > Switch { border: none; height: 1; padding: 0; width: auto; }
-    SettingsForm .problem { padding-left: 2; height: auto; color: $error; }
+    SettingsForm .problem { padding-left: 2; height: 1; text-wrap: nowrap; text-overflow: ellipsis; color: $error; }
     SettingsForm .problem.-warning { color: $warning; }
+    SettingsForm .detail { padding-left: 2; height: auto; color: $text-muted; }
     """
-    BINDINGS = [Binding("escape", "leave", "Leave form", id="form.leave")]
+    BINDINGS = [
+        Binding("escape", "leave", "Leave form", id="form.leave"),
+        # j/k reach here only from a switch: a text field types them (its own key handler stops them)
+        Binding("down,j", "move_field(1)", "Next field", show=False, id="form.next"),
+        Binding("up,k", "move_field(-1)", "Previous field", show=False, id="form.previous"),
+    ]
 
     class Changed(Message):
         """The settings on screen changed; `parse_errors` are fields whose text is not a value."""
@@ -85,6 +103,7 @@ class SettingsForm(VerticalScroll):
         self._controls: dict[str, Widget] = {}
         self._labels: dict[str, Label] = {}
         self._rows: dict[str, Horizontal] = {}
+        self._detail: Static | None = None  # the model path in full, under its field
         self._reload_when_complete = False
 
     def compose(self) -> ComposeResult:
@@ -101,10 +120,15 @@ class SettingsForm(VerticalScroll):
             # Kept by name: a DOM query per field and keystroke costs ~1 ms each.
             self._labels[f.name], self._controls[f.name], self._rows[f.name] = label, control, row
             out.append(row)
+            if f.name == PATH_FIELD:
+                self._detail = Static("", classes="detail", id=f"detail-{f.name}")
+                self._detail.display = False
+                out.append(self._detail)
         return out
 
     def on_mount(self) -> None:
-        self.border_title = "Settings (e: edit · Esc: leave · Tab: next field)"
+        self.border_title = "Settings · e edit · ↑↓ move · / find"
+        self.call_after_refresh(self._show_whole_path)
         if self._lazy:
             self.call_after_refresh(self._mount_rest)
         else:
@@ -137,10 +161,9 @@ class SettingsForm(VerticalScroll):
         if f.kind in BOOL_KINDS:
             w: Widget = Switch(bool(value), id=wid, animate=False)
         else:
-            placeholder = f"{f.default} (default)" if f.default and f.choices else (f.default or f.help)
             suggester = SuggestFromList(f.choices, case_sensitive=False) if f.choices else None
             text = to_text(f, value)
-            w = TextInput(text, placeholder=placeholder, id=wid, password=f.name == "api_key",
+            w = TextInput(text, placeholder=f.placeholder, id=wid, password=f.name == "api_key",
                           suggester=suggester, select_on_focus=False, compact=True)
             w.cursor_position = len(text)
         w.tooltip = tooltip
@@ -196,6 +219,7 @@ class SettingsForm(VerticalScroll):
                     w.cursor_position = len(w.value)
                     if isinstance(w, TextInput):
                         w.call_after_refresh(w.show_end)  # paths: show the file name, not the root
+        self._show_whole_path()
         self._emit(None)
 
     def show_problems(self, problems: Iterable[FieldProblem]) -> None:
@@ -228,6 +252,7 @@ class SettingsForm(VerticalScroll):
             else:
                 line = Static(text, classes="problem", id=f"problem-{name}")
                 self.mount(line, after=row)
+            line.tooltip = new.message  # the line is cut to one row; its whole text here
             line.set_class(new.severity == "warning", "-warning")
         self._problems = by_field
 
@@ -272,7 +297,10 @@ class SettingsForm(VerticalScroll):
     def _field_changed(self, event: Input.Changed | Switch.Changed) -> None:
         event.stop()
         wid = event.control.id or ""
-        self._emit(wid[2:] if wid.startswith("f-") else None)
+        name = wid[2:] if wid.startswith("f-") else None
+        if name == PATH_FIELD:
+            self._show_whole_path()
+        self._emit(name)
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
@@ -284,4 +312,42 @@ class SettingsForm(VerticalScroll):
         self.screen.set_focus(None)
 
     def focus_field(self, name: str) -> None:
+        """Focus one field's control (the screen scrolls it into view)."""
         self.query_one(f"#f-{name}").focus()
+
+    def action_move_field(self, step: int) -> None:
+        """Up/down: the previous or next field (the first one from the form itself)."""
+        names = [n for n in ALL_FIELDS if self._mounted(n) is not None]
+        focused = self.screen.focused
+        here = next((i for i, n in enumerate(names) if self._controls[n] is focused), None)
+        if not names:
+            return
+        target = 0 if here is None else max(0, min(len(names) - 1, here + step))
+        if here == 0 and step < 0:
+            self.scroll_home(animate=False)  # the first group's title back in view
+        self.focus_field(names[target])
+
+    def pick_field(self) -> None:
+        """Open the field picker; the chosen field gets the focus."""
+        self.app.push_screen(FieldPicker(), lambda name: self.focus_field(name) if name else None)
+
+    # --- the model path, whole ---------------------------------------------------------------------
+
+    def on_resize(self, event: Resize) -> None:
+        self._show_whole_path()
+
+    def _show_whole_path(self) -> None:
+        """The model path in full: in the input's tooltip always, and on a line under the field while
+        it is longer than the input (a path cut at both ends names no file)."""
+        w, detail = self._mounted(PATH_FIELD), self._detail
+        if not isinstance(w, Input) or detail is None or not detail.is_mounted:
+            return
+        f = ALL_FIELDS[PATH_FIELD]
+        value = w.value.strip()
+        help_text = f"--{f.label}" + (f": {f.help}" if f.help else "")
+        w.tooltip = f"{value}\n{help_text}" if value else help_text
+        width = w.content_region.width
+        long = bool(value) and width > 0 and Content(value).cell_length >= width
+        if long:
+            detail.update(Content(f"↳ {value}"))
+        detail.display = long

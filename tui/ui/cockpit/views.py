@@ -105,6 +105,9 @@ class PlanView:
     calibrated: bool = False
     #: llama-server caps each slot at the training context (the sentence why; "" when it does not).
     context_note: str = ""
+    #: The fields in error ("ctx-size"), "" when none: no plan is made for invalid settings, so the plan
+    #: shown is the last valid settings' and must not read as the plan for what is on screen.
+    stale: str = ""
 
     def launch_doubts(self) -> tuple[str, ...]:
         """Why launching with this plan deserves a question first (one sentence each; () when none):
@@ -127,8 +130,20 @@ class PlanView:
         return ""
 
     @property
+    def notes(self) -> str:
+        """The lines under the bars: the planner's error; else the stale mark, why exact figures are
+        missing, the warnings and fit's note."""
+        if self.error:
+            return f"plan: {self.error}"
+        stale = f"✖ stale plan: {self.stale} invalid; the plan shown is for the last valid settings"
+        lines = [stale if self.stale else "", self.exact_note, *(f"⚠ {w}" for w in (*self.warnings, self.fit_note) if w)]
+        return "\n".join(line for line in lines if line)
+
+    @property
     def exact_status(self) -> str:
         """A few words on where the figures come from (the panel's subtitle: it never moves the layout)."""
+        if self.stale:
+            return f"plan: STALE ({self.stale} invalid)"
         est = self.estimate_label
         return {"pending": f"plan: {est} · llama.cpp measuring…", "exact": f"plan: {EXACT_LABEL}",
                 "unavailable": f"plan: {est} (exact unavailable)"}.get(self.exact, f"plan: {est}")

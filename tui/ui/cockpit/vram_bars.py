@@ -67,6 +67,7 @@ class DeviceBar(Widget):
     no_plan_reason: reactive[str] = reactive("no plan yet")
     #: (used, total) MiB of host RAM: the live line of a CPU-only plan's host device (None otherwise).
     host_ram: reactive[tuple[float, float] | None] = reactive(None)
+    stale: reactive[bool] = reactive(False)  # the plan is the last valid settings' (a field is invalid)
 
     def __init__(self, index: int, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -129,7 +130,9 @@ class DeviceBar(Widget):
                     right.append(f" < margin {mib(self.plan.margin_mib)}", self._cstyle("dim"))
             # where the plan's figures come from (llama.cpp's dry run, or the estimate), where it fits
             source = Text("  plan: ", self._cstyle("dim"))
-            source.append(self.plan.source, self._cstyle("title" if self.plan.source == EXACT_LABEL else "dim"))
+            src = self.plan.source
+            said, style = ("STALE", "tight") if self.stale else (src, "title" if src == EXACT_LABEL else "dim")
+            source.append(said, self._cstyle(style))
             if t.cell_len + source.cell_len + 2 + right.cell_len <= width:
                 t.append_text(source)
             pad = width - t.cell_len - right.cell_len
@@ -361,6 +364,7 @@ class VramBars(Vertical):
             bar.live = live
             bar.simulated = (simulated and bar.kind == "gpu") or bool(live and live.simulated)
             bar.no_plan_reason = "no plan: see below" if plan is not None and plan.error else "no plan yet"
+            bar.stale = bool(plan and plan.stale)
         if snapshot is None:
             status_text = "telemetry: waiting for the first sample"
         elif n_live == 0 and not simulated:
@@ -369,13 +373,9 @@ class VramBars(Vertical):
             status_text = f"{'SIMULATED: ' if simulated else ''}{snapshot.message}"
         self._set("#telemetry-status", status_text, {"-simulated": simulated})
         self.query_one(HostBar).show(snapshot, plan, self.size.width or 116)
-        if plan is not None and plan.error:
-            note = f"plan: {plan.error}"
-        else:
-            extra = [*(plan.warnings if plan else ()), *([plan.fit_note] if plan and plan.fit_note else [])]
-            note = "\n".join([*([plan.exact_note] if plan and plan.exact_note else []), *(f"⚠ {w}" for w in extra)])
-        self._set("#plan-notes", note, {"-error": bool(plan and plan.error)}, hide_empty=True)
-        subtitle = plan.exact_status if plan is not None and not plan.error else ""
+        note = plan.notes if plan is not None else ""
+        self._set("#plan-notes", note, {"-error": bool(plan and (plan.error or plan.stale))}, hide_empty=True)
+        subtitle = plan.exact_status if plan is not None and (plan.stale or not plan.error) else ""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
 
