@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.settings import Settings
+from tui.ui.lab.experiments import spread
 from tui.ui.lab.tune_views import TUNE_AXES, TunePoint, TuneRowView, TuneSetup, TuneView
+from tui.ui.lab.views import HEADLINES
 
 MARKS = {"best": "BEST", "off": "best off", "on": "best on", "same": "~best"}
-HEADLINES = {"mtp_wins": "MTP WINS", "mtp_loses": "MTP LOSES", "inconclusive": "INCONCLUSIVE"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ class Prepared:
     grid: int  # valid configurations of the space (what a grid would launch)
     summary: str
     notes: tuple[str, ...] = field(default_factory=tuple)
-    settings: Settings | None = None  # what it was checked for: `g` runs it only while the screen shows them
     setup: TuneSetup | None = None
 
 
@@ -115,7 +115,6 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     # Lazy: the tune's core loads the supervisor and httpx; the check worker pays for them, not the first frame.
     from tui.core.tune.space import Floors, SpaceError
     from tui.core.tune.args import UsageError, build_request, parse_budget
-    from tui.core.lab.launcher import stand_ins_problem
     from tui.core.tune.workload_spec import WorkloadError, parse_workload
 
     if options.server_bin is None:
@@ -130,10 +129,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
             raise ValueError("A/B passes: give 0 (no A/B) or more.")
         floors = Floors(setup.kv_floor.strip() or "q4_0", setup.draft_kv_floor.strip() or "q4_0", min_ctx)
         base, values, notes = fixed_and_values(settings, setup, floors)
-        gpus = gpus_of(options)
-        if setup.stand_ins and stand_ins_problem(gpus):  # the core's rule, said the TUI's way
-            return "stand-ins play simulated GPUs: start mtp-tune with --gpus PROFILE (or the demo) to use them."
-        req, space = build_request(base, spec, floors, values, server_bin=Path(options.server_bin), gpus=gpus,
+        req, space = build_request(base, spec, floors, values, server_bin=Path(options.server_bin), gpus=gpus_of(options),
                                    budget_s=budget, ab_passes=setup.ab_passes, ready_timeout=options.ready_timeout_s,
                                    where="the form's model field",  # a remote header: cached by the form's plan
                                    stand_ins=setup.stand_ins)
@@ -149,7 +145,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     summary = (f"{grid} configurations{' (' + side + ' fixed)' if side else ''}: {what} · workload {spec.text} · "
                f"budget {setup.budget.strip() or 'none'}")
     model_notes = req.model.notes if req.model is not None else ()
-    return Prepared(req, grid, summary, tuple(notes + list(space.notes) + list(model_notes)), settings, setup)
+    return Prepared(req, grid, summary, tuple(notes + list(space.notes) + list(model_notes)), setup)
 
 
 def _txt(v: Any) -> str:
@@ -157,12 +153,6 @@ def _txt(v: Any) -> str:
 
 
 # --------------------------------------------------------------------------- views
-
-
-def _spread(s: Any) -> float | None:
-    import math
-
-    return None if s is None or s.n < 2 or math.isinf(s.spread) else float(s.spread)
 
 
 def _med(s: Any) -> float | None:
@@ -192,15 +182,14 @@ def row_view(r: Any, mark: str = "") -> TuneRowView:
         source = "exact" if str(r.plan.get("message") or "").startswith("exact") else "estimate"
         plan = str(r.plan.get("risk") or "")
     return TuneRowView(r.number, bool(r.mtp), settings_text(r), r.stage, plan, source, r.vram_mib, r.status, r.failure or "",
-                       _med(pp), _spread(pp), _med(tg), _spread(tg), _med(acc), _med(e2e), _spread(e2e),
+                       _med(pp), spread(pp), _med(tg), spread(tg), _med(acc), _med(e2e), spread(e2e),
                        s.n if s else 0, r.launches, r.resumed, mark, r.reason or "")
 
 
 def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: bool = False, stopped: str = "",
               launches: int = 0, grid_size: int = 0, elapsed_s: float = 0.0, eta_s: float | None = None,
               budget_s: float | None = None, message: str = "", workload: str = "", result: Any = None,
-              ab: str = "", break_even: str = "", notes: Sequence[str] = (), tune_id: str = "",
-              error: str | None = None) -> TuneView:
+              ab: str = "", break_even: str = "", notes: Sequence[str] = (), error: str | None = None) -> TuneView:
     """The tune screen's content from the records so far (or the finished run's `result`)."""
     from tui.core.lab import ranking
     from tui.core.lab.trial import MEASURED, PRUNED
@@ -228,7 +217,7 @@ def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: boo
                     best=best.number if best else None, best_off=off.number if off else None, best_text=best_text(best),
                     elapsed_s=elapsed_s, eta_s=eta_s, budget_s=budget_s, message=message, workload=workload,
                     ab=ab, break_even=break_even, answer=result.message if result is not None else "",
-                    notes=tuple(notes), tune_id=tune_id, error=error)
+                    notes=tuple(notes), error=error)
 
 
 def workload_text(w: Any) -> str:
@@ -263,7 +252,7 @@ def final_view(outcome: Any, *, budget_s: float | None = None, message: str = ""
                      elapsed_s=outcome.elapsed_s, budget_s=budget_s, message=message or ends.get(res.stopped, res.stopped),
                      workload=workload_text(outcome.workload), result=res, ab=ab_text(outcome.ab, outcome.ab_note),
                      break_even=f"Break-even output length (from {src}): {be.text()}" if be is not None else "",
-                     notes=outcome.notes, tune_id=outcome.tune_id)
+                     notes=outcome.notes)
 
 
 class TuneTracker:
@@ -293,20 +282,19 @@ class TuneTracker:
 
 
 def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
-             started: Callable[[Any], None]) -> tuple[Any, TuneView, str | None]:
-    """Run (or continue) the tune to its end, its budget or a cancel. `started(run)` hands the TuneRun
-    to the caller (for `stop()`) before it runs. Returns (TuneOutcome or None, the final view, error)."""
+             started: Callable[[Any, Callable[[], None]], None]) -> tuple[Any, TuneView, str | None]:
+    """Run (or continue) the tune to its end, its budget or a cancel. `started(run, stop)` hands the
+    TuneRun to the caller before it runs. Returns (TuneOutcome or None, the final view, error)."""
     from tui.core.tune.run import TuneError, TuneRun
 
     def failed(text: str) -> tuple[Any, TuneView, str | None]:
         return None, replace(tracker.view, running=False, stopped="failed", message=text, error=text), text
 
     try:
-        run = TuneRun(prepared.request, store=store, on_event=tracker)
+        tracker.run = run = TuneRun(prepared.request, store=store, on_event=tracker)
     except (ValueError, OSError) as e:
         return failed(str(e))
-    tracker.run = run
-    started(run)
+    started(run, run.stop)
     try:
         outcome = run.run()
     except TuneError as e:

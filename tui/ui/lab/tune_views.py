@@ -1,6 +1,6 @@
 """What the tune screen (`T`) draws: its setup fields and the live view of a tune, as frozen data.
 
-Filled by `adapters/tune.py` from the core's trial records (`core.lab.trial.Trial`), the
+Filled by `tune_ops` from the core's trial records (`core.lab.trial.Trial`), the
 answer (`TuneResult`) and the final A/B, so the widgets never import the core and snapshot tests
 build fixed screens from plain data.
 """
@@ -108,7 +108,6 @@ class TuneView:
     break_even: str = ""
     answer: str = ""  # the result's paragraph
     notes: tuple[str, ...] = ()
-    tune_id: str = ""
     error: str | None = None
 
     @property
