@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui.ui.lab.tune_views import TunePoint
+from tui.ui.lab.tune_views import TuneRowView
 from tui.ui.lab.views import SweepRowView
 from tui.ui.widgets.probe_plot import Plot
 
@@ -47,10 +47,10 @@ class SweepChart(Plot):
 
 
 class TuneChart(Plot):
-    """`show(points)`: TunePoints; the front and the best are labelled (the rest would crowd the plot)."""
+    """`show(points)`: the measured trials; the front and the best are labelled (the rest would crowd the plot)."""
 
     def draw(self, plt: Any, colours: list[Any]) -> None:
-        pts: list[TunePoint] = list(self.data or ())
+        pts: list[TuneRowView] = list(self.data or ())
         plt.title("TG vs PP (t/s) · ● MTP off · ▲ MTP on · ─ Pareto front · ★ best")
         front = sorted((p for p in pts if p.front), key=lambda p: p.pp)
         if len(front) > 1:

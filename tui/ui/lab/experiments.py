@@ -234,8 +234,13 @@ def save_best(defn: Any, name: str) -> tuple[str | None, str | None]:
     state = saved_state(defn)
     if state is None:
         return None, "the sweep has not run yet, so there is no best to save"
+    return saved_as(lambda: core_save_best(build_table(defn, state), name))
+
+
+def saved_as(save: Callable[[], Any]) -> tuple[str | None, str | None]:
+    """`save()` writes a profile and an INI section (a core SavedBest): (what was written, error)."""
     try:
-        saved = core_save_best(build_table(defn, state), name)
+        saved = save()
     except Exception as exc:  # noqa: BLE001 - ProfileError, IniWriteError, ValueError: one paragraph each
         return None, str(exc)
     return f"profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}", None

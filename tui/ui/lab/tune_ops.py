@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.settings import Settings
-from tui.ui.lab.experiments import spread
-from tui.ui.lab.tune_views import TUNE_AXES, TunePoint, TuneRowView, TuneSetup, TuneView
+from tui.ui.lab.experiments import saved_as, spread
+from tui.ui.lab.tune_views import TUNE_AXES, TuneRowView, TuneSetup, TuneView
 from tui.ui.lab.views import HEADLINES
 
 MARKS = {"best": "BEST", "off": "best off", "on": "best on", "same": "~best"}
@@ -207,10 +207,9 @@ def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: boo
     for key, r in (("on", on), ("off", off), ("best", best)):
         if r is not None:
             marks[r.number] = MARKS[key]
-    rows = tuple(row_view(r, marks.get(r.number, "")) for r in recs)
     on_front = {r.number for r in front}
-    points = tuple(TunePoint(r.number, r.pp, r.tg, r.mtp, r.number in on_front, best is not None and r.number == best.number)
-                   for r in rows if r.pp is not None and r.tg is not None and r.status in MEASURED and r.passes)
+    rows = tuple(replace(row_view(r, marks.get(r.number, "")), front=r.number in on_front) for r in recs)
+    points = tuple(r for r in rows if r.pp is not None and r.tg is not None and r.status in MEASURED and r.passes)
     return TuneView(running=running, stopped=stopped, rows=rows, points=points,
                     measured=sum(1 for r in recs if r.status in MEASURED), pruned=sum(1 for r in recs if r.status in PRUNED),
                     failed=sum(1 for r in recs if r.status == "failed"), launches=launches, grid_size=grid_size,
@@ -312,11 +311,7 @@ def save_best(outcome: Any, name: str) -> tuple[str | None, str | None]:
 
     if outcome is None or outcome.result.best is None:
         return None, "nothing measured yet, so there is no best to save"
-    try:
-        saved = save_settings(outcome.settings_of(outcome.result.best), name)
-    except Exception as e:  # noqa: BLE001 - ProfileError, IniWriteError: one paragraph each
-        return None, str(e)
-    return f"profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}", None
+    return saved_as(lambda: save_settings(outcome.settings_of(outcome.result.best), name))
 
 
 def report_path(outcome: Any) -> Path:
