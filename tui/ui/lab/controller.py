@@ -8,25 +8,27 @@ at a time: each launches its own llama-server, and two would compete for the sam
 
 The user's own server is never stopped silently: `stops_server()` says whether starting an action
 would stop it (the screens ask first, `lab.confirm`), and once the action that stopped it is over
-`take_offer()` hands over the settings it ran with, so the cockpit can offer to launch it again. The
-screens' own blocking work (planning a grid, checking a tune's setup, saving) calls `experiments`
-and `tune_ops` on their workers directly: it touches nothing here.
+`take_offer()` hands over the settings it ran with, so the cockpit can offer to launch it again.
+
+What the lab needs of the cockpit are protocols (`ServerPort`, `ProblemsPort`): the lab never imports
+the cockpit, whose server and plan controllers satisfy them by shape (a test can pass any object
+that does). The screens' own blocking work (planning a grid, checking a tune's setup, saving) calls
+`experiments` and `tune_ops` on their workers directly: it touches nothing here.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from textual.message import Message
 
 from tui.core.options.settings import Settings
 from tui.ui.host import Host, Notice
 from tui.ui.lab import experiments, tune_ops
-from tui.ui.lab.ports import ProblemsPort, RestartOffer, ServerPort
 from tui.ui.lab.messages import (
     AbFinished, AbProgressed, Finished, SearchFinished, SearchProgressed, SweepFinished, SweepProgressed, TuneFinished,
     TuneProgressed, TuningChanged,
@@ -38,6 +40,38 @@ from tui.ui.options import AppOptions
 #: How long shutdown waits for a cancelled action to stop its server (the supervisor's grace is 5 s).
 STOP_WAIT_S = 8.0
 NAMES = {"sweep": "a sweep", "ab": "the MTP on/off run", "search": "a search", "tune": "a tune"}
+
+
+class ServerPort(Protocol):
+    """What the lab needs of the cockpit's server controller: whether the user's server runs, with
+    what, why a launch cannot happen, and a stop that tells the cockpit (called on a worker)."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    def running_settings(self) -> Settings | None: ...
+
+    def blocked(self, action: str, problems: Sequence[Any] = ()) -> str | None: ...
+
+    def stop_now(self) -> None: ...
+
+
+class ProblemsPort(Protocol):
+    """The settings on screen and their problems (a launch with errors is refused)."""
+
+    problems: Sequence[Any]
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+@dataclass(frozen=True)
+class RestartOffer:
+    """The user's server was stopped for an experiment that is now over: what it ran with, and which
+    experiment stopped it (the offer names it)."""
+
+    settings: Settings
+    what: str
 
 
 class LabController:

@@ -29,10 +29,6 @@ from tui.ui.widgets.inputs import TextInput
 #: below these the screens stack (`-narrow`) or drop their plot (`-short`)
 NARROW_WIDTH = 110
 SHORT_HEIGHT = 34
-#: fields that keep their keys: Escape leaves them (back to the table) before it leaves the screen
-EDITABLE = (Input, Select, Checkbox)
-#: The result of a keep worker (`TuningScreen.keep`): what was written, or why nothing was.
-KeepResult = tuple[str | None, str | None]
 
 
 def keys(screen: str, run: str, run_text: str, *more: Binding, f5: str = "Run",
@@ -160,14 +156,14 @@ class TuningScreen(Screen[None]):
             self.lab.cancel()
 
     def action_back(self) -> None:
-        if isinstance(self.focused, EDITABLE):
+        if isinstance(self.focused, (Input, Select, Checkbox)):  # out of the field first, then off the screen
             self.remove_class("-editing")
             self.set_focus(self.query_one(str(self.AUTO_FOCUS)))
             return
         self.dismiss(None)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="keep")
-    def keep(self, do: Callable[[], KeepResult], titles: tuple[str, str], said: str) -> None:
+    def keep(self, do: Callable[[], tuple[str | None, str | None]], titles: tuple[str, str], said: str) -> None:
         """`do()` saves the best or writes a report, on a worker; `said` (its `{}` what was written) and
         `titles` (done, failed) are how the screen tells it."""
         done, error = do()

@@ -186,11 +186,9 @@ def row_view(r: Any, mark: str = "") -> TuneRowView:
                        s.n if s else 0, r.launches, r.resumed, mark, r.reason or "")
 
 
-def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: bool = False, stopped: str = "",
-              launches: int = 0, grid_size: int = 0, elapsed_s: float = 0.0, eta_s: float | None = None,
-              budget_s: float | None = None, message: str = "", workload: str = "", result: Any = None,
-              ab: str = "", break_even: str = "", notes: Sequence[str] = (), error: str | None = None) -> TuneView:
-    """The tune screen's content from the records so far (or the finished run's `result`)."""
+def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), result: Any = None, **fields: Any) -> TuneView:
+    """The tune screen's content from the records so far (or the finished run's `result`); `fields`
+    are the TuneView's own (progress, message, the answer's lines)."""
     from tui.core.lab import ranking
     from tui.core.lab.trial import MEASURED, PRUNED
 
@@ -210,18 +208,10 @@ def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: boo
     on_front = {r.number for r in front}
     rows = tuple(replace(row_view(r, marks.get(r.number, "")), front=r.number in on_front) for r in recs)
     points = tuple(r for r in rows if r.pp is not None and r.tg is not None and r.status in MEASURED and r.passes)
-    return TuneView(running=running, stopped=stopped, rows=rows, points=points,
-                    measured=sum(1 for r in recs if r.status in MEASURED), pruned=sum(1 for r in recs if r.status in PRUNED),
-                    failed=sum(1 for r in recs if r.status == "failed"), launches=launches, grid_size=grid_size,
+    return TuneView(rows=rows, points=points, measured=sum(1 for r in recs if r.status in MEASURED),
+                    pruned=sum(1 for r in recs if r.status in PRUNED), failed=sum(1 for r in recs if r.status == "failed"),
                     best=best.number if best else None, best_off=off.number if off else None, best_text=best_text(best),
-                    elapsed_s=elapsed_s, eta_s=eta_s, budget_s=budget_s, message=message, workload=workload,
-                    ab=ab, break_even=break_even, answer=result.message if result is not None else "",
-                    notes=tuple(notes), error=error)
-
-
-def workload_text(w: Any) -> str:
-    return (f"{w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request on average, "
-            f"the longest {w.longest}")
+                    answer=result.message if result is not None else "", **fields)
 
 
 def ab_text(ab: Any, note: str) -> str:
@@ -247,11 +237,13 @@ def final_view(outcome: Any, *, budget_s: float | None = None, message: str = ""
     ends = {"converged": "tune done", "complete": "tune done (every configuration)",
             "budget": "the budget ran out: g continues where it stopped",
             "cancelled": "tune cancelled: g continues where it stopped"}
+    w = outcome.workload
     return tune_view((), running=False, stopped=res.stopped, launches=outcome.launches, grid_size=res.grid_size,
                      elapsed_s=outcome.elapsed_s, budget_s=budget_s, message=message or ends.get(res.stopped, res.stopped),
-                     workload=workload_text(outcome.workload), result=res, ab=ab_text(outcome.ab, outcome.ab_note),
-                     break_even=f"Break-even output length (from {src}): {be.text()}" if be is not None else "",
-                     notes=outcome.notes)
+                     workload=f"{w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request "
+                              f"on average, the longest {w.longest}",
+                     result=res, ab=ab_text(outcome.ab, outcome.ab_note), notes=tuple(outcome.notes),
+                     break_even=f"Break-even output length (from {src}): {be.text()}" if be is not None else "")
 
 
 class TuneTracker:
