@@ -23,9 +23,7 @@ from tui.ui.format import markup_safe
 
 def server_label(settings: Settings | None) -> str:
     """How the question names the user's server: its model (a file's name, or the repo)."""
-    if settings is None:
-        return "llama-server"
-    model = settings.hf_repo or (Path(settings.model).name if settings.model else "")
+    model = settings and (settings.hf_repo or (Path(settings.model).name if settings.model else ""))
     return f"llama-server ({model})" if model else "llama-server"
 
 

@@ -35,10 +35,11 @@ def definition(settings: Settings, setup: SweepSetup) -> Any:
     Raises ValueError (the core's SweepDefinitionError) naming the axis or field that is wrong."""
     from tui.core.sweep.definition import build_definition
 
-    if not setup.axes or not setup.axis_texts():
+    axes = [f"{k}={v}" for k, v in setup.axes if v.strip()]
+    if not axes:
         raise ValueError("give at least one axis some values, e.g. MTP on,off or ubatch 256,512")
     base = replace(settings, port=None, metrics=False)
-    return build_definition(base, setup.axis_texts(), suite=setup.suite, repeat=setup.repeat,
+    return build_definition(base, axes, suite=setup.suite, repeat=setup.repeat,
                             n_predict=setup.n_predict, objective=setup.objective, try_anyway=setup.try_anyway)
 
 

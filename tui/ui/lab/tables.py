@@ -121,16 +121,3 @@ class TuneTable(RowsTable):
                 speed(r.pp, r.pp_spread), speed(r.tg, r.tg_spread), pct(r.acceptance) if r.mtp else "—",
                 seconds(r.e2e, r.e2e_spread), marked(mark, why)]
 
-
-def tune_note(row: TuneRowView | None) -> str:
-    """The highlighted trial in full: its stage, plan source, passes, launches and the whole reason."""
-    if row is None:
-        return ""
-    parts = [f"#{row.number} ({row.stage})" if row.stage else f"#{row.number}"]
-    if row.plan:
-        mib = f", {row.planned_mib:.0f} MiB" if row.planned_mib is not None else ""
-        parts.append(f"plan {row.plan}{mib} ({row.plan_source})")
-    parts.append(f"{row.passes} passes, {row.launches} launch{'es' if row.launches != 1 else ''}"
-                 + (", from the saved tune" if row.resumed else ""))
-    text = " · ".join(parts)
-    return f"{text}: {row.reason}" if row.reason else text

@@ -30,7 +30,7 @@ from tui.ui.lab import tune_ops
 from tui.ui.lab.charts import TuneChart
 from tui.ui.lab.controller import LabController
 from tui.ui.lab.screen_base import SetupScreen, field, keys, row
-from tui.ui.lab.tables import TuneTable, tune_note
+from tui.ui.lab.tables import TuneTable
 from tui.ui.lab.tune_views import TUNE_AXES, TuneRowView, TuneSetup, TuneView
 
 #: (field id, label, TuneSetup attribute, placeholder) of the setup's text fields besides the axes.
@@ -158,7 +158,17 @@ class TuneScreen(SetupScreen):
         self.query_one("#tune-answer", Static).update(Content("\n".join(lines + list(view.notes))))
 
     def note(self, row: TuneRowView | None) -> str:
-        return tune_note(row)
+        """The highlighted trial in full: its stage, plan source, passes, launches and the whole reason."""
+        if row is None:
+            return ""
+        parts = [f"#{row.number} ({row.stage})" if row.stage else f"#{row.number}"]
+        if row.plan:
+            mib = f", {row.planned_mib:.0f} MiB" if row.planned_mib is not None else ""
+            parts.append(f"plan {row.plan}{mib} ({row.plan_source})")
+        parts.append(f"{row.passes} passes, {row.launches} launch{'es' if row.launches != 1 else ''}"
+                     + (", from the saved tune" if row.resumed else ""))
+        text = " · ".join(parts)
+        return f"{text}: {row.reason}" if row.reason else text
 
     def live(self, lab: LabController) -> TuneView | None:
         """The tune while it runs, and its last view after."""

@@ -42,9 +42,6 @@ class SweepSetup:
     n_predict: int | None = None
     save_as: str = "sweep-best"
 
-    def axis_texts(self) -> list[str]:
-        return [f"{k}={v}" for k, v in self.axes if v.strip()]
-
 
 @dataclass(frozen=True)
 class SweepRowView:
