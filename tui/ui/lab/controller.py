@@ -242,7 +242,8 @@ class LabController:
         """The last verdict for another workload (instant: the same samples, nothing run)."""
         self.ab_workload = (prompt_tokens, output_tokens)
         if self.verdict is not None:
-            self.verdict, self.verdict_view = experiments.rejudge(self.verdict, self.verdict_view, self.ab_workload)
+            self.verdict, self.verdict_view = experiments.rejudge(self.verdict, self.verdict_view or VerdictView(),
+                                                                  self.ab_workload)
         elif self.verdict_view is not None:
             self.verdict_view = replace(self.verdict_view, workload=self.ab_workload)
         return self.verdict_view
@@ -311,7 +312,8 @@ class LabController:
 
     def _line(self) -> str:
         if self.running == "sweep" and self.sweep_view is not None:
-            return f"◆ sweep {self.sweep_view.progress_text()} · {self.sweep_view.message} · w shows it, x cancels in there"
+            s = self.sweep_view
+            return f"◆ sweep {s.progress_text()} · {s.message} · w shows it, x cancels in there"
         if self.running == "ab" and self.verdict_view is not None:
             v = self.verdict_view
             eta = f" · ETA {clock(v.eta_s)}" if v.eta_s is not None else ""
@@ -320,8 +322,7 @@ class LabController:
             return f"◆ {self.search_view.title.lower()}: {self.search_view.message}"
         if self.running == "tune" and self.tune_view is not None:
             return f"◆ tune {self.tune_view.status_text()} · T shows it, x cancels in there"
-        if self.sweep_view is not None and self.finished["sweep"]:
-            s = self.sweep_view
+        if (s := self.sweep_view) is not None and self.finished["sweep"]:
             return f"◆ last sweep: {s.message} · best #{s.best} · w shows it" if s.best else f"◆ last sweep: {s.message}"
         return ""
 

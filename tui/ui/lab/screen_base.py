@@ -40,7 +40,7 @@ def keys(screen: str, run: str, run_text: str, *more: Binding, f5: str = "Run",
             Binding("f9", "cancel", "Cancel", show=False, priority=True, id=f"{screen}.typing.cancel"), *typing]
 
 
-def field(value: str, fid: str, hint: str = "") -> TextInput:
+def text_field(value: str, fid: str, hint: str = "") -> TextInput:
     """A setup form's text field."""
     return TextInput(value, placeholder=hint, id=fid, compact=True, select_on_focus=False)
 
@@ -52,8 +52,8 @@ def row(label: str, widget: Widget, **kw: Any) -> Horizontal:
 
 def progress_row(prefix: str) -> Horizontal:
     """A progress bar and the line beside it (`#PREFIX-progress`, `#PREFIX-progress-text`)."""
-    return Horizontal(ProgressBar(total=1, show_eta=False, id=f"{prefix}-progress"), Static("", id=f"{prefix}-progress-text"),
-                      id=f"{prefix}-progress-row", classes="progress-row")
+    return Horizontal(ProgressBar(total=1, show_eta=False, id=f"{prefix}-progress"),
+                      Static("", id=f"{prefix}-progress-text"), id=f"{prefix}-progress-row", classes="progress-row")
 
 
 class TuningScreen(Screen[None]):

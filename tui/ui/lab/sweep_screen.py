@@ -25,7 +25,7 @@ from tui.ui.lab import experiments
 from tui.ui.lab.charts import SweepChart
 from tui.ui.lab.controller import LabController
 from tui.ui.lab.messages import SavedSweep
-from tui.ui.lab.screen_base import SetupScreen, field, keys, progress_row, row
+from tui.ui.lab.screen_base import SetupScreen, keys, progress_row, row, text_field
 from tui.ui.lab.tables import SweepTable
 from tui.ui.lab.views import SWEEP_KNOBS, SweepRowView, SweepSetup, SweepView
 from tui.ui.widgets.probe_plot import ProbePlot
@@ -85,13 +85,13 @@ class SweepScreen(SetupScreen):
                 yield Static("Axes (values, comma-separated)", classes="section")
                 given = dict(self.setup.axes)
                 for i, (knob, label, hint) in enumerate(SWEEP_KNOBS):
-                    yield row(f"{i + 1} {label}", field(given.get(knob, ""), f"axis-{i}", hint))
+                    yield row(f"{i + 1} {label}", text_field(given.get(knob, ""), f"axis-{i}", hint))
                 yield Static("Run", classes="section")
                 yield row("suite", Select(suite_choices(self.suites), value=self.setup.suite, allow_blank=False,
                                           id="sweep-suite", compact=True))
-                yield row("repeats", field(str(self.setup.repeat), "sweep-repeat"))
-                yield row("objective", field(self.setup.objective, "sweep-objective", OBJECTIVE_HINT))
-                yield row("save as", field(self.setup.save_as, "sweep-save-as"))
+                yield row("repeats", text_field(str(self.setup.repeat), "sweep-repeat"))
+                yield row("objective", text_field(self.setup.objective, "sweep-objective", OBJECTIVE_HINT))
+                yield row("save as", text_field(self.setup.save_as, "sweep-save-as"))
                 yield Checkbox("run predicted OOMs anyway", self.setup.try_anyway, id="sweep-try-anyway", compact=True)
             with Vertical(id="sweep-right", classes="box"):
                 yield progress_row("sweep")
@@ -121,8 +121,8 @@ class SweepScreen(SetupScreen):
             repeat = int(text("sweep-repeat"))
         except ValueError:
             repeat = -1
-        return replace(self.setup, axes=tuple(a for a in axes if a[1]), suite=str(self.query_one("#sweep-suite", Select).value),
-                       repeat=repeat, objective=text("sweep-objective") or "tg", save_as=text("sweep-save-as"),
+        return replace(self.setup, axes=tuple(a for a in axes if a[1]), repeat=repeat,
+                       suite=str(self.query_one("#sweep-suite", Select).value), objective=text("sweep-objective") or "tg", save_as=text("sweep-save-as"),
                        try_anyway=self.query_one("#sweep-try-anyway", Checkbox).value)
 
     def check(self, settings: Settings, setup: SweepSetup) -> tuple[SweepView, Any, Any] | str:
@@ -187,7 +187,8 @@ class SweepScreen(SetupScreen):
     def action_save_best(self) -> None:
         if self.fixed is None and self.defn is not None:
             defn, name = self.defn, self.setup.save_as or "sweep-best"
-            self.keep(lambda: experiments.save_best(defn, name), ("Best saved", "Best not saved"), "saved the best as {}")
+            self.keep(lambda: experiments.save_best(defn, name), ("Best saved", "Best not saved"),
+                      "saved the best as {}")
 
     def action_resume_saved(self) -> None:
         """The newest saved sweep, its settings and axes on screen: `g` then continues it."""

@@ -94,7 +94,8 @@ class SweepTable(RowsTable):
     def _cells(self, r: SweepRowView, workload: bool) -> list[object]:
         risk = Text(r.risk or "—", style=self.colour(RISK_COLOUR.get(r.risk or "", "foreground-muted"),
                                                      bold=r.risk in ("oom", "invalid")))
-        status = Text(SWEEP_STATUS.get(r.status, r.status), style=self.colour(SWEEP_STATUS_COLOUR.get(r.status, "foreground")))
+        status = Text(SWEEP_STATUS.get(r.status, r.status),
+                      style=self.colour(SWEEP_STATUS_COLOUR.get(r.status, "foreground")))
         mark = Text(r.mark, style=self.colour("success", bold=True))
         cells: list[object] = [str(r.number), *r.values, mib_short(r.planned_mib) if r.planned_mib else "—", risk,
                                status, speed(r.tg, r.tg_spread), speed(r.pp, r.pp_spread), pct(r.acceptance)]
@@ -111,7 +112,8 @@ class TuneTable(RowsTable):
 
     def _cells(self, r: TuneRowView) -> list[object]:
         mib = f" {r.planned_mib:.0f}" if r.planned_mib is not None else ""
-        plan = Text(f"{r.plan}{mib}" if r.plan else "—", style=self.colour(RISK_COLOUR.get(r.plan, "foreground-muted")))
+        plan = Text(f"{r.plan}{mib}" if r.plan else "—",
+                    style=self.colour(RISK_COLOUR.get(r.plan, "foreground-muted")))
         status = Text(FAILURE.get(r.failure, "") or TUNE_STATUS.get(r.status, r.status),
                       style=self.colour(TUNE_STATUS_COLOUR.get(r.status, "foreground")))
         mark_colour = "success" if r.mark == "BEST" else "primary" if r.mark.startswith("best") else "foreground-muted"

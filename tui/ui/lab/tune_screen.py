@@ -5,8 +5,9 @@ The setup on the left says what is searched (an axis with values is searched ove
 one keeps the form's value, fixed), for which workload, within which budget and KV floors; every
 other setting of the form is fixed. It starts from what the form sets (fixed) and leaves unset
 (searched), with MTP on and off searched; it steps aside once there are trials (`e` brings it back).
-`g` starts the tune (or continues the saved one with the same setup), `x` cancels it (its server is stopped; finished trials are kept), `b` saves the best as a
-TOML profile and an INI section, `r` writes the Markdown report. The tune runs in the main
+`g` starts the tune (or continues the saved one with the same setup), `x` cancels it (its server is
+stopped; finished trials are kept), `b` saves the best as a TOML profile and an INI section, `r`
+writes the Markdown report. The tune runs in the main
 screen's tuning controller, so `Escape` goes back while it keeps running.
 
 On the right: the counts and the best so far with its spread, every trial (what differs from the
@@ -29,7 +30,7 @@ from tui.core.options.settings import Settings
 from tui.ui.lab import tune_ops
 from tui.ui.lab.charts import TuneChart
 from tui.ui.lab.controller import LabController
-from tui.ui.lab.screen_base import SetupScreen, field, keys, row
+from tui.ui.lab.screen_base import SetupScreen, keys, row, text_field
 from tui.ui.lab.tables import TuneTable
 from tui.ui.lab.tune_views import TUNE_AXES, TuneRowView, TuneSetup, TuneView
 
@@ -88,17 +89,17 @@ class TuneScreen(SetupScreen):
             with VerticalScroll(id="tune-setup", classes="box setup"):
                 yield Static("Workload and limits", classes="section")
                 for fid, label, attr, hint in FIELDS:
-                    yield row(label, field(getattr(self.setup, attr), fid, hint))
+                    yield row(label, text_field(getattr(self.setup, attr), fid, hint))
                 yield Static("Search (empty: the form's, fixed)", classes="section")
                 for i, (axis, label, fields, _default) in enumerate(TUNE_AXES):
                     hint = f"fixed: {form_value(self.settings, axis, fields)}"
-                    yield row(f"{i + 1} {label}", field(self.setup.axis(axis), f"tune-axis-{i}", hint))
+                    yield row(f"{i + 1} {label}", text_field(self.setup.axis(axis), f"tune-axis-{i}", hint))
                 yield Checkbox("smallest fit-target (GPU/RPC)", self.setup.fit, id="tune-fit", compact=True)
                 yield Checkbox("simulated GPUs: launch on capped stand-ins", self.setup.stand_ins, id="tune-stand-ins",
                                compact=True)
                 yield Static("Answer", classes="section")
-                yield row("A/B passes", field(str(self.setup.ab_passes), "tune-ab"))
-                yield row("save best as", field(self.setup.save_as, "tune-save-as"))
+                yield row("A/B passes", text_field(str(self.setup.ab_passes), "tune-ab"))
+                yield row("save best as", text_field(self.setup.save_as, "tune-save-as"))
             with Vertical(id="tune-right", classes="box"):
                 yield Static("", id="tune-status")
                 yield Static("", id="tune-message", classes="message")
@@ -133,8 +134,8 @@ class TuneScreen(SetupScreen):
         self.prepared = None if isinstance(answer, str) else answer
         if self.lab.running == "tune":
             return  # the running tune stays on screen
-        if self.lab.tune_view is not None and self.lab.finished["tune"]:  # the last tune stays; a problem is said over it
-            self.show(replace(self.lab.tune_view, error=self.problem))
+        if self.lab.tune_view is not None and self.lab.finished["tune"]:
+            self.show(replace(self.lab.tune_view, error=self.problem))  # the last tune stays; a problem is said over it
         elif isinstance(answer, str):
             self.show(TuneView(message=answer, error=answer))
         else:

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, Static
 
 from tui.ui.lab import experiments
 from tui.ui.lab.controller import LabController
-from tui.ui.lab.screen_base import TuningScreen, field, keys, progress_row
+from tui.ui.lab.screen_base import TuningScreen, keys, progress_row, text_field
 from tui.ui.lab.tables import fill
 from tui.ui.lab.views import VerdictView, clock
 from tui.ui.theme_colors import rich_style
@@ -82,9 +82,9 @@ class VerdictScreen(TuningScreen):
             yield progress_row("verdict")
             with Horizontal(id="verdict-workload"):
                 yield Label("input tokens")
-                yield field(str(self.workload[0]), "verdict-in")
+                yield text_field(str(self.workload[0]), "verdict-in")
                 yield Label("output tokens")
-                yield field(str(self.workload[1]), "verdict-out")
+                yield text_field(str(self.workload[1]), "verdict-out")
             yield Static("", id="verdict-headline")
             yield DataTable(id="verdict-table", cursor_type="none", zebra_stripes=True)
             yield Static("", id="verdict-break-even")
