@@ -93,7 +93,7 @@ async def test_after_the_experiment_the_restart_offer_relaunches_the_same_settin
         await pilot.press("y")
         assert await until(pilot, lambda: isinstance(app.screen, RestartPrompt))
         assert [a for a, _ in backend.actions] == ["launch", "stop"]
-        assert app.main.server.status.state == "stopped" and app.lab.abs_finished == 1
+        assert app.main.server.status.state == "stopped" and app.lab.finished["ab"] == 1
         assert "restart it with the settings it ran with" in str(app.screen.query_one("#question").render())
         await pilot.press("y")
         assert await until(pilot, lambda: len(backend.actions) == 3 and app.main.server.status.state == "ready")

@@ -82,7 +82,7 @@ async def test_probe_mtp_on_and_off(server_bin: Path, tiny_models: dict[str, Pat
         assert off.acceptance is None
         assert "no MTP" in app.main.probes.state.verdict or "MTP" in app.main.probes.state.verdict
         plot = app.query_one("#plot-tg", ProbePlot)
-        assert plot._points == app.main.probes.state.points
+        assert plot.data == app.main.probes.state.points
         table = app.query_one("#probe-results", DataTable)
         assert table.row_count == 2
 

@@ -48,7 +48,7 @@ async def test_largest_context_accepted_into_the_form(server_bin: Path, tiny_mod
         await pilot.press("c")
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
         screen = app.screen
-        assert await until(pilot, lambda: app.lab.searches_finished == 1)
+        assert await until(pilot, lambda: app.lab.finished["search"] == 1)
         view = app.lab.search_view
         assert view is not None and view.found and view.value is not None, view
         # Planned first, then confirmed by a real launch at that value.
@@ -68,7 +68,7 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("F")
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
-        assert await until(pilot, lambda: app.lab.searches_finished == 1)
+        assert await until(pilot, lambda: app.lab.finished["search"] == 1)
         view = app.lab.search_view
         # The CPU backend keeps nothing free on a GPU: every value works, down to the floor.
         assert view is not None and view.found and view.value == 0, view
@@ -83,7 +83,7 @@ async def test_smallest_fit_target_then_cancel(server_bin: Path, tiny_models: di
         assert await until(pilot, lambda: isinstance(app.screen, SearchScreen))
         assert await until(pilot, lambda: app.lab.search_view is not None and len(app.lab.search_view.trials) >= 1)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.lab.searches_finished == 2)
+        assert await until(pilot, lambda: app.lab.finished["search"] == 2)
         view = app.lab.search_view
         assert view.cancelled and not view.found and view.value is None, view
         assert "cancelled" in str(app.screen.query_one("#search-message").render())

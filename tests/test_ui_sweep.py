@@ -18,7 +18,7 @@ from tui.core.lab.journal import load_journal
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 from tui.ui.lab.sweep_screen import SweepScreen
-from tui.ui.lab.sweep_table import SweepTable
+from tui.ui.lab.tables import SweepTable
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,9 +58,9 @@ async def open_sweep(pilot, app: MtpTuneApp, ub: str = "256,512") -> SweepScreen
     screen = app.screen
     assert isinstance(screen, SweepScreen)
     assert screen.query_one("#axis-0", Input).value == "on,off"  # MTP on and off to start with
-    seen = screen.previews
+    seen = screen.checks
     screen.query_one("#axis-4", Input).value = ub  # the ubatch axis
-    assert await until(pilot, lambda: screen.previews > seen and screen.defn is not None
+    assert await until(pilot, lambda: screen.checks > seen and screen.defn is not None
                        and len(screen.defn.axes) == 2), screen.problem
     return screen
 
@@ -78,7 +78,7 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
 
         t0 = time.monotonic()
         await pilot.press("g")
-        assert await until(pilot, lambda: app.lab.running == "sweep" or app.lab.sweeps_finished)
+        assert await until(pilot, lambda: app.lab.running == "sweep" or app.lab.finished["sweep"])
         assert app.lab.sweep_view is not None and app.lab.sweep_view.error is None, app.lab.sweep_view
         # Back to the main screen: the sweep goes on and says so there.
         assert await until(pilot, lambda: app.lab.sweep_view is not None and app.lab.sweep_view.done >= 1)
@@ -86,7 +86,7 @@ async def test_sweep_2x2_planned_run_best_saved(server_bin: Path, tiny_models: d
         assert await until(pilot, lambda: not isinstance(app.screen, SweepScreen))
         if app.lab.running == "sweep":
             assert "sweep" in str(app.main.tuning_panel.render()) and app.main.tuning_panel.has_class("-active")
-        assert await until(pilot, lambda: app.lab.sweeps_finished == 1), app.lab.sweep_view
+        assert await until(pilot, lambda: app.lab.finished["sweep"] == 1), app.lab.sweep_view
         wall = time.monotonic() - t0
         print(f"2x2 sweep from the TUI: {wall:.1f} s")
         final = app.lab.sweep_view
@@ -124,7 +124,7 @@ async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_
         await pilot.press("g")
         assert await until(pilot, lambda: app.lab.sweep_view is not None and app.lab.sweep_view.done >= 1)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.lab.sweeps_finished == 1)
+        assert await until(pilot, lambda: app.lab.finished["sweep"] == 1)
         first = app.lab.sweep_view
         assert first is not None and "cancelled" in first.message
         done_first = [r.number for r in first.rows if r.status == "ok"]
@@ -149,7 +149,7 @@ async def test_sweep_cancel_then_resume_in_a_new_session(server_bin: Path, tiny_
         assert await until(pilot, lambda: screen._shown is not None and "already done (g resumes)" in screen._shown.message)
         assert [r.number for r in screen._shown.rows if r.status == "ok"] == done_first
         await pilot.press("g")  # resume: only the rows not done run
-        assert await until(pilot, lambda: app.lab.sweeps_finished == 1)
+        assert await until(pilot, lambda: app.lab.finished["sweep"] == 1)
         final = app.lab.sweep_view
         assert final is not None and [r.status for r in final.rows] == ["ok"] * 4
         state = load_journal("sweep", sweep_id)
@@ -168,15 +168,15 @@ async def test_predicted_oom_rows_marked_and_skipped(server_bin: Path, tiny_mode
         assert await until(pilot, lambda: isinstance(app.screen, SweepScreen))
         screen = app.screen
         screen.query_one("#axis-0", Input).value = ""
-        seen = screen.previews
+        seen = screen.checks
         screen.query_one("#axis-5", Input).value = "1024,262144"  # ctx
-        assert await until(pilot, lambda: screen.previews > seen and screen.defn is not None
+        assert await until(pilot, lambda: screen.checks > seen and screen.defn is not None
                            and screen.defn.axes[0].name == "c")
         rows = screen._shown.rows
         assert [r.risk for r in rows] == ["ok", "oom"], rows
         assert "predicted to OOM (skipped)" in screen._shown.message
         await pilot.press("g")
-        assert await until(pilot, lambda: app.lab.sweeps_finished == 1)
+        assert await until(pilot, lambda: app.lab.finished["sweep"] == 1)
         final = app.lab.sweep_view
         assert [r.status for r in final.rows] == ["ok", "predicted_oom"], final.rows
         assert "OOM" in final.rows[1].note
@@ -191,9 +191,9 @@ async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_m
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_sweep(pilot, app, ub="256")
         await pilot.press("g")
-        assert await until(pilot, lambda: app.lab._sweep is not None and app.lab.sweep_view is not None
+        assert await until(pilot, lambda: app.lab._job is not None and app.lab.sweep_view is not None
                            and "requests" in app.lab.sweep_view.message)
-        sup = app.lab._sweep.launcher._sup
+        sup = app.lab._job.launcher._sup
         assert sup is not None and sup.pid is not None
         pid = sup.pid
         assert Path(f"/proc/{pid}").exists()

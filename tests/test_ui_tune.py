@@ -28,7 +28,7 @@ from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 from tui.ui.lab.tune_screen import TuneScreen
 from tui.ui.lab.tune_views import TuneSetup
-from tui.ui.lab.tune_chart import TuneChart
+from tui.ui.lab.charts import TuneChart
 
 #: The form's settings of the tests that run (or fake) a tune: everything but MTP and ubatch fixed.
 FORM = dict(batch_size=512, cache_type_k="f16", cache_type_v="f16", cache_type_k_draft="f16", cache_type_v_draft="f16",
@@ -97,7 +97,7 @@ def test_the_check_says_what_is_searched_and_refuses_what_the_cli_refuses(tiny_m
     assert ok.grid == 4 and ok.request.gpus == "cpu" and ok.request.budget_s is None and ok.request.ab_passes == 2
     assert ok.summary.startswith("4 configurations: MTP off,on; ubatch 128,256 · workload 64:32"), ok.summary
     refused = adapter.prepare(opts.settings, replace(SMALL, stand_ins=True), opts)  # a CPU-only host: nothing to play
-    assert isinstance(refused, str) and refused.startswith("stand-ins play simulated GPUs")
+    assert isinstance(refused, str) and refused.startswith("--stand-ins plays simulated GPUs"), refused
     laptop = replace(opts, hardware=parse_gpus_spec("rtx3060-laptop-6g"))
     on = adapter.prepare(opts.settings, replace(SMALL, stand_ins=True), laptop)
     assert not isinstance(on, str) and on.request.stand_ins and on.request.gpus == "rtx3060-laptop-6g", on
@@ -158,7 +158,7 @@ async def test_the_table_and_the_plot_show_every_trial(size: tuple[int, int]) ->
         assert "A/B #2 (MTP on) against #1 (MTP off), 3 passes each: MTP WINS" in answer
         assert "Break-even output length (from the A/B): MTP wins for outputs longer than" in answer
         chart = screen.query_one(TuneChart)
-        pts = {p.number: p for p in chart._points or ()}
+        pts = {p.number: p for p in chart.data}
         assert sorted(pts) == [1, 2, 3, 5, 6, 7]  # every measured configuration, nothing pruned or failed
         assert {n for n, p in pts.items() if p.front} == {3, 6, 7} and pts[2].best and pts[2].mtp and not pts[1].mtp
         table.move_cursor(row=3)
@@ -200,7 +200,7 @@ async def test_g_runs_the_worker_and_x_cancels_it(tiny_models: dict[str, Path], 
         run = FakeRun()
         runs.append(run)
         tracker.run = run
-        started(run)
+        started(run, run.stop)
         for rec in tune_samples.records(3):
             run.launches += 1
             tracker(LabEvent("trial", rec.number, 0, 2.0 * rec.number, 30.0, f"#{rec.number}: ok  |  the run's line",
@@ -219,11 +219,11 @@ async def test_g_runs_the_worker_and_x_cancels_it(tiny_models: dict[str, Path], 
         assert await until(pilot, lambda: table.row_count == 3)
         assert app.lab.tune_view is not None and app.lab.tune_view.launches == 3
         assert "#3: ok" == str(screen.query_one("#tune-message").render())  # the run's own line cut off
-        assert len(screen.query_one(TuneChart)._points or ()) == 3
+        assert len(screen.query_one(TuneChart).data) == 3
         await pilot.press("g")  # one at a time
         assert any("a tune is running" in n.message for n in app._notifications)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.lab.tunes_finished == 1)
+        assert await until(pilot, lambda: app.lab.finished["tune"] == 1)
         assert runs[0].cancel.is_set() and app.lab.running is None
         assert app.lab.tune_view is not None and app.lab.tune_view.stopped == "cancelled"
         assert table.row_count == 3  # what finished is kept on screen
@@ -255,7 +255,7 @@ async def test_an_hf_model_that_cannot_be_read_is_refused_before_anything_stops(
         assert screen.problem is not None and "org/missing-GGUF" in screen.problem
         await pilot.press("g")  # refused on the screen's own check: nothing starts, nothing is stopped
         assert await until(pilot, lambda: any("org/missing-GGUF" in n.message for n in app._notifications))
-        assert app.lab.tunes_finished == 0 and app.lab.tune_outcome is None and app.lab.running is None
+        assert app.lab.finished["tune"] == 0 and app.lab.tune_outcome is None and app.lab.running is None
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running)
 
@@ -296,9 +296,9 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         # The user's server runs: the tune says it will stop it, and starts only on yes.
         assert await until(pilot, lambda: isinstance(app.screen, ConfirmStop)), [n.message for n in app._notifications]
         await pilot.press("y")
-        assert await until(pilot, lambda: app.lab.running == "tune" or app.lab.tunes_finished), \
+        assert await until(pilot, lambda: app.lab.running == "tune" or app.lab.finished["tune"]), \
             [n.message for n in app._notifications]
-        assert await until(pilot, lambda: app.lab.tunes_finished == 1, 120), app.lab.tune_view
+        assert await until(pilot, lambda: app.lab.finished["tune"] == 1, 120), app.lab.tune_view
         wall = time.monotonic() - t0
         print(f"2x2 tune from the TUI: {wall:.1f} s")
         # Over: the offer to restart the server it stopped; keeping it stopped leaves it stopped.
@@ -314,7 +314,7 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         assert any(r.mark == "BEST" for r in view.rows) and view.points
         assert view.ab.startswith("A/B #") and view.break_even.startswith("Break-even output length")
         table = screen.query_one("#tune-table", DataTable)
-        assert table.row_count == view.trials and screen.query_one(TuneChart)._points == view.points
+        assert table.row_count == view.trials and screen.query_one(TuneChart).data == view.points
         await pilot.press("b")
         profile = config_dir() / "profiles" / "ui-tuned.toml"
         assert await until(pilot, lambda: profile.is_file()), [n.message for n in app._notifications]
@@ -329,9 +329,9 @@ async def test_a_real_tiny_tune_from_the_screen(server_bin: Path, tiny_models: d
         screen.query_one("#tune-workload", Input).value = "64:4000"
         assert await until(pilot, lambda: screen.setup.workload == "64:4000" and screen.prepared is not None)
         await pilot.press("g")
-        assert await until(pilot, lambda: bool(servers_of(model)) or app.lab.tunes_finished == 2, 60)
+        assert await until(pilot, lambda: bool(servers_of(model)) or app.lab.finished["tune"] == 2, 60)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.lab.tunes_finished == 2, 30), app.lab.tune_view
+        assert await until(pilot, lambda: app.lab.finished["tune"] == 2, 30), app.lab.tune_view
         assert app.lab.tune_view is not None and app.lab.tune_view.stopped == "cancelled", app.lab.tune_view
         assert servers_of(model) == []
         await pilot.press("escape", "q")
@@ -352,7 +352,7 @@ async def test_quitting_the_app_mid_tune_leaves_no_server(server_bin: Path, tiny
         screen = await open_tune(pilot, app, replace(SMALL, workload="64:4000"))
         assert screen.prepared is not None, screen.problem
         await pilot.press("g")
-        assert await until(pilot, lambda: bool(servers_of(model)) or app.lab.tunes_finished == 1, 60)
+        assert await until(pilot, lambda: bool(servers_of(model)) or app.lab.finished["tune"] == 1, 60)
         assert servers_of(model), app.lab.tune_view
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, TuneScreen))

@@ -61,10 +61,10 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         await pilot.press("a")
         assert await until(pilot, lambda: isinstance(app.screen, VerdictScreen))
         screen = app.screen
-        assert app.lab.running == "ab" or app.lab.abs_finished == 1  # started (tiny models are quick)
+        assert app.lab.running == "ab" or app.lab.finished["ab"] == 1  # started (tiny models are quick)
         assert await until(pilot, lambda: screen.view is not None and screen.view.done >= 1)
         assert "passes" in str(screen.query_one("#verdict-progress-text").render())
-        assert await until(pilot, lambda: app.lab.abs_finished == 1), app.lab.verdict_view
+        assert await until(pilot, lambda: app.lab.finished["ab"] == 1), app.lab.verdict_view
         v = app.lab.verdict
         assert v is not None and v.status == "complete", v.error
         # Interleaved: off, on, off, on.
@@ -84,13 +84,13 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         assert str(screen.query_one("#verdict-passes").render()).startswith("off 1:")
 
         # Another workload: recomputed at once from the same passes (nothing re-run).
-        before = app.lab.abs_finished
+        before = app.lab.finished["ab"]
         screen.query_one("#verdict-out", Input).value = "50"
         await pilot.pause()
         screen.query_one("#verdict-in", Input).value = "13k"
         await pilot.pause()
         assert table_text(screen)[3][0] == "13000 in / 50 out (s)"
-        assert app.lab.verdict.workload == (13000, 50) and app.lab.abs_finished == before
+        assert app.lab.verdict.workload == (13000, 50) and app.lab.finished["ab"] == before
         assert app.lab.verdict.samples == v.samples
         assert "13000 tokens in, 50 out" in str(screen.query_one("#verdict-answer").render())
 
@@ -102,7 +102,7 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         assert app.lab.running is None and app.screen.view.label == app.lab.verdict.label
         # g measures again with the settings on screen (the edited workload kept).
         await pilot.press("g")
-        assert await until(pilot, lambda: app.lab.abs_finished == 2), [n.message for n in app._notifications]
+        assert await until(pilot, lambda: app.lab.finished["ab"] == 2), [n.message for n in app._notifications]
         assert app.lab.verdict.workload == (13000, 50) and app.lab.verdict.samples != v.samples
         await pilot.press("escape", "q")
         assert await until(pilot, lambda: not app.is_running, timeout=30)
@@ -116,7 +116,7 @@ async def test_cancel_the_ab_run(server_bin: Path, tiny_models: dict[str, Path],
         screen = app.screen
         assert await until(pilot, lambda: screen.view is not None and "requests" in screen.view.message)
         await pilot.press("x")
-        assert await until(pilot, lambda: app.lab.abs_finished == 1, timeout=30)
+        assert await until(pilot, lambda: app.lab.finished["ab"] == 1, timeout=30)
         v = app.lab.verdict
         assert v is not None and v.status == "cancelled" and v.label == "inconclusive"
         assert "cancelled" in str(screen.query_one("#verdict-answer").render())

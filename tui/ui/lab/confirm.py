@@ -20,32 +20,35 @@ from textual.widgets import Button, Static
 from tui.core.options.settings import Settings
 from tui.ui.format import markup_safe
 
-CSS = """
-{name} {{ align: center middle; }}
-{name} > Vertical {{ width: 72; height: auto; border: round $warning; background: $surface; padding: 1 2; }}
-{name} #question {{ height: auto; margin-bottom: 1; }}
-{name} Horizontal {{ height: auto; align: right middle; }}
-{name} Button {{ margin-left: 2; }}
-"""
-
 
 def server_label(settings: Settings | None) -> str:
     """How the question names the user's server: its model (a file's name, or the repo)."""
-    if settings is None:
-        return "llama-server"
-    model = settings.hf_repo or (Path(settings.model).name if settings.model else "")
+    model = settings and (settings.hf_repo or (Path(settings.model).name if settings.model else ""))
     return f"llama-server ({model})" if model else "llama-server"
 
 
-class _Question(ModalScreen[bool]):
-    """A yes/no question with two buttons; `y`/`n` answer it, Escape is no."""
+def answers(screen: str, yes: str, no: str) -> list[Binding]:
+    """`y` answers yes; `n` and Escape no."""
+    return [Binding("y", "answer(True)", yes, id=f"{screen}.yes"),
+            Binding("n,escape", "answer(False)", no, id=f"{screen}.no")]
 
+
+class Question(ModalScreen[bool]):
+    """A yes/no question with two buttons (the safe one focused): `YES` and `NO` label them."""
+
+    DEFAULT_CSS = """
+    Question { align: center middle; }
+    Question > Vertical { width: 72; height: auto; border: round $warning; background: $surface; padding: 1 2; }
+    Question #question { height: auto; margin-bottom: 1; }
+    Question Horizontal { height: auto; align: right middle; }
+    Question Button { margin-left: 2; }
+    """
     YES = "Yes"
     NO = "No"
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, what: str, text: str) -> None:
         super().__init__()
-        self.text = text
+        self.text = what[:1].upper() + what[1:] + text
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -64,38 +67,27 @@ class _Question(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class ConfirmStop(_Question):
+class ConfirmStop(Question):
     """"Run X? Your llama-server will be stopped." Dismissed with True to go ahead."""
 
-    DEFAULT_CSS = CSS.format(name="ConfirmStop")
-    BINDINGS = [
-        Binding("y", "answer(True)", "Stop it and run", id="confirm_stop.yes"),
-        Binding("n,escape", "answer(False)", "Cancel", id="confirm_stop.no"),
-    ]
+    BINDINGS = answers("confirm_stop", "Stop it and run", "Cancel")
     YES = "Stop it and run"
     NO = "Cancel"
 
     def __init__(self, what: str, running: Settings | None) -> None:
-        self.what = what
-        super().__init__(f"{what[:1].upper() + what[1:]} launches its own llama-server, so your "
-                         f"{server_label(running)} will be stopped first.\n"
-                         "When it ends you will be offered to restart your server with the same settings.")
+        super().__init__(what, f" launches its own llama-server, so your {server_label(running)} will be stopped "
+                         "first.\nWhen it ends you will be offered to restart your server with the same settings.")
 
 
-class RestartPrompt(_Question):
+class RestartPrompt(Question):
     """"X is over: restart your llama-server with the settings it ran with?" True: restart it."""
 
-    DEFAULT_CSS = CSS.format(name="RestartPrompt")
-    BINDINGS = [
-        Binding("y", "answer(True)", "Restart", id="restart_prompt.yes"),
-        Binding("n,escape", "answer(False)", "Keep it stopped", id="restart_prompt.no"),
-    ]
+    BINDINGS = answers("restart_prompt", "Restart", "Keep it stopped")
     YES = "Restart it"
     NO = "Keep it stopped"
 
     def __init__(self, what: str, settings: Settings) -> None:
-        self.settings = settings
-        super().__init__(f"{what[:1].upper() + what[1:]} is over. Your {server_label(settings)} was stopped for it; "
+        super().__init__(what, f" is over. Your {server_label(settings)} was stopped for it; "
                          "restart it with the settings it ran with?")
 
 

@@ -1,4 +1,4 @@
-"""The lab's one door to the core: a sweep, an MTP on/off A/B, a search or a tune, one at a time.
+"""The lab's one door to the core's actions: a sweep, an MTP on/off A/B, a search or a tune, one at a time.
 
 Each runs in a thread worker on the host (the cockpit screen), so the user can leave the sweep
 screen (or the verdict) and the work goes on, its progress on the cockpit's bottom line. Workers
@@ -8,25 +8,29 @@ at a time: each launches its own llama-server, and two would compete for the sam
 
 The user's own server is never stopped silently: `stops_server()` says whether starting an action
 would stop it (the screens ask first, `lab.confirm`), and once the action that stopped it is over
-`restart_offer()` holds the settings it ran with, so the cockpit can offer to launch it again. The
-lab screens call the helpers in `experiments` and `tune_ops` only through this controller.
+`take_offer()` hands over the settings it ran with, so the cockpit can offer to launch it again.
+
+What the lab needs of the cockpit are protocols (`ServerPort`, `ProblemsPort`): the lab never imports
+the cockpit, whose server and plan controllers satisfy them by shape (a test can pass any object
+that does). The screens' own blocking work (planning a grid, checking a tune's setup, saving) calls
+`experiments` and `tune_ops` on their workers directly: it touches nothing here.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from textual.message import Message
 
 from tui.core.options.settings import Settings
 from tui.ui.host import Host, Notice
 from tui.ui.lab import experiments, tune_ops
-from tui.ui.lab.ports import ProblemsPort, RestartOffer, ServerPort
 from tui.ui.lab.messages import (
-    AbFinished, AbProgressed, SearchFinished, SearchProgressed, SweepFinished, SweepProgressed, TuneFinished,
+    AbFinished, AbProgressed, Finished, SearchFinished, SearchProgressed, SweepFinished, SweepProgressed, TuneFinished,
     TuneProgressed, TuningChanged,
 )
 from tui.ui.lab.tune_views import TuneSetup, TuneView
@@ -38,6 +42,38 @@ STOP_WAIT_S = 8.0
 NAMES = {"sweep": "a sweep", "ab": "the MTP on/off run", "search": "a search", "tune": "a tune"}
 
 
+class ServerPort(Protocol):
+    """What the lab needs of the cockpit's server controller: whether the user's server runs, with
+    what, why a launch cannot happen, and a stop that tells the cockpit (called on a worker)."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    def running_settings(self) -> Settings | None: ...
+
+    def blocked(self, action: str, problems: Sequence[Any] = ()) -> str | None: ...
+
+    def stop_now(self) -> None: ...
+
+
+class ProblemsPort(Protocol):
+    """The settings on screen and their problems (a launch with errors is refused)."""
+
+    problems: Sequence[Any]
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+@dataclass(frozen=True)
+class RestartOffer:
+    """The user's server was stopped for an experiment that is now over: what it ran with, and which
+    experiment stopped it (the offer names it)."""
+
+    settings: Settings
+    what: str
+
+
 class LabController:
     """What runs in the background, and the last sweep, verdict, search and tune."""
 
@@ -45,27 +81,23 @@ class LabController:
                  plan: ProblemsPort) -> None:
         self.backend, self.options, self.host, self.server, self.plan = backend, options, host, server, plan
         self.running: str | None = None  # sweep | ab | search | tune
+        self.finished: Counter[str] = Counter()  # actions ended, by kind (tests wait on it)
         self.sweep_setup: SweepSetup | None = None  # the sweep screen's last setup (kept while the App runs)
         self.sweep_defn: Any = None
-        self.sweep_plans: dict[str, Any] = {}
         self.sweep_view: SweepView | None = None
         self.verdict: Any = None  # the core's MtpVerdict: re-judged for new workloads without running
         self.verdict_view: VerdictView | None = None
         self.ab_workload: tuple[int, int] = (1000, 500)
         self.search_view: SearchView | None = None
-        self.sweeps_finished = 0
-        self.abs_finished = 0
-        self.searches_finished = 0
         self.tune_setup: TuneSetup | None = None  # the tune screen's last setup (kept while the App runs)
         self.tune_view: TuneView | None = None
         self.tune_outcome: Any = None  # the core's TuneOutcome of the last tune that ran
         self.tune_base: Settings | None = None  # its fixed flags (the report lists them)
-        self.tunes_finished = 0
-        self._ab_args: tuple[Settings, str, int, int | None] | None = None  # the last A/B's, for `g`
+        self._ab_args: tuple[str, int, int | None] | None = None  # the last A/B's suite, passes, n_predict, for `g`
         self.offer: RestartOffer | None = None  # set when an action that stopped the user's server ends
         self._stopped: RestartOffer | None = None  # the running action stopped the user's server
-        self._sweep: Any = None
-        self._tune: Any = None  # the running TuneRun
+        self._job: Any = None  # the running Sweep or TuneRun, and how to stop it
+        self._stop_job: Callable[[], None] | None = None
         self._cancel = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
@@ -103,10 +135,11 @@ class LabController:
         self.host.run_worker(work, thread=True, exclusive=True, exit_on_error=False, group="tuning", name=kind)
         self.changed()
 
-    def _ended(self) -> None:
-        """The running action is over: the offer to restart the server it stopped, if it did."""
-        self.running = None
-        self.offer, self._stopped = self._stopped, None
+    def _started(self, job: Any, stop: Callable[[], None]) -> None:
+        """A worker's Sweep or TuneRun is about to run: `stop` cancels it (at once if asked already)."""
+        self._job, self._stop_job = job, stop
+        if self._cancel.is_set():
+            stop()
 
     def take_offer(self) -> RestartOffer | None:
         """The restart offer, once (the cockpit shows it)."""
@@ -115,10 +148,9 @@ class LabController:
 
     def start_sweep(self, defn: Any, plans: dict[str, Any]) -> str | None:
         """Run (or resume) `defn`; returns why it cannot start."""
-        reason = self.blocked()
-        if reason:
+        if reason := self.blocked():
             return reason
-        self.sweep_defn, self.sweep_plans = defn, plans
+        self.sweep_defn = defn
         tracker = experiments.SweepTracker(defn, plans, lambda v: self.host.post_message(SweepProgressed(v)))
         self.sweep_view = tracker.view
         server_bin, simulate = self.options.server_bin, experiments.simulated(self.options)
@@ -126,24 +158,17 @@ class LabController:
         def body(cancel: threading.Event) -> Message:
             if cancel.is_set():
                 return SweepFinished(replace(tracker.view, running=False, message="sweep cancelled"))
-            view, error = experiments.run_sweep(defn, server_bin=server_bin, simulate=simulate, tracker=tracker,
-                                           started=self._sweep_started)
-            return SweepFinished(view, error)
+            return SweepFinished(*experiments.run_sweep(defn, server_bin=server_bin, simulate=simulate,
+                                                        tracker=tracker, started=self._started))
 
         self._start("sweep", body)
         return None
 
-    def _sweep_started(self, sweep: Any) -> None:
-        self._sweep = sweep
-        if self._cancel.is_set():
-            sweep.cancel()
-
     def start_ab(self, settings: Settings, *, suite: str, passes: int, n_predict: int | None) -> str | None:
         """MTP on vs off with `settings`; returns why it cannot start."""
-        reason = self.blocked()
-        if reason:
+        if reason := self.blocked():
             return reason
-        self._ab_args = (settings, suite, passes, n_predict)
+        self._ab_args = (suite, passes, n_predict)
         workload = self.ab_workload
         self.verdict = None
         self.verdict_view = VerdictView(running=True, total=2 * passes, workload=workload,
@@ -151,10 +176,9 @@ class LabController:
         server_bin = self.options.server_bin
 
         def body(cancel: threading.Event) -> Message:
-            v, error = experiments.run_ab(settings, suite=suite, workload=workload, passes=passes, n_predict=n_predict,
-                                     server_bin=server_bin, on_event=lambda e: self.host.post_message(AbProgressed(e)),
-                                     cancel=cancel)
-            return AbFinished(v, error)
+            return AbFinished(*experiments.run_ab(settings, suite=suite, workload=workload, passes=passes,
+                                                  n_predict=n_predict, server_bin=server_bin, cancel=cancel,
+                                                  on_event=lambda e: self.host.post_message(AbProgressed(e))))
 
         self._start("ab", body)
         return None
@@ -164,35 +188,28 @@ class LabController:
         verdict screen's `g`)."""
         if self._ab_args is None:
             return "press a on the main screen to run MTP on vs off"
-        _settings, suite, passes, n_predict = self._ab_args
+        suite, passes, n_predict = self._ab_args
         return self.start_ab(self.plan.settings, suite=suite, passes=passes, n_predict=n_predict)
-
-    def verdict_view_of(self, verdict: Any, **kw: Any) -> VerdictView:
-        """A core MtpVerdict as the verdict screen draws it (`experiments.verdict_view`)."""
-        return experiments.verdict_view(verdict, **kw)
 
     def start_search(self, knob: str, settings: Settings) -> str | None:
         """The largest context or the smallest fit-target; returns why it cannot start."""
-        reason = self.blocked()
-        if reason:
+        if reason := self.blocked():
             return reason
-        self.search_view = experiments.search_view(knob)
+        self.search_view = experiments.search_start(knob)
         server_bin, simulate = self.options.server_bin, experiments.simulated(self.options)
 
         def body(cancel: threading.Event) -> Message:
-            result, error = experiments.run_search(knob, settings, server_bin=server_bin, simulate=simulate,
-                                              on_event=lambda e: self.host.post_message(SearchProgressed(knob, e)),
-                                              cancel=cancel)
-            return SearchFinished(knob, result, error)
+            return SearchFinished(*experiments.run_search(
+                knob, settings, server_bin=server_bin, simulate=simulate, cancel=cancel,
+                on_event=lambda e: self.host.post_message(SearchProgressed(e))))
 
         self._start("search", body)
         return None
 
     def start_tune(self, prepared: tune_ops.Prepared) -> str | None:
-        """Run (or continue) the tune the screen checked (`check_tune`: the header is not read again);
-        returns why it cannot start."""
-        reason = self.blocked()
-        if reason:
+        """Run (or continue) the tune the screen checked (`tune_ops.prepare`: the header is not read
+        again); returns why it cannot start."""
+        if reason := self.blocked():
             return reason
         self.tune_setup = prepared.setup
         self.tune_view = TuneView(running=True, message="starting…", budget_s=prepared.request.budget_s)
@@ -202,43 +219,11 @@ class LabController:
             tracker = tune_ops.TuneTracker(prepared, lambda v: self.host.post_message(TuneProgressed(v)))
             if cancel.is_set():
                 return TuneFinished(TuneView(stopped="cancelled", message="tune cancelled before it began"))
-            outcome, view, error = tune_ops.run_tune(prepared, store=store, tracker=tracker, started=self._tune_started)
-            return TuneFinished(view, outcome, prepared.request.base, error)
+            outcome, view, error = tune_ops.run_tune(prepared, store=store, tracker=tracker, started=self._started)
+            return TuneFinished(view, error, outcome, prepared.request.base)
 
         self._start("tune", body)
         return None
-
-    # --- the screens' blocking questions (called on their workers) --------------------------------
-
-    def check_tune(self, settings: Settings, setup: TuneSetup) -> tune_ops.Prepared | str:
-        """The tune screen's setup checked as `mtp-tune tune` checks its flags (reads the header)."""
-        return tune_ops.prepare(settings, setup, self.options)
-
-    def keep_tune(self, what: str, name: str, settings: Settings) -> tuple[str | None, str | None]:
-        """The last tune's best saved as profile `name` ("best"), or its report written ("report")."""
-        if what == "best":
-            return tune_ops.save_best(self.tune_outcome, name)
-        return tune_ops.write_report(self.tune_outcome, self.tune_base or settings)
-
-    def preview_sweep(self, settings: Settings, setup: SweepSetup, planner: Any) -> tuple[SweepView, Any, Any]:
-        """(the planned grid's view, its definition, its plans); ValueError names a wrong field."""
-        defn = experiments.definition(settings, setup)
-        plans = experiments.plan_rows(defn, planner)
-        return experiments.sweep_view(defn, experiments.saved_state(defn), plans), defn, plans
-
-    def sweep_planner(self) -> Any:
-        return experiments.planner(experiments.simulated(self.options))
-
-    def save_sweep_best(self, defn: Any, name: str) -> tuple[str | None, str | None]:
-        return experiments.save_best(defn, name)
-
-    def newest_saved_sweep(self, current: Settings) -> tuple[Settings, SweepSetup] | str:
-        return experiments.newest_saved(current)
-
-    def _tune_started(self, run: Any) -> None:
-        self._tune = run
-        if self._cancel.is_set():
-            run.stop()
 
     def cancel(self) -> bool:
         """Cancel the running action (its server is stopped; a sweep or a tune keeps what it finished)."""
@@ -250,22 +235,17 @@ class LabController:
 
     def _stop_running(self) -> None:
         self._cancel.set()
-        if self._sweep is not None:
-            self._sweep.cancel()
-        if self._tune is not None:
-            self._tune.stop()
+        if self._stop_job is not None:
+            self._stop_job()
 
     def rejudge(self, prompt_tokens: int, output_tokens: int) -> VerdictView | None:
         """The last verdict for another workload (instant: the same samples, nothing run)."""
         self.ab_workload = (prompt_tokens, output_tokens)
-        if self.verdict is None:
-            if self.verdict_view is not None:
-                self.verdict_view = replace(self.verdict_view, workload=self.ab_workload)
-            return self.verdict_view
-        self.verdict = self.verdict.for_workload(prompt_tokens, output_tokens)
-        old = self.verdict_view or VerdictView()
-        self.verdict_view = experiments.verdict_view(self.verdict, running=old.running, done=old.done, total=old.total,
-                                                message=old.message)
+        if self.verdict is not None:
+            self.verdict, self.verdict_view = experiments.rejudge(self.verdict, self.verdict_view or VerdictView(),
+                                                                  self.ab_workload)
+        elif self.verdict_view is not None:
+            self.verdict_view = replace(self.verdict_view, workload=self.ab_workload)
         return self.verdict_view
 
     def changed(self, extra: str = "") -> None:
@@ -276,93 +256,74 @@ class LabController:
 
     def take(self, message: Message) -> Notice | None:
         """A worker's message; returns what to tell the user, if anything."""
-        if isinstance(message, SweepProgressed):
-            if self.running == "sweep":
-                self.sweep_view = message.view
-        elif isinstance(message, SweepFinished):
-            return self._sweep_finished(message)
-        elif isinstance(message, AbProgressed):
-            if self.running == "ab" and self.verdict_view is not None:
-                self.verdict_view = experiments.progress_view(message.event, self.verdict_view)
-        elif isinstance(message, AbFinished):
-            return self._ab_finished(message)
-        elif isinstance(message, SearchProgressed):
-            if self.running == "search":
-                self.search_view = experiments.search_view(message.knob, self.search_view, ev=message.event)
-        elif isinstance(message, SearchFinished):
-            self._ended()
-            self.searches_finished += 1
-            self.search_view = experiments.search_view(message.knob, self.search_view, result=message.result,
-                                                  error=message.error)
-        elif isinstance(message, TuneProgressed):
-            if self.running == "tune":
-                self.tune_view = message.view
-        elif isinstance(message, TuneFinished):
-            return self._tune_finished(message)
+        if isinstance(message, Finished):
+            self.finished[self.running or ""] += 1
+            self.running, self._job, self._stop_job = None, None, None
+            self.offer, self._stopped = self._stopped, None  # the offer to restart the server it stopped
+            return self._ended(message)
+        if isinstance(message, SweepProgressed) and self.running == "sweep":
+            self.sweep_view = message.value
+        elif isinstance(message, TuneProgressed) and self.running == "tune":
+            self.tune_view = message.value
+        elif isinstance(message, AbProgressed) and self.running == "ab" and self.verdict_view is not None:
+            self.verdict_view = experiments.progress_view(message.value, self.verdict_view)
+        elif isinstance(message, SearchProgressed) and self.running == "search" and self.search_view is not None:
+            self.search_view = experiments.search_view(self.search_view, ev=message.value)
         return None
 
-    def _tune_finished(self, message: TuneFinished) -> Notice:
-        self._ended()
-        self._tune = None
-        self.tune_view = message.view
-        self.tunes_finished += 1
-        if message.outcome is not None:
-            self.tune_outcome, self.tune_base = message.outcome, message.base
-        if message.error:
-            return Notice(message.error, "Tune failed" if message.outcome is None else "Tune", "error", 12)
-        v = message.view
-        what = f"best {v.best_text}" if v.best_text else "nothing measured"
-        return Notice(f"{v.message}: {what}; T shows the trials", "Tune", "information")
-
-    def _sweep_finished(self, message: SweepFinished) -> Notice:
-        self._ended()
-        self._sweep = None
-        self.sweep_view = message.view
-        self.sweeps_finished += 1
-        if message.error:
-            return Notice(message.error, "Sweep failed", "error", 12)
-        best = next((r for r in message.view.rows if r.number == message.view.best), None)
-        what = f"best #{best.number} ({' '.join(best.values)})" if best else "nothing measured"
-        return Notice(f"{message.view.message}: {what}; w shows the table", "Sweep", "information")
-
-    def _ab_finished(self, message: AbFinished) -> Notice | None:
-        self._ended()
-        self.abs_finished += 1
+    def _ended(self, message: Finished) -> Notice | None:
+        """An action's end: its last view, and what to tell the user."""
+        error = message.error
+        if isinstance(message, SweepFinished):
+            v = self.sweep_view = message.value
+            best = next((r for r in v.rows if r.number == v.best), None)
+            what = f"best #{best.number} ({' '.join(best.values)})" if best else "nothing measured"
+            return Notice(error, "Sweep failed", "error", 12) if error else \
+                Notice(f"{v.message}: {what}; w shows the table", "Sweep", "information")
+        if isinstance(message, TuneFinished):
+            t = self.tune_view = message.value
+            if message.outcome is not None:
+                self.tune_outcome, self.tune_base = message.outcome, message.base
+            if error:
+                return Notice(error, "Tune failed" if message.outcome is None else "Tune", "error", 12)
+            what = f"best {t.best_text}" if t.best_text else "nothing measured"
+            return Notice(f"{t.message}: {what}; T shows the trials", "Tune", "information")
+        if isinstance(message, SearchFinished):
+            if self.search_view is not None:
+                self.search_view = experiments.search_view(self.search_view, result=message.value, error=error)
+            return None
         old = self.verdict_view or VerdictView()
-        if message.verdict is not None:
-            self.verdict = message.verdict
+        if message.value is not None:
+            self.verdict = message.value
             if self.verdict.workload != self.ab_workload:  # edited while it ran
                 self.verdict = self.verdict.for_workload(*self.ab_workload)
             self.verdict_view = experiments.verdict_view(self.verdict, done=old.total, total=old.total,
-                                                    message=f"MTP on vs off: {self.verdict.status}")
+                                                         message=f"MTP on vs off: {self.verdict.status}")
         else:
-            self.verdict_view = replace(old, running=False, message=message.error or "failed", error=message.error)
-        return Notice(message.error, "MTP on/off", "error", 12) if message.error else None
+            self.verdict_view = replace(old, running=False, message=error or "failed", error=error)
+        return Notice(error, "MTP on/off", "error", 12) if error else None
 
     # --- showing ---------------------------------------------------------------------------------
 
     def line(self, extra: str = "") -> str:
         """What the main screen's bottom line says about the tuning actions ("": nothing to say)."""
         text = self._line()
-        if extra:
-            text = f"{text} · {extra}" if text else extra
-        return text
+        return f"{text} · {extra}" if text and extra else text or extra
 
     def _line(self) -> str:
         if self.running == "sweep" and self.sweep_view is not None:
-            v = self.sweep_view
-            return f"◆ sweep {v.progress_text()} · {v.message} · w shows it, x cancels in there"
+            s = self.sweep_view
+            return f"◆ sweep {s.progress_text()} · {s.message} · w shows it, x cancels in there"
         if self.running == "ab" and self.verdict_view is not None:
-            v2 = self.verdict_view
-            eta = f" · ETA {clock(v2.eta_s)}" if v2.eta_s is not None else ""
-            return f"◆ MTP on/off pass {v2.done:.0f}/{v2.total}{eta} · {v2.message} · a shows it"
+            v = self.verdict_view
+            eta = f" · ETA {clock(v.eta_s)}" if v.eta_s is not None else ""
+            return f"◆ MTP on/off pass {v.done:.0f}/{v.total}{eta} · {v.message} · a shows it"
         if self.running == "search" and self.search_view is not None:
             return f"◆ {self.search_view.title.lower()}: {self.search_view.message}"
         if self.running == "tune" and self.tune_view is not None:
             return f"◆ tune {self.tune_view.status_text()} · T shows it, x cancels in there"
-        if self.sweep_view is not None and self.sweeps_finished:
-            v = self.sweep_view
-            return f"◆ last sweep: {v.message} · best #{v.best} · w shows it" if v.best else f"◆ last sweep: {v.message}"
+        if (s := self.sweep_view) is not None and self.finished["sweep"]:
+            return f"◆ last sweep: {s.message} · best #{s.best} · w shows it" if s.best else f"◆ last sweep: {s.message}"
         return ""
 
     def shutdown(self) -> None:

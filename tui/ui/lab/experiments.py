@@ -21,9 +21,7 @@ from typing import Any
 
 from tui.core.options.settings import Settings
 from tui.ui.shared_views import ProbePoint
-from tui.ui.lab.views import (
-    SWEEP_KNOBS, SearchTrialView, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView,
-)
+from tui.ui.lab.views import SWEEP_KNOBS, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView, num
 
 #: Planned memory and risk per launch key: (MiB, risk, one sentence).
 PlanInfo = tuple[float | None, str, str]
@@ -37,10 +35,11 @@ def definition(settings: Settings, setup: SweepSetup) -> Any:
     Raises ValueError (the core's SweepDefinitionError) naming the axis or field that is wrong."""
     from tui.core.sweep.definition import build_definition
 
-    if not setup.axes or not setup.axis_texts():
+    axes = [f"{k}={v}" for k, v in setup.axes if v.strip()]
+    if not axes:
         raise ValueError("give at least one axis some values, e.g. MTP on,off or ubatch 256,512")
     base = replace(settings, port=None, metrics=False)
-    return build_definition(base, setup.axis_texts(), suite=setup.suite, repeat=setup.repeat,
+    return build_definition(base, axes, suite=setup.suite, repeat=setup.repeat,
                             n_predict=setup.n_predict, objective=setup.objective, try_anyway=setup.try_anyway)
 
 
@@ -81,6 +80,13 @@ def plan_rows(defn: Any, check: Callable[[Settings], Any]) -> dict[str, PlanInfo
     return out
 
 
+def preview(settings: Settings, setup: SweepSetup, check: Callable[[Settings], Any]) -> tuple[SweepView, Any, Any]:
+    """The sweep screen's grid before it runs: (its view, the definition, its plans); ValueError names a wrong field."""
+    defn = definition(settings, setup)
+    plans = plan_rows(defn, check)
+    return sweep_view(defn, saved_state(defn), plans), defn, plans
+
+
 def saved_state(defn: Any) -> Any:
     """The saved state of this sweep (what a resume continues from), or None."""
     from tui.core.lab.journal import JournalError, load_journal
@@ -119,10 +125,9 @@ def newest_saved(current: Settings) -> tuple[Settings, SweepSetup] | str:
     return "the saved sweeps sweep options this screen has no field for; resume them with `mtp-tune sweep`"
 
 
-def _spread(s: Any) -> float | None:
-    if s is None or s.n < 2 or math.isinf(s.spread):
-        return None
-    return float(s.spread)
+def spread(s: Any) -> float | None:
+    """A core Summary's relative spread, None where there is none to show (fewer than 2 samples)."""
+    return None if s is None or s.n < 2 or math.isinf(s.spread) else float(s.spread)
 
 
 MARKS = {"best": "BEST", "same": "~best", "same as best": "~best"}
@@ -152,8 +157,8 @@ def sweep_view(defn: Any, state: Any, plans: dict[str, PlanInfo], *, running: bo
             mark = f"{mark} = #{r.same_as}".strip()
         note = r.reason or (r.warnings[0] if r.warnings else "") or (plan_msg if risk in ("oom", "tight") else "")
         rows.append(SweepRowView(
-            r.number, tuple(r.values.get(a, "") for a in table.axes), status, mib, risk, r.tg_tps, _spread(r.tg),
-            r.pp_tps, _spread(r.pp), r.acceptance, r.score.median if r.score else None, mark, note or "",
+            r.number, tuple(r.values.get(a, "") for a in table.axes), status, mib, risk, r.tg_tps, spread(r.tg),
+            r.pp_tps, spread(r.pp), r.acceptance, r.score.median if r.score else None, mark, note or "",
         ))
     finished = sum(1 for r in rows if r.status not in ("pending", "running"))
     summary = tuple(summary_lines(table)) if finished else ()
@@ -162,7 +167,7 @@ def sweep_view(defn: Any, state: Any, plans: dict[str, PlanInfo], *, running: bo
         rows=tuple(rows), running=running, done=finished if done is None else done,
         total=len(rows) if total is None else total, elapsed_s=elapsed_s, eta_s=eta_s, message=message,
         current=current, points=points, best=table.best.number if table.best else None, summary=summary,
-        sweep_id=defn.sweep_id, error=error,
+        error=error,
     )
 
 
@@ -199,25 +204,24 @@ class SweepTracker:
 
 
 def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTracker,
-              started: Callable[[Any], None]) -> tuple[SweepView, str | None]:
-    """Run (or resume) `defn` to the end or a cancel. `started(sweep)` hands the Sweep to the caller
-    (for `cancel()`) before it runs. Returns the final view and an error paragraph, if any."""
+              started: Callable[[Any, Callable[[], None]], None]) -> tuple[SweepView, str | None]:
+    """Run (or resume) `defn` to the end or a cancel. `started(sweep, cancel)` hands the Sweep to the
+    caller before it runs. Returns the final view and an error paragraph, if any."""
     from tui.core.lab.journal import JournalError
     from tui.core.sweep.runner import Sweep
     from tui.core.sweep.events import SweepError
 
+    def failed(text: str, **kw: Any) -> tuple[SweepView, str | None]:
+        return replace(tracker.view, running=False, error=text, **kw), text
+
     try:
-        sweep = Sweep(defn, server_bin=server_bin, on_event=tracker, planner=planner(simulate))
-    except (SweepError, JournalError) as exc:
-        return replace(tracker.view, running=False, error=str(exc), message=str(exc)), str(exc)
-    tracker.sweep = sweep
-    started(sweep)
-    try:
+        tracker.sweep = sweep = Sweep(defn, server_bin=server_bin, on_event=tracker, planner=planner(simulate))
+        started(sweep, sweep.cancel)
         outcome = sweep.run()
     except (SweepError, JournalError) as exc:
-        return replace(tracker.view, running=False, error=str(exc), message=str(exc)), str(exc)
+        return failed(str(exc), message=str(exc))
     except Exception as exc:  # noqa: BLE001 - anything else is shown, never a traceback
-        return replace(tracker.view, running=False, error=f"the sweep stopped: {exc}"), f"the sweep stopped: {exc}"
+        return failed(f"the sweep stopped: {exc}")
     final = sweep_view(defn, outcome.state, tracker.plans, done=None, total=None, elapsed_s=outcome.seconds,
                        message=tracker.view.message)
     return final, None
@@ -231,8 +235,13 @@ def save_best(defn: Any, name: str) -> tuple[str | None, str | None]:
     state = saved_state(defn)
     if state is None:
         return None, "the sweep has not run yet, so there is no best to save"
+    return saved_as(lambda: core_save_best(build_table(defn, state), name))
+
+
+def saved_as(save: Callable[[], Any]) -> tuple[str | None, str | None]:
+    """`save()` writes a profile and an INI section (a core SavedBest): (what was written, error)."""
     try:
-        saved = core_save_best(build_table(defn, state), name)
+        saved = save()
     except Exception as exc:  # noqa: BLE001 - ProfileError, IniWriteError, ValueError: one paragraph each
         return None, str(exc)
     return f"profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}", None
@@ -241,16 +250,10 @@ def save_best(defn: Any, name: str) -> tuple[str | None, str | None]:
 # --------------------------------------------------------------------------- MTP on/off
 
 
-def _rel(x: float | None) -> str:
-    from tui.core.probes.stats import fmt_rel
-
-    return fmt_rel(x)
-
-
 def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int = 0, eta_s: float | None = None,
                  message: str = "") -> VerdictView:
     """A core MtpVerdict as the verdict screen shows it."""
-    from tui.core.probes.stats import fmt_summary
+    from tui.core.probes.stats import fmt_rel, fmt_summary
 
     def pct_summary(s: Any) -> str:
         if s is None:
@@ -258,24 +261,27 @@ def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int
         return f"{s.median:.0%}" if s.n < 2 else f"{s.median:.0%} [{s.min:.0%}-{s.max:.0%}]"
 
     rows = (
-        VerdictRow("PP t/s", fmt_summary(v.off.pp_tps), fmt_summary(v.on.pp_tps), _rel(v.pp.rel_change), v.pp.label),
-        VerdictRow("TG t/s", fmt_summary(v.off.tg_tps), fmt_summary(v.on.tg_tps), _rel(v.tg.rel_change), v.tg.label),
+        VerdictRow("PP t/s", fmt_summary(v.off.pp_tps), fmt_summary(v.on.pp_tps), fmt_rel(v.pp.rel_change), v.pp.label),
+        VerdictRow("TG t/s", fmt_summary(v.off.tg_tps), fmt_summary(v.on.tg_tps), fmt_rel(v.tg.rel_change), v.tg.label),
         VerdictRow("acceptance", pct_summary(v.off.acceptance), pct_summary(v.on.acceptance), "", ""),
         VerdictRow(f"{v.workload[0]} in / {v.workload[1]} out (s)", fmt_summary(v.off.e2e_s, 2),
-                   fmt_summary(v.on.e2e_s, 2), _rel(v.e2e.rel_change), v.e2e.label),
+                   fmt_summary(v.on.e2e_s, 2), fmt_rel(v.e2e.rel_change), v.e2e.label),
     )
     passes = tuple(
-        f"{s.side} {s.index + 1}: TG {_num(s.tg_tps)} PP {_num(s.pp_tps)}"
+        f"{s.side} {s.index + 1}: TG {num(s.tg_tps, '-')} PP {num(s.pp_tps, '-')}"
         + (f" acc {s.acceptance:.0%}" if s.acceptance is not None else "")
         for s in sorted(v.samples, key=lambda s: s.order)
     )
     return VerdictView(running=running, done=done, total=total, eta_s=eta_s, message=message, workload=v.workload,
                        label="" if not v.samples else v.label, rows=rows, break_even=v.break_even.text(),
-                       answer=v.answer, passes=passes, status=v.status, error=v.error)
+                       answer=v.answer, passes=passes, error=v.error)
 
 
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}"
+def rejudge(v: Any, old: VerdictView, workload: tuple[int, int]) -> tuple[Any, VerdictView]:
+    """A core MtpVerdict judged for another workload (the same passes, nothing run) and its view, the
+    progress of `old` kept."""
+    v = v.for_workload(*workload)
+    return v, verdict_view(v, running=old.running, done=old.done, total=old.total, message=old.message)
 
 
 def progress_view(ev: Any, previous: VerdictView) -> VerdictView:
@@ -306,20 +312,20 @@ def run_ab(settings: Settings, *, suite: str, workload: tuple[int, int], passes:
 SEARCH_TITLES = {"ctx_size": "Largest context that fits", "fit_target": "Smallest fit-target that survives"}
 
 
-def search_view(knob: str, previous: SearchView | None = None, *, ev: Any = None, result: Any = None,
-                error: str | None = None) -> SearchView:
-    """A search's view after one event, its result, or an error."""
-    v = previous or SearchView(knob, SEARCH_TITLES[knob], running=True, message="starting…")
+def search_start(knob: str) -> SearchView:
+    """A search about to start: its title, and how its answer is written (the core's flag and unit)."""
+    from tui.core.lab.knob import KNOB_FLAGS, KNOB_UNITS
+
+    return SearchView(knob, SEARCH_TITLES[knob], KNOB_FLAGS[knob], KNOB_UNITS[knob], running=True, message="starting…")
+
+
+def search_view(v: SearchView, *, ev: Any = None, result: Any = None, error: str | None = None) -> SearchView:
+    """A search's view after one event (its `trial` a core KnobTry), its SearchResult, or an error."""
     if ev is not None:
-        trials = v.trials
-        if ev.trial is not None:
-            t = ev.trial
-            trials = (*trials, SearchTrialView(int(t.value), str(t.outcome), t.detail or "", float(t.seconds or 0)))
+        trials = (*v.trials, ev.trial) if ev.trial is not None else v.trials
         return replace(v, running=True, message=ev.message or v.message, elapsed_s=ev.elapsed_s, trials=trials)
     if result is not None:
-        trials = tuple(SearchTrialView(int(t.value), str(t.outcome), t.detail or "", float(t.seconds or 0))
-                       for t in result.trials)
-        return replace(v, running=False, done=True, message=result.message, trials=trials or v.trials,
+        return replace(v, running=False, done=True, message=result.message, trials=tuple(result.trials) or v.trials,
                        value=result.value, found=result.found, cancelled=result.cancelled, planned=result.planned,
                        settings=result.settings)
     return replace(v, running=False, done=True, message=error or "the search failed", found=False)

@@ -1,7 +1,8 @@
 """The lab's messages: what its workers (sweep, MTP on/off, searches, tune, the screens' checks) post.
 
-They are posted to the host the lab controller runs its workers on (the cockpit screen) or to the
-lab screen whose worker made them; newest-state ones override `can_replace`.
+Two shapes carry the actions' news to the host the lab controller runs its workers on (the cockpit
+screen): `Progressed` (newest state) and `Finished` (the result and an error). There is one subclass
+per action only because Textual routes a message to `@on(Class)` by its class.
 """
 
 from __future__ import annotations
@@ -11,115 +12,83 @@ from typing import Any
 from textual.message import Message
 
 
-class SweepProgressed(Message):
-    """New sweep progress (a SweepView); the newest replaces a pending one."""
+class Progressed(Message):
+    """An action's news (a view, or the core's LabEvent); the newest replaces one of its kind still queued."""
 
-    def __init__(self, view: Any) -> None:
+    def __init__(self, value: Any) -> None:
         super().__init__()
-        self.view = view
+        self.value = value
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SweepProgressed)
+        return type(message) is type(self)
 
 
-class SweepFinished(Message):
-    """The sweep ended (done, cancelled, budget or failed); `error` is a paragraph when it failed."""
+class Finished(Message):
+    """An action ended: its result (None when it could not run) and `error`, a paragraph when it failed."""
 
-    def __init__(self, view: Any, error: str | None = None) -> None:
+    def __init__(self, value: Any, error: str | None = None) -> None:
         super().__init__()
-        self.view = view
+        self.value = value
         self.error = error
 
 
-class AbProgressed(Message):
-    """An MTP on/off LabEvent; the newest replaces a pending one."""
+class SweepProgressed(Progressed):
+    """A SweepView."""
 
-    def __init__(self, event: Any) -> None:
-        super().__init__()
-        self.event = event
+
+class SweepFinished(Finished):
+    """The final SweepView (done, cancelled, budget or failed)."""
+
+
+class AbProgressed(Progressed):
+    """An MTP on/off LabEvent."""
+
+
+class AbFinished(Finished):
+    """The core's MtpVerdict."""
+
+
+class SearchProgressed(Progressed):
+    """A search's LabEvent: every trial counts, so none replaces another."""
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, AbProgressed)
+        return False
 
 
-class AbFinished(Message):
-    """The MTP on/off run ended with its MtpVerdict (None when it could not start)."""
-
-    def __init__(self, verdict: Any, error: str | None = None) -> None:
-        super().__init__()
-        self.verdict = verdict
-        self.error = error
+class SearchFinished(Finished):
+    """The core's SearchResult."""
 
 
-class SearchProgressed(Message):
-    """A search's LabEvent (every trial counts: these are not collapsed)."""
-
-    def __init__(self, knob: str, event: Any) -> None:
-        super().__init__()
-        self.knob = knob
-        self.event = event
+class TuneProgressed(Progressed):
+    """A TuneView."""
 
 
-class SearchFinished(Message):
-    """A search ended with its SearchResult (None when it could not run)."""
+class TuneFinished(Finished):
+    """The final TuneView (done, budget, cancelled, or refused before it began); `outcome` is the core's
+    TuneOutcome (None when it never ran) and `base` its fixed settings (the report lists them)."""
 
-    def __init__(self, knob: str, result: Any, error: str | None = None) -> None:
-        super().__init__()
-        self.knob = knob
-        self.result = result
-        self.error = error
+    def __init__(self, value: Any, error: str | None = None, outcome: Any = None, base: Any = None) -> None:
+        super().__init__(value, error)
+        self.outcome = outcome
+        self.base = base
 
 
 class TuningChanged(Message):
-    """The tuning controller's state changed (started, cancelling): redraw its line and screens."""
+    """The lab controller's state changed (started, cancelling): redraw its line and screens."""
 
     def __init__(self, extra: str = "") -> None:
         super().__init__()
         self.extra = extra
 
 
-class SweepPreviewed(Message):
-    """The sweep screen's grid planned (a SweepView, or an error naming the field); newest wins by `seq`."""
+class Checked(Message):
+    """A lab screen's setup checked on its worker (a planned grid, a tune's request, or why it cannot
+    run: a str); only the newest `seq` is shown."""
 
-    def __init__(self, seq: int, view: Any, defn: Any = None, plans: Any = None, error: str | None = None) -> None:
+    def __init__(self, seq: int, value: Any) -> None:
         super().__init__()
         self.seq = seq
-        self.view = view
-        self.defn = defn
-        self.plans = plans
-        self.error = error
-
-
-class TuneProgressed(Message):
-    """New tune progress (a TuneView); the newest replaces a pending one."""
-
-    def __init__(self, view: Any) -> None:
-        super().__init__()
-        self.view = view
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, TuneProgressed)
-
-
-class TuneFinished(Message):
-    """The tune ended (done, budget, cancelled, or refused before it began): its final TuneView, the
-    core's TuneOutcome (None when it never ran) and the fixed settings; `error` a paragraph."""
-
-    def __init__(self, view: Any, outcome: Any = None, base: Any = None, error: str | None = None) -> None:
-        super().__init__()
-        self.view = view
-        self.outcome = outcome
-        self.base = base
-        self.error = error
-
-
-class TunePrepared(Message):
-    """The tune screen's setup checked (an adapters.tune.Prepared, or why it cannot run); newest `seq` wins."""
-
-    def __init__(self, seq: int, prepared: Any) -> None:
-        super().__init__()
-        self.seq = seq
-        self.prepared = prepared
+        self.value = value
 
 
 class SavedSweep(Message):

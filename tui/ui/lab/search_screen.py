@@ -18,14 +18,11 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
 from tui.ui.lab.controller import LabController
-from tui.ui.theme_colors import rich_style
+from tui.ui.lab.tables import fill
 from tui.ui.lab.views import SearchView, clock
-from tui.ui.lab.sweep_table import fill
-
+from tui.ui.theme_colors import rich_style
 
 OUTCOME_COLOUR = {"ok": "success", "oom": "error", "overshoot": "warning", "failed": "error", "cancelled": "warning"}
-UNITS = {"ctx_size": "tokens", "fit_target": "MiB"}
-FLAGS = {"ctx_size": "--ctx-size", "fit_target": "--fit-target"}
 
 
 class SearchScreen(ModalScreen[Any]):
@@ -49,9 +46,7 @@ class SearchScreen(ModalScreen[Any]):
 
     def __init__(self, lab: LabController, knob: str, *, fixed: SearchView | None = None) -> None:
         super().__init__()
-        self.lab = lab
-        self.knob = knob
-        self.fixed = fixed
+        self.lab, self.knob, self.fixed = lab, knob, fixed
         self.view: SearchView | None = None
 
     def compose(self) -> ComposeResult:
@@ -62,16 +57,9 @@ class SearchScreen(ModalScreen[Any]):
             yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        fill(self.query_one("#search-trials", DataTable), self._columns(), [])
-        if self.fixed is not None:
-            self.show(self.fixed)
-            return
-        panel = self.lab
-        if panel.search_view is not None:
-            self.show(panel.search_view)
-
-    def _columns(self) -> list[str]:
-        return [FLAGS[self.knob], "outcome", "seconds", "why"]
+        view = self.fixed if self.fixed is not None else self.lab.search_view
+        if view is not None:
+            self.show(view)
 
     def show(self, view: SearchView) -> None:
         self.view = view
@@ -83,21 +71,19 @@ class SearchScreen(ModalScreen[Any]):
         rows: list[list[object]] = [
             [str(t.value), Text(t.outcome, style=rich_style(variables, OUTCOME_COLOUR.get(t.outcome, "foreground"))),
              f"{t.seconds:.1f}", t.detail[:60]] for t in view.trials]
-        fill(self.query_one("#search-trials", DataTable), self._columns(), rows)
+        fill(self.query_one("#search-trials", DataTable), [view.flag, "outcome", "seconds", "why"], rows)
         answer = self.query_one("#search-answer", Static)
         if view.found and view.value is not None:
-            answer.update(Content(f"{FLAGS[view.knob]} {view.value} {UNITS[view.knob]} · Enter puts it in the form, "
+            answer.update(Content(f"{view.flag} {view.value} {view.unit} · Enter puts it in the form, "
                                   "Escape keeps the settings as they are"))
-        elif view.done:
-            answer.update(Content("no value to offer · Escape closes"))
         else:
-            answer.update(Content("x cancels the search"))
+            answer.update(Content("no value to offer · Escape closes" if view.done else "x cancels the search"))
         answer.set_class(view.found, "-found")
         answer.set_class(view.done and not view.found, "-none")
 
-    def tuning_changed(self, panel: LabController) -> None:
-        if self.is_mounted and self.fixed is None and panel.search_view is not None and panel.search_view.knob == self.knob:
-            self.show(panel.search_view)
+    def tuning_changed(self, lab: LabController) -> None:
+        if self.is_mounted and self.fixed is None and lab.search_view is not None and lab.search_view.knob == self.knob:
+            self.show(lab.search_view)
 
     def action_accept(self) -> None:
         view = self.view
@@ -108,9 +94,8 @@ class SearchScreen(ModalScreen[Any]):
         self.dismiss(view.value)
 
     def action_cancel(self) -> None:
-        panel = self.lab
-        if panel.running == "search":
-            panel.cancel()
+        if self.lab.running == "search":
+            self.lab.cancel()
 
     def action_close(self) -> None:
         self.action_cancel()

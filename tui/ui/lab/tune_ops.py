@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.settings import Settings
-from tui.ui.lab.tune_views import TUNE_AXES, TunePoint, TuneRowView, TuneSetup, TuneView
+from tui.ui.lab.experiments import saved_as, spread
+from tui.ui.lab.tune_views import TUNE_AXES, TuneRowView, TuneSetup, TuneView
+from tui.ui.lab.views import HEADLINES
 
 MARKS = {"best": "BEST", "off": "best off", "on": "best on", "same": "~best"}
-HEADLINES = {"mtp_wins": "MTP WINS", "mtp_loses": "MTP LOSES", "inconclusive": "INCONCLUSIVE"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ class Prepared:
     grid: int  # valid configurations of the space (what a grid would launch)
     summary: str
     notes: tuple[str, ...] = field(default_factory=tuple)
-    settings: Settings | None = None  # what it was checked for: `g` runs it only while the screen shows them
     setup: TuneSetup | None = None
 
 
@@ -115,7 +115,6 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     # Lazy: the tune's core loads the supervisor and httpx; the check worker pays for them, not the first frame.
     from tui.core.tune.space import Floors, SpaceError
     from tui.core.tune.args import UsageError, build_request, parse_budget
-    from tui.core.lab.launcher import stand_ins_problem
     from tui.core.tune.workload_spec import WorkloadError, parse_workload
 
     if options.server_bin is None:
@@ -130,10 +129,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
             raise ValueError("A/B passes: give 0 (no A/B) or more.")
         floors = Floors(setup.kv_floor.strip() or "q4_0", setup.draft_kv_floor.strip() or "q4_0", min_ctx)
         base, values, notes = fixed_and_values(settings, setup, floors)
-        gpus = gpus_of(options)
-        if setup.stand_ins and stand_ins_problem(gpus):  # the core's rule, said the TUI's way
-            return "stand-ins play simulated GPUs: start mtp-tune with --gpus PROFILE (or the demo) to use them."
-        req, space = build_request(base, spec, floors, values, server_bin=Path(options.server_bin), gpus=gpus,
+        req, space = build_request(base, spec, floors, values, server_bin=Path(options.server_bin), gpus=gpus_of(options),
                                    budget_s=budget, ab_passes=setup.ab_passes, ready_timeout=options.ready_timeout_s,
                                    where="the form's model field",  # a remote header: cached by the form's plan
                                    stand_ins=setup.stand_ins)
@@ -149,7 +145,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     summary = (f"{grid} configurations{' (' + side + ' fixed)' if side else ''}: {what} · workload {spec.text} · "
                f"budget {setup.budget.strip() or 'none'}")
     model_notes = req.model.notes if req.model is not None else ()
-    return Prepared(req, grid, summary, tuple(notes + list(space.notes) + list(model_notes)), settings, setup)
+    return Prepared(req, grid, summary, tuple(notes + list(space.notes) + list(model_notes)), setup)
 
 
 def _txt(v: Any) -> str:
@@ -157,12 +153,6 @@ def _txt(v: Any) -> str:
 
 
 # --------------------------------------------------------------------------- views
-
-
-def _spread(s: Any) -> float | None:
-    import math
-
-    return None if s is None or s.n < 2 or math.isinf(s.spread) else float(s.spread)
 
 
 def _med(s: Any) -> float | None:
@@ -192,16 +182,13 @@ def row_view(r: Any, mark: str = "") -> TuneRowView:
         source = "exact" if str(r.plan.get("message") or "").startswith("exact") else "estimate"
         plan = str(r.plan.get("risk") or "")
     return TuneRowView(r.number, bool(r.mtp), settings_text(r), r.stage, plan, source, r.vram_mib, r.status, r.failure or "",
-                       _med(pp), _spread(pp), _med(tg), _spread(tg), _med(acc), _med(e2e), _spread(e2e),
+                       _med(pp), spread(pp), _med(tg), spread(tg), _med(acc), _med(e2e), spread(e2e),
                        s.n if s else 0, r.launches, r.resumed, mark, r.reason or "")
 
 
-def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: bool = False, stopped: str = "",
-              launches: int = 0, grid_size: int = 0, elapsed_s: float = 0.0, eta_s: float | None = None,
-              budget_s: float | None = None, message: str = "", workload: str = "", result: Any = None,
-              ab: str = "", break_even: str = "", notes: Sequence[str] = (), tune_id: str = "",
-              error: str | None = None) -> TuneView:
-    """The tune screen's content from the records so far (or the finished run's `result`)."""
+def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), result: Any = None, **fields: Any) -> TuneView:
+    """The tune screen's content from the records so far (or the finished run's `result`); `fields`
+    are the TuneView's own (progress, message, the answer's lines)."""
     from tui.core.lab import ranking
     from tui.core.lab.trial import MEASURED, PRUNED
 
@@ -218,22 +205,13 @@ def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), running: boo
     for key, r in (("on", on), ("off", off), ("best", best)):
         if r is not None:
             marks[r.number] = MARKS[key]
-    rows = tuple(row_view(r, marks.get(r.number, "")) for r in recs)
     on_front = {r.number for r in front}
-    points = tuple(TunePoint(r.number, r.pp, r.tg, r.mtp, r.number in on_front, best is not None and r.number == best.number)
-                   for r in rows if r.pp is not None and r.tg is not None and r.status in MEASURED and r.passes)
-    return TuneView(running=running, stopped=stopped, rows=rows, points=points,
-                    measured=sum(1 for r in recs if r.status in MEASURED), pruned=sum(1 for r in recs if r.status in PRUNED),
-                    failed=sum(1 for r in recs if r.status == "failed"), launches=launches, grid_size=grid_size,
+    rows = tuple(replace(row_view(r, marks.get(r.number, "")), front=r.number in on_front) for r in recs)
+    points = tuple(r for r in rows if r.pp is not None and r.tg is not None and r.status in MEASURED and r.passes)
+    return TuneView(rows=rows, points=points, measured=sum(1 for r in recs if r.status in MEASURED),
+                    pruned=sum(1 for r in recs if r.status in PRUNED), failed=sum(1 for r in recs if r.status == "failed"),
                     best=best.number if best else None, best_off=off.number if off else None, best_text=best_text(best),
-                    elapsed_s=elapsed_s, eta_s=eta_s, budget_s=budget_s, message=message, workload=workload,
-                    ab=ab, break_even=break_even, answer=result.message if result is not None else "",
-                    notes=tuple(notes), tune_id=tune_id, error=error)
-
-
-def workload_text(w: Any) -> str:
-    return (f"{w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request on average, "
-            f"the longest {w.longest}")
+                    answer=result.message if result is not None else "", **fields)
 
 
 def ab_text(ab: Any, note: str) -> str:
@@ -259,11 +237,13 @@ def final_view(outcome: Any, *, budget_s: float | None = None, message: str = ""
     ends = {"converged": "tune done", "complete": "tune done (every configuration)",
             "budget": "the budget ran out: g continues where it stopped",
             "cancelled": "tune cancelled: g continues where it stopped"}
+    w = outcome.workload
     return tune_view((), running=False, stopped=res.stopped, launches=outcome.launches, grid_size=res.grid_size,
                      elapsed_s=outcome.elapsed_s, budget_s=budget_s, message=message or ends.get(res.stopped, res.stopped),
-                     workload=workload_text(outcome.workload), result=res, ab=ab_text(outcome.ab, outcome.ab_note),
-                     break_even=f"Break-even output length (from {src}): {be.text()}" if be is not None else "",
-                     notes=outcome.notes, tune_id=outcome.tune_id)
+                     workload=f"{w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request "
+                              f"on average, the longest {w.longest}",
+                     result=res, ab=ab_text(outcome.ab, outcome.ab_note), notes=tuple(outcome.notes),
+                     break_even=f"Break-even output length (from {src}): {be.text()}" if be is not None else "")
 
 
 class TuneTracker:
@@ -293,20 +273,19 @@ class TuneTracker:
 
 
 def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
-             started: Callable[[Any], None]) -> tuple[Any, TuneView, str | None]:
-    """Run (or continue) the tune to its end, its budget or a cancel. `started(run)` hands the TuneRun
-    to the caller (for `stop()`) before it runs. Returns (TuneOutcome or None, the final view, error)."""
+             started: Callable[[Any, Callable[[], None]], None]) -> tuple[Any, TuneView, str | None]:
+    """Run (or continue) the tune to its end, its budget or a cancel. `started(run, stop)` hands the
+    TuneRun to the caller before it runs. Returns (TuneOutcome or None, the final view, error)."""
     from tui.core.tune.run import TuneError, TuneRun
 
     def failed(text: str) -> tuple[Any, TuneView, str | None]:
         return None, replace(tracker.view, running=False, stopped="failed", message=text, error=text), text
 
     try:
-        run = TuneRun(prepared.request, store=store, on_event=tracker)
+        tracker.run = run = TuneRun(prepared.request, store=store, on_event=tracker)
     except (ValueError, OSError) as e:
         return failed(str(e))
-    tracker.run = run
-    started(run)
+    started(run, run.stop)
     try:
         outcome = run.run()
     except TuneError as e:
@@ -324,11 +303,7 @@ def save_best(outcome: Any, name: str) -> tuple[str | None, str | None]:
 
     if outcome is None or outcome.result.best is None:
         return None, "nothing measured yet, so there is no best to save"
-    try:
-        saved = save_settings(outcome.settings_of(outcome.result.best), name)
-    except Exception as e:  # noqa: BLE001 - ProfileError, IniWriteError: one paragraph each
-        return None, str(e)
-    return f"profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}", None
+    return saved_as(lambda: save_settings(outcome.settings_of(outcome.result.best), name))
 
 
 def report_path(outcome: Any) -> Path:

@@ -1,6 +1,6 @@
 """What the tune screen (`T`) draws: its setup fields and the live view of a tune, as frozen data.
 
-Filled by `adapters/tune.py` from the core's trial records (`core.lab.trial.Trial`), the
+Filled by `tune_ops` from the core's trial records (`core.lab.trial.Trial`), the
 answer (`TuneResult`) and the final A/B, so the widgets never import the core and snapshot tests
 build fixed screens from plain data.
 """
@@ -69,18 +69,11 @@ class TuneRowView:
     resumed: bool = False
     mark: str = ""  # BEST | best off | best on | ~best
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class TunePoint:
-    """One measured configuration on the PP-vs-TG plot."""
-
-    number: int
-    pp: float
-    tg: float
-    mtp: bool
     front: bool = False  # on the Pareto front (no other trial is faster at both)
-    best: bool = False
+
+    @property
+    def best(self) -> bool:
+        return self.mark == "BEST"
 
 
 @dataclass(frozen=True)
@@ -90,7 +83,7 @@ class TuneView:
     running: bool = False
     stopped: str = ""  # converged | complete | budget | cancelled | failed ("" while it runs)
     rows: tuple[TuneRowView, ...] = ()
-    points: tuple[TunePoint, ...] = ()
+    points: tuple[TuneRowView, ...] = ()  # the measured trials: the PP-vs-TG plot
     measured: int = 0
     pruned: int = 0
     failed: int = 0
@@ -108,7 +101,6 @@ class TuneView:
     break_even: str = ""
     answer: str = ""  # the result's paragraph
     notes: tuple[str, ...] = ()
-    tune_id: str = ""
     error: str | None = None
 
     @property

@@ -7,6 +7,7 @@ so `Escape` goes back while it keeps running; `x` cancels, `g` runs it again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -17,14 +18,12 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, Static
 
-from tui.ui.lab.confirm import confirm_then
+from tui.ui.lab import experiments
 from tui.ui.lab.controller import LabController
-from tui.ui.lab.screen_base import TuningScreen
-from tui.ui.theme_colors import rich_style
+from tui.ui.lab.screen_base import TuningScreen, keys, progress_row, text_field
+from tui.ui.lab.tables import fill
 from tui.ui.lab.views import VerdictView, clock
-from tui.ui.widgets.inputs import TextInput
-from tui.ui.lab.sweep_table import fill
-
+from tui.ui.theme_colors import rich_style
 
 VERDICT_COLOUR = {"better": "success", "worse": "error", "same": "foreground-muted", "inconclusive": "warning"}
 COLUMNS = ("metric", "MTP off", "MTP on", "change", "verdict")
@@ -49,12 +48,6 @@ class VerdictScreen(TuningScreen):
     """Progress while the passes run; the verdict table, break-even and answer when they are done."""
 
     DEFAULT_CSS = """
-    VerdictScreen { layout: vertical; }
-    VerdictScreen > #verdict-title { height: 1; background: $panel; color: $foreground; padding: 0 1; text-style: bold; }
-    VerdictScreen > #verdict-box { height: 1fr; border: round $foreground 25%; padding: 0 1; }
-    VerdictScreen #verdict-progress-row { height: 1; }
-    VerdictScreen #verdict-progress { width: 24; }
-    VerdictScreen #verdict-progress-text { width: 1fr; margin-left: 1; color: $foreground-muted; }
     VerdictScreen #verdict-workload { height: 1; margin-top: 1; }
     VerdictScreen #verdict-workload > Label { width: auto; margin-right: 1; }
     VerdictScreen #verdict-workload > Input { width: 10; margin-right: 2; }
@@ -70,35 +63,28 @@ class VerdictScreen(TuningScreen):
     VerdictScreen.-short #verdict-answer { margin-top: 0; }
     """
     AUTO_FOCUS = "#verdict-table"
-    BINDINGS = [
-        Binding("escape", "back", "Back", id="verdict_screen.back"),
-        Binding("g", "rerun", "Run again", id="verdict_screen.run"),
-        Binding("x", "cancel", "Cancel", id="verdict_screen.cancel"),
-        Binding("i", "edit", "Workload", id="verdict_screen.workload"),
-        Binding("f5", "rerun", "Run again", show=False, priority=True, id="verdict_screen.typing.run"),
-        Binding("f9", "cancel", "Cancel", show=False, priority=True, id="verdict_screen.typing.cancel"),
-    ]
+    BINDINGS = keys("verdict_screen", "run", "Run again", Binding("i", "edit", "Workload", id="verdict_screen.workload"),
+                    f5="Run again")
+    KIND, WHAT, REFUSED = "ab", "the MTP on/off run", "Cannot run MTP on vs off"
+    BORDER_TITLES = {"#verdict-box": "Verdict"}
 
     def __init__(self, lab: LabController, *, fixed: VerdictView | None = None, workload: tuple[int, int] = (1000, 500),
                  fixed_verdict: Any = None) -> None:
-        super().__init__(lab)
-        self.fixed = fixed
+        super().__init__(lab, fixed)
         self.fixed_verdict = fixed_verdict  # a core MtpVerdict for fixed screens (re-judged like a real one)
         self.workload = fixed.workload if fixed is not None else workload
         self.view: VerdictView | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("MTP on vs off: passes interleaved (off, on, off, on…) so drift hits both · "
-                     "edit the workload, the verdict follows", id="verdict-title")
-        with Vertical(id="verdict-box"):
-            with Horizontal(id="verdict-progress-row"):
-                yield ProgressBar(total=1, show_eta=False, id="verdict-progress")
-                yield Static("", id="verdict-progress-text")
+                     "edit the workload, the verdict follows", classes="title")
+        with Vertical(id="verdict-box", classes="body box"):
+            yield progress_row("verdict")
             with Horizontal(id="verdict-workload"):
                 yield Label("input tokens")
-                yield TextInput(str(self.workload[0]), id="verdict-in", compact=True, select_on_focus=False)
+                yield text_field(str(self.workload[0]), "verdict-in")
                 yield Label("output tokens")
-                yield TextInput(str(self.workload[1]), id="verdict-out", compact=True, select_on_focus=False)
+                yield text_field(str(self.workload[1]), "verdict-out")
             yield Static("", id="verdict-headline")
             yield DataTable(id="verdict-table", cursor_type="none", zebra_stripes=True)
             yield Static("", id="verdict-break-even")
@@ -107,48 +93,32 @@ class VerdictScreen(TuningScreen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#verdict-box").border_title = "Verdict"
         fill(self.query_one("#verdict-table", DataTable), list(COLUMNS), [])
-        self.set_class(self.app.size.height < 34, "-short")
-        if self.fixed is not None:
-            self.show(self.fixed)
-            return
-        panel = self.lab
-        if panel.verdict_view is not None:
-            self.show(panel.verdict_view)
-
-    def on_resize(self) -> None:
-        self.set_class(self.app.size.height < 34, "-short")
+        super().on_mount()
 
     def show(self, view: VerdictView) -> None:
         self.view = view
-        bar = self.query_one("#verdict-progress", ProgressBar)
-        bar.update(total=max(1, view.total), progress=view.done)
+        self.query_one("#verdict-progress", ProgressBar).update(total=max(1, view.total), progress=view.done)
         eta = f" · ETA {clock(view.eta_s)}" if view.running and view.eta_s is not None else ""
         passes = f"{view.done:.0f}/{view.total} passes" if view.total else ""
         self.query_one("#verdict-progress-text", Static).update(Content(f"{passes}{eta} · {view.message}".strip(" ·")))
         head = self.query_one("#verdict-headline", Static)
         text = view.headline or ("measuring…" if view.running else "no verdict yet: g runs MTP on vs off")
-        if view.headline and view.running:
-            text += " (so far)"
-        head.update(Content(text))
-        for cls in HEADLINE_CLASS.values():
-            head.remove_class(cls)
-        if view.label in HEADLINE_CLASS:
-            head.add_class(HEADLINE_CLASS[view.label])
+        head.update(Content(text + (" (so far)" if view.headline and view.running else "")))
+        for label, cls in HEADLINE_CLASS.items():
+            head.set_class(view.label == label, cls)
         variables = self.app.theme_variables
-        rows: list[list[object]] = []
-        for r in view.rows:
-            style = rich_style(variables, VERDICT_COLOUR.get(r.verdict, "foreground"), bold=r.verdict in ("better", "worse"))
-            rows.append([r.metric, r.off, r.on, r.change, Text(r.verdict, style=style)])
+        rows: list[list[object]] = [
+            [r.metric, r.off, r.on, r.change, Text(r.verdict, style=rich_style(
+                variables, VERDICT_COLOUR.get(r.verdict, "foreground"), bold=r.verdict in ("better", "worse")))]
+            for r in view.rows]
         fill(self.query_one("#verdict-table", DataTable), list(COLUMNS), rows)
         self.query_one("#verdict-break-even", Static).update(Content(view.break_even))
         self.query_one("#verdict-answer", Static).update(Content(view.error or view.answer))
         self.query_one("#verdict-passes", Static).update(Content(" · ".join(view.passes)))
 
-    def tuning_changed(self, panel: LabController) -> None:
-        if self.is_mounted and self.fixed is None and panel.verdict_view is not None:
-            self.show(panel.verdict_view)
+    def live(self, lab: LabController) -> VerdictView | None:
+        return lab.verdict_view
 
     @on(Input.Changed)
     def _workload_changed(self) -> None:
@@ -159,37 +129,17 @@ class VerdictScreen(TuningScreen):
                 Content("input and output tokens: whole numbers of tokens (13k allowed)"))
             return
         self.workload = (n_in, n_out)
-        if self.fixed is not None:
-            if self.fixed_verdict is not None:
-                self.fixed_verdict = self.fixed_verdict.for_workload(n_in, n_out)
-                old = self.view or self.fixed
-                self.show(self.lab.verdict_view_of(self.fixed_verdict, done=old.done, total=old.total, message=old.message))
+        if self.fixed is None:
+            view = self.lab.rejudge(n_in, n_out)
+        elif self.fixed_verdict is not None:
+            self.fixed_verdict, view = experiments.rejudge(self.fixed_verdict, self.view or self.fixed, self.workload)
+        else:
             return
-        view = self.lab.rejudge(n_in, n_out)
         if view is not None:
             self.show(view)
 
-    def action_rerun(self) -> None:
-        if self.fixed is not None:
-            self.notify("this is a fixed preview; nothing runs", severity="warning")
-            return
-        def go() -> None:
-            reason = self.lab.rerun_ab()
-            if reason:
-                self.notify(reason, title="Cannot run MTP on vs off", severity="warning")
-
-        confirm_then(self.app, self.lab.stops_server(), "the MTP on/off run", self.lab.server.running_settings(), go)
-
-    def action_cancel(self) -> None:
-        panel = self.lab
-        if panel.running == "ab":
-            panel.cancel()
+    def ready(self) -> Callable[[], str | None]:
+        return self.lab.rerun_ab  # it says why it cannot start (another action runs, nothing to run again)
 
     def action_edit(self) -> None:
         self.set_focus(self.query_one("#verdict-in", Input))  # at once: keys typed next go there
-
-    def action_back(self) -> None:
-        if isinstance(self.focused, Input):
-            self.set_focus(self.query_one("#verdict-table", DataTable))
-            return
-        self.dismiss(None)

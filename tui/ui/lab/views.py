@@ -1,15 +1,21 @@
 """What the tuning screens draw (sweep, MTP on/off verdict, searches): frozen view models.
 
-Filled by `adapters/tuning.py` from the core's sweep table, A/B verdict and search results, so the
+Filled by `experiments` from the core's sweep table, A/B verdict and search results, so the
 widgets never import the core's classes and snapshot tests build fixed screens from plain data.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.ui.shared_views import ProbePoint
+
+if TYPE_CHECKING:  # the core's lab loads on the first action, not with the first frame
+    from tui.core.lab.knob import KnobTry
+
+#: The verdict's label as a headline (the verdict screen's and the tune's A/B line).
+HEADLINES = {"mtp_wins": "MTP WINS", "mtp_loses": "MTP LOSES", "inconclusive": "INCONCLUSIVE"}
 
 #: The knobs a sweep screen offers as axes: (axis name the core parses, label on screen, hint).
 SWEEP_KNOBS: tuple[tuple[str, str, str], ...] = (
@@ -35,9 +41,6 @@ class SweepSetup:
     try_anyway: bool = False
     n_predict: int | None = None
     save_as: str = "sweep-best"
-
-    def axis_texts(self) -> list[str]:
-        return [f"{k}={v}" for k, v in self.axes if v.strip()]
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,6 @@ class SweepView:
     points: tuple[ProbePoint, ...] = ()  # the current row's requests (live plot)
     best: int | None = None
     summary: tuple[str, ...] = ()
-    sweep_id: str = ""
     error: str | None = None
 
     @property
@@ -120,20 +122,11 @@ class VerdictView:
     break_even: str = ""
     answer: str = ""
     passes: tuple[str, ...] = ()  # "off 1: TG 41.2 PP 812" per finished pass, in run order
-    status: str = ""  # complete | cancelled | failed
     error: str | None = None
 
     @property
     def headline(self) -> str:
-        return {"mtp_wins": "MTP WINS", "mtp_loses": "MTP LOSES", "inconclusive": "INCONCLUSIVE"}.get(self.label, "")
-
-
-@dataclass(frozen=True)
-class SearchTrialView:
-    value: int
-    outcome: str
-    detail: str = ""
-    seconds: float = 0.0
+        return HEADLINES.get(self.label, "")
 
 
 @dataclass(frozen=True)
@@ -142,10 +135,12 @@ class SearchView:
 
     knob: str  # ctx_size | fit_target
     title: str
+    flag: str  # how the answer is written: `--ctx-size 16384 tokens`
+    unit: str
     running: bool = False
     message: str = ""
     elapsed_s: float = 0.0
-    trials: tuple[SearchTrialView, ...] = ()
+    trials: tuple[KnobTry, ...] = ()  # every launch, in order
     value: int | None = None
     found: bool = False
     done: bool = False
@@ -161,3 +156,8 @@ def clock(seconds: float) -> str:
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def num(x: float | None, none: str = "—") -> str:
+    """A speed as the tables write it: `812`, `41.2`."""
+    return none if x is None else f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}"

@@ -1,6 +1,9 @@
-"""A live plot of one probe metric, one series per configuration (so MTP on and off sit side by side)."""
+"""The plots: `Plot`, what every plotext plot of the TUI shares, and `ProbePlot`, a live plot of one probe
+metric, one series per configuration (so MTP on and off sit side by side)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from textual_plotext import PlotextPlot
 
@@ -14,40 +17,54 @@ METRICS = {
 }
 
 
-class ProbePlot(PlotextPlot):
-    """Redraws from the points it is given, on the main thread, only when they change."""
+class Plot(PlotextPlot):
+    """Redraws from the data it is given, on the main thread, only when it changes, and when the theme
+    does (its colours are the theme's $series-* variables)."""
 
     DEFAULT_CSS = """
-    ProbePlot { height: 1fr; min-height: 6; }
+    Plot { height: 1fr; min-height: 6; }
     """
 
-    def __init__(self, metric: str, **kwargs: object) -> None:
+    def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.metric = metric
-        self._points: tuple[ProbePoint, ...] | None = None
+        self.data: Any = None
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._draw())
-        self._draw()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._redraw())
+        self._redraw()
 
-    def show(self, points: tuple[ProbePoint, ...]) -> None:
-        if points == self._points:
+    def show(self, data: Any) -> None:
+        if data == self.data:
             return
-        self._points = points
-        self._draw()
+        self.data = data
+        self._redraw()
 
-    def _draw(self) -> None:
+    def _redraw(self) -> None:
+        self.plt.clear_data()
+        self.plt.clear_figure()
+        self.draw(self.plt, series_rgb(self.app.theme_variables))
+        self.refresh()
+
+    def draw(self, plt: Any, colours: list[Any]) -> None:
+        raise NotImplementedError
+
+
+class ProbePlot(Plot):
+    """One metric of the probe points it is given (`show(points)`)."""
+
+    def __init__(self, metric: str, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.metric = metric
+
+    def draw(self, plt: Any, colours: list[Any]) -> None:
         title, get = METRICS[self.metric]
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+        points: tuple[ProbePoint, ...] = self.data or ()
         plt.title(title)
-        configs = list(dict.fromkeys(p.config for p in self._points or ()))
-        colours = series_rgb(self.app.theme_variables)
+        configs = list(dict.fromkeys(p.config for p in points))
         for i, config in enumerate(configs):
             xs, ys = [], []
-            for p in self._points or ():
+            for p in points:
                 value = get(p)
                 if p.config == config and value is not None:
                     xs.append(p.index)
@@ -57,11 +74,8 @@ class ProbePlot(PlotextPlot):
                 plt.plot(xs, ys, label=label, marker="braille", color=colours[i % len(colours)])
         if self.metric == "acceptance":
             plt.ylim(0, 100)
-        n = max((p.index for p in self._points or ()), default=0) + 1
+        n = max((p.index for p in points), default=0) + 1
         step = max(1, n // 4)
         plt.xticks(list(range(0, n, step)))
         if not configs:
             plt.yticks([])
-        self.refresh()
-
-
