@@ -107,4 +107,4 @@ async def test_stand_ins_make_the_predicted_oom_real(tiny_models: dict[str, Path
         assert status.status.state != "ready", status.status.log_tail
         failure = (status.status.failure or "").lower()
         assert "memory" in failure or "alloc" in failure, status.status
-        assert app.backend._stand_ins is None or app.backend.running_settings is None
+        assert not app.backend.stand_ins.active or app.backend.running_settings is None

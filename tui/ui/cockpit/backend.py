@@ -21,6 +21,7 @@ from tui.core.options.validate import validate
 from tui.core.server.download import describe
 from tui.core.server.handle import ServerHandle
 from tui.ui.cockpit import planning, probing, reconciling, remote, server_view
+from tui.ui.cockpit.stand_ins import StandInLaunches
 from tui.ui.options import AppOptions
 from tui.ui.cockpit.views import PlanView, ProbeState, ReconcileRow, ServerStatus
 from tui.ui.cockpit.settings_form import FieldProblem
@@ -65,7 +66,7 @@ class Backend:
         self._snapshot: GpuSnapshot | None = None
         self._attached_running: Any = None  # RunningSettings an attached server told (None: not yet)
         self._probe_pool: Any = None  # the one probe thread (a ThreadPoolExecutor of one)
-        self._stand_ins: Any = None  # capped StandIns the running server was launched on (None: none)
+        self.stand_ins = StandInLaunches(options)  # what a launch on capped stand-ins started
 
     # --- telemetry -------------------------------------------------------------------------------
 
@@ -93,10 +94,7 @@ class Backend:
         sup = self._supervisor
         if sup is None or not sup.state.running:
             return None
-        memory, si = sup.memory_snapshot(), self._stand_ins
-        if si is not None and memory and memory.get("devices"):  # stand-in i plays simulated CUDA i
-            names = {key: f"CUDA{i}" for i, key in enumerate(si.keys)}
-            memory = {**memory, "devices": {names.get(k, k): v for k, v in memory["devices"].items()}}
+        memory = self.stand_ins.as_simulated(sup.memory_snapshot())  # stand-in i plays simulated CUDA i
         return server_view.simulated_allocation(memory, self.latest_plan)
 
     def device_count(self, settings: Settings | None = None, snapshot: GpuSnapshot | None = None) -> int | None:
@@ -182,37 +180,6 @@ class Backend:
                 self._unsubscribe.append(self._supervisor.add_download_listener(lambda _dl: notify()))
             return self._supervisor
 
-    def stand_ins_problem(self) -> str | None:
-        """Why a launch cannot go to capped stand-ins here (None: it can): they play simulated GPUs
-        with a ggml-rpc-server beside llama-server."""
-        # lazy: the provisioning module (build cache paths) loads with the first stand-in launch
-        from tui.core.server.provision import rpc_server_for
-
-        if not self.options.simulate or self.options.hardware is None or not self.options.hardware.devices:
-            return "stand-ins play simulated GPUs; these are not simulated"
-        if self.options.server_bin is None or rpc_server_for(self.options.server_bin) is None:
-            return "no ggml-rpc-server beside llama-server (mtp-tune doctor --build makes one)"
-        return None
-
-    def _open_stand_ins(self) -> Any:
-        """Capped loopback stand-ins for the simulated GPUs (the plan's devices): an allocation past a
-        simulated device's free memory fails for real, as on the card."""
-        from tui.core.planning.standin import StandIns  # lazy, as above
-        from tui.core.server.provision import rpc_server_for
-
-        assert self.options.server_bin is not None
-        rpc_bin = rpc_server_for(self.options.server_bin)
-        simulated = [d for d in planning.devices_for(self._snapshot, self.options).devices if not d.remote]
-        if rpc_bin is None or not simulated:
-            raise RuntimeError(self.stand_ins_problem() or "no simulated GPU to stand in for")
-        self._stand_ins = StandIns(rpc_bin, simulated, capped=True).__enter__()
-        return self._stand_ins
-
-    def _close_stand_ins(self) -> None:
-        si, self._stand_ins = self._stand_ins, None
-        if si is not None:
-            si.__exit__(None, None, None)
-
     def server_action(self, action: str, settings: Settings | None, grace: float | None = None,
                       stand_ins: bool = False) -> str | None:
         """launch / restart / stop, blocking until the server is ready, failed or stopped (`grace`:
@@ -224,23 +191,23 @@ class Backend:
         an error here: its explanation is in `status().failure`).
         """
         # lazy: the server supervisor and httpx load with the first launch, not before the first frame
-        from tui.core.planning.standin import StandInError, on_stand_ins
+        from tui.core.planning.standin import StandInError
         from tui.core.server.supervisor import SupervisorError
 
         try:
             if action == "stop":
                 if self._supervisor is not None:
                     self._supervisor.stop(grace)
-                self._close_stand_ins()
+                self.stand_ins.close()
                 self.running_settings = None
                 return None
             assert settings is not None
             sup = self._ensure_supervisor()
-            if stand_ins or self._stand_ins is not None:  # new stand-ins after the old server is gone
+            if stand_ins or self.stand_ins.active:  # new stand-ins after the old server is gone
                 sup.stop()
-                self._close_stand_ins()
+                self.stand_ins.close()
                 action = "launch"
-            launched = on_stand_ins(settings, self._open_stand_ins()) if stand_ins else settings
+            launched = self.stand_ins.open(settings, self._snapshot) if stand_ins else settings
             sup.record_history = not stand_ins
             # The supervisor carries the Settings (history, labels); what runs is the launch's copy.
             launch = sup.restart(launched) if action == "restart" else sup.start(launched)
@@ -259,7 +226,7 @@ class Backend:
         except SupervisorError as exc:
             return str(exc)
         except (StandInError, RuntimeError) as exc:
-            self._close_stand_ins()
+            self.stand_ins.close()
             return f"the capped stand-ins could not start: {exc}"
         except OSError as exc:
             self.running_settings = None
@@ -402,7 +369,7 @@ class Backend:
             self._attachment.detach(timeout=2.0)
         if self._supervisor is not None:
             self._supervisor.close()
-        self._close_stand_ins()
+        self.stand_ins.close()
         if self._store is not None:
             try:
                 self._store.close()

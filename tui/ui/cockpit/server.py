@@ -95,7 +95,7 @@ class ServerController:
         verb = "Launch" if action == "launch" else "Restart"
         answers = [Answer(action, f"{verb} anyway", variant="warning")]
         if self.options.simulate:
-            why_not = self.backend.stand_ins_problem()
+            why_not = self.backend.stand_ins.problem()
             doubts.append(f"These GPUs are simulated: {SIMULATED_LAUNCHES[:1].upper()}{SIMULATED_LAUNCHES[1:]} "
                           + ("For a real out-of-memory, t launches on capped stand-ins instead: ggml-rpc servers "
                              "that can allocate each simulated GPU's free memory and no more (as `tune --stand-ins`)."
