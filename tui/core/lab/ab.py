@@ -14,7 +14,6 @@ request within its 50 ms poll, the launch wait within 0.2 s, and the server is s
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
 from collections.abc import Mapping
@@ -23,21 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, SupervisorLauncher,
-                                   aim_first_decode, open_launcher)
+                                   aim_first_decode, equipped)
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
-from tui.core.probes.suites import Suite, get_suite
+from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.options.settings import Settings, effective_spec_types
 from tui.core.options.settings import settings_json
 from tui.core.lab.measure import Prober, default_prober, samples_of
-from tui.core.lab.events import EventFn, Progress, new_cancel
+from tui.core.lab.events import EventFn, LabError, Progress, new_cancel
 from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
 DEFAULT_PASSES = 3
-
-
-class ABError(RuntimeError):
-    """The A/B run cannot start (no server binary, bad suite, bad pass count); one clear sentence."""
 
 
 def with_mtp(settings: Settings, on: bool) -> Settings:
@@ -78,31 +73,24 @@ def run_ab(
     with the server's explanation; the verdict then has the passes done so far.
     """
     if passes < 1:
-        raise ABError(f"passes must be at least 1, not {passes}")
+        raise LabError(f"passes must be at least 1, not {passes}")
     if isinstance(suite, str):
-        suite = get_suite(suite)
-    own_launcher = launcher is None
-    if launcher is None:
-        if server_bin is None:
-            raise ABError("no llama-server binary given: pass server_bin or a launcher (`mtp-tune doctor` finds one).")
-        launcher = open_launcher(server_bin, env=env, ready_timeout=ready_timeout)
-    aim_first_decode(launcher, suite.prompts[0])  # the suite's first prompt, as a sweep's check sends
+        try:
+            suite = get_suite(suite)
+        except SuiteError as e:
+            raise LabError(str(e)) from None
     prober = prober or default_prober()
     cancel = new_cancel(cancel)
-    own_store = store == "default"
-    if own_store:
-        from tui.core.results.store import open_store
-
-        store = open_store()
     ab_id = uuid.uuid4().hex[:6]  # ties the passes of one A/B together in the store
     order = interleaved(passes)
     prog = Progress(len(order), on_event)
-    lab = Lab(launcher, cancel=cancel, progress=prog, store=store, suite=suite.name)
     samples: list[PassSample] = []
     run_ids: list[int] = []
     status, error = "complete", None
-    prog.emit("started", f"MTP on vs off: {passes} passes each, interleaved ({len(order)} launches)")
-    try:
+    with equipped(launcher, server_bin, store, env=env, ready_timeout=ready_timeout) as (launcher, store):
+        aim_first_decode(launcher, suite.prompts[0])  # the suite's first prompt, as a sweep's check sends
+        lab = Lab(launcher, cancel=cancel, progress=prog, store=store, suite=suite.name)
+        prog.emit("started", f"MTP on vs off: {passes} passes each, interleaved ({len(order)} launches)")
         for n, (side, i) in enumerate(order):
             launched = with_mtp(off_settings, False) if off_settings is not None and side == "off" else \
                 with_mtp(settings, side == "on")
@@ -138,13 +126,6 @@ def run_ab(
             samples += _samples(run, side, i, n)
             prog.step()
             prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side)
-    finally:
-        lab.stop()
-        if own_launcher:
-            launcher.close()
-        if own_store and store is not None:
-            with contextlib.suppress(Exception):
-                store.close()
     result = decide(samples, workload, status=status, error=error, settings=settings_json(settings.redacted()),
                     run_ids=run_ids)
     prog.emit("cancelled" if status == "cancelled" else "finished", result.answer)

@@ -1,4 +1,5 @@
-"""The one progress event of every experiment (sweep, tune, A/B, knob searches): `LabEvent`.
+"""What every experiment (sweep, tune, A/B, knob searches) tells its caller: the one progress event
+`LabEvent`, and the one error `LabError`.
 
 Why one: the sweep had `SweepEvent` (rows) and the tuning actions `TuneEvent` (passes, trials);
 both were a kind, a done/total count, the elapsed time, an ETA and a message, plus what the event
@@ -8,6 +9,10 @@ in the optional fields (`candidate`, `trial`, `probe`, `side`).
 `Progress` counts and emits: `done` finished units (plus the running unit's `fraction`) of `total`
 (0 when unknown). Its ETA is elapsed / done * (total - done) unless the experiment gives its own
 (`eta`: a sweep's `pace.Pace`, which weighs launches and generation length).
+
+Why one error: the sweep, the A/B, the tune and the knob searches each raised their own (or a bare
+ValueError) for the same reasons (no server binary, a bad suite, a journal or results store that
+cannot be used), so every front end caught a different set; now each catches `LabError`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.core.lab.candidate import Candidate
+
+
+class LabError(RuntimeError):
+    """An experiment cannot start or go on (no server binary, a bad suite, a journal or results store
+    that cannot be used, the same experiment already running); one clear paragraph."""
 
 
 @dataclass(frozen=True)

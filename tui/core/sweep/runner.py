@@ -23,25 +23,36 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.events import EventFn, Progress
-from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher
+from tui.core.lab.events import EventFn, LabError, Progress
+from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, equipped
 from tui.core.lab.measure import Prober, default_prober
 from tui.core.lab.pace import Current
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
-from tui.core.lab.journal import JournalError, JournalLock, open_journal
+from tui.core.lab.journal import Journal, JournalLock, open_journal
 from tui.core.lab.knob import KnobFinding
 from tui.core.lab.trial import Samples, Trial
 from tui.core.sweep.definition import SweepDefinition
 from tui.core.options.settings import Settings, settings_json
-from tui.core.sweep.events import SweepError, SweepOutcome
-from tui.core.lab.planning import PlanCheck, default_planner
+from tui.core.lab.planning import PlanCheck, plan_check
 
 # --------------------------------------------------------------------------- the sweep
+
+
+@dataclass
+class SweepOutcome:
+    """What `Sweep.run()` returns."""
+
+    state: Journal
+    stopped: str  # done | cancelled | budget
+    seconds: float
+    launches: int  # launches in this session
+    ran: list[str]  # row keys run in this session
 
 
 class Sweep:
@@ -67,14 +78,9 @@ class Sweep:
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
     ) -> None:
         self.definition = definition
-        if launcher is None:
-            if server_bin is None:
-                raise SweepError("no llama-server binary given: pass server_bin (mtp-tune finds or builds one with "
-                                 "`mtp-tune doctor`, or set $MTP_TUNE_LLAMA_SERVER).")
-            launcher = open_launcher(server_bin, env=env, ready_timeout=ready_timeout)
         self.prober = prober or default_prober()
-        self.planner: PlanCheck | None = default_planner() if planner == "default" else planner  # type: ignore[assignment]
-        self._store_arg = store
+        self.planner: PlanCheck | None = plan_check() if planner == "default" else planner  # type: ignore[assignment]
+        self._equipment = (launcher, server_bin, store, env, ready_timeout)  # what `run` launches with and records in
         self.store: Any = None
         self._state_root = state_root
         self._fresh = fresh
@@ -86,10 +92,6 @@ class Sweep:
         self._current: Current | None = None  # the row being probed
         self._prog = Progress(0, on_event, eta=lambda: self.lab.pace.eta(self._pending, self._current),
                               launches=lambda: self.lab.launches)
-        self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, suite=definition.suite,
-                       fit_step_mib=definition.fit_step_mib, try_anyway=definition.try_anyway,
-                       budget_s=definition.limits.budget_s, on_launch=self._counted)
-        self.launcher = launcher  # the lab counts every launch through it, the recovery's included
         self._findings: dict[int, dict[str, Any]] = {}  # id(launch) -> its entry in state.findings
 
     # ---- public --------------------------------------------------------------------------
@@ -113,45 +115,35 @@ class Sweep:
         return self.definition.sweep_id
 
     def run(self) -> SweepOutcome:
-        """Run (or resume) the sweep to the end, the budget, or a cancel."""
+        """Run (or resume) the sweep to the end, the budget, or a cancel (LabError when it cannot)."""
         if not self._running.acquire(blocking=False):
-            raise SweepError("this sweep is already running.")
-        lock = JournalLock("sweep", self.definition.sweep_id, self._state_root)
+            raise LabError("this sweep is already running.")
+        d = self.definition
+        launcher, server_bin, store, env, ready_timeout = self._equipment
         try:
-            lock.acquire()
-        except JournalError as e:
-            self._running.release()
-            raise SweepError(str(e)) from None
-        try:
-            # Re-read: another process may have finished rows since this object was made.
-            self.state = open_journal("sweep", self.definition.sweep_id, self.definition.to_json(), self._state_root,
-                                    fresh=self._fresh)
-            self._fresh = False
-            return self._run()
+            with JournalLock("sweep", d.sweep_id, self._state_root), \
+                    equipped(launcher, server_bin, store, env=env, ready_timeout=ready_timeout) as (launcher, store):
+                # Re-read: another process may have finished rows since this object was made.
+                self.state = open_journal("sweep", d.sweep_id, d.to_json(), self._state_root, fresh=self._fresh)
+                self._fresh = False
+                self.store = store
+                # The lab counts every launch through its launcher, the recovery's included.
+                self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, store=store,
+                               suite=d.suite, fit_step_mib=d.fit_step_mib, try_anyway=d.try_anyway,
+                               budget_s=d.limits.budget_s, on_launch=self._counted)
+                return self._run(launcher)
         finally:
-            self.lab.close()
-            if self._store_arg == "default" and self.store is not None:
-                with contextlib.suppress(Exception):
-                    self.store.close()
-            lock.release()
             self._running.release()
 
     # ---- internals -----------------------------------------------------------------------
 
-    def _run(self) -> SweepOutcome:
+    def _run(self, launcher: Launcher) -> SweepOutcome:
         d = self.definition
         try:
             suite = get_suite(d.suite)
         except SuiteError as e:
-            raise SweepError(str(e)) from None
-        if self._store_arg == "default":
-            from tui.core.results.store import open_store  # sqlite3, loaded only when a sweep runs
-
-            self.store = open_store()
-        else:
-            self.store = self._store_arg
-        self.lab.store = self.store
-        aim_first_decode(self.launcher, suite.prompts[0])
+            raise LabError(str(e)) from None
+        aim_first_decode(launcher, suite.prompts[0])
         self.lab.restart_clock()
         configs = d.configurations()
         self._prog.total = len(configs)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, open_launcher,
+from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, equipped,
                                    stand_in_note, stand_ins_problem)
 from tui.core.options.settings import Settings
 from tui.core.planning.gguf_meta import GGUFMeta
@@ -38,7 +38,7 @@ from tui.core.options.settings import settings_from_json
 from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
-from tui.core.lab.events import EventFn, LabEvent
+from tui.core.lab.events import EventFn, LabError, LabEvent
 from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
@@ -54,10 +54,6 @@ from tui.core.tune.workload import Workload
 
 
 T = TypeVar("T")
-
-
-class TuneError(RuntimeError):
-    """The tune cannot start or go on (a flag, the sizing launch, the state file); one paragraph."""
 
 
 @dataclass
@@ -174,25 +170,18 @@ class TuneRun:
         return float(len(self._tuner.records)) if self._tuner is not None else 0.0
 
     def run(self) -> TuneOutcome:
-        lock = JournalLock("tune", self.tune_id, self.req.state_root)
-        try:
-            lock.acquire()  # before reading: another process may be writing the journal
+        """Run (or resume) the tune to its answer, its budget or a stop (LabError when it cannot)."""
+        with JournalLock("tune", self.tune_id, self.req.state_root):  # before reading: another process may write it
             st = open_journal("tune", self.tune_id, self.definition, self.req.state_root, fresh=self.req.fresh,
                               check_more=check_section)
-        except JournalError as e:
-            lock.release()  # a no-op when it was not acquired
-            raise TuneError(str(e)) from None
-        try:
-            with contextlib.ExitStack() as stack:
-                stand_ins = self._stand_ins(stack)
-                launcher = open_launcher(self.req.server_bin, stand_ins=stand_ins, ready_timeout=self.req.ready_timeout)
-                stack.callback(launcher.close)
-                return self._run(st, launcher)
-        finally:
             try:
-                st.save()
+                with contextlib.ExitStack() as stack:
+                    stand_ins = self._stand_ins(stack)
+                    launcher, self.store = stack.enter_context(equipped(
+                        None, self.req.server_bin, self.store, stand_ins=stand_ins, ready_timeout=self.req.ready_timeout))
+                    return self._run(st, launcher)
             finally:
-                lock.release()
+                st.save()
 
     def _stand_ins(self, stack: contextlib.ExitStack) -> Any:
         """The capped stand-ins a `--stand-ins` tune launches on, started and stopped with `stack`
@@ -204,16 +193,16 @@ class TuneRun:
 
         why = stand_ins_problem(self.req.gpus, self.devices)
         if why:
-            raise TuneError(why)
+            raise LabError(why)
         simulated = [d for d in self.devices.devices if not d.remote]
         rpc_bin = rpc_server_for(Path(self.req.server_bin))
         if rpc_bin is None:
-            raise TuneError(f"--stand-ins needs ggml-rpc-server beside {self.req.server_bin} (mtp-tune doctor --build).")
+            raise LabError(f"--stand-ins needs ggml-rpc-server beside {self.req.server_bin} (mtp-tune doctor --build).")
         try:
             self.emit("stand-ins", f"starting {len(simulated)} capped stand-in(s) for {self.req.gpus}")
             return stack.enter_context(StandIns(rpc_bin, simulated, capped=True))
         except (StandInError, RuntimeError, OSError) as e:
-            raise TuneError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
+            raise LabError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
 
     # ------------------------------------------------------------------ steps
 
@@ -228,13 +217,13 @@ class TuneRun:
         out = launcher.launch(sizing_settings(self.req.base), self.cancel)
         try:
             if out.cancelled:
-                raise TuneError("cancelled while sizing the workload; nothing was tuned yet.")
+                raise LabError("cancelled while sizing the workload; nothing was tuned yet.")
             if not out.ok:
-                raise TuneError(f"the sizing launch (the model alone, no MTP, nothing offloaded) failed: {out.reason}")
+                raise LabError(f"the sizing launch (the model alone, no MTP, nothing offloaded) failed: {out.reason}")
             try:
                 return fn(out.url or "")
             except WorkloadError as e:
-                raise TuneError(f"the workload could not be sized: {e}") from None
+                raise LabError(f"the workload could not be sized: {e}") from None
         finally:
             launcher.stop()
 
@@ -265,7 +254,7 @@ class TuneRun:
             meta = req.meta if req.meta is not None else read_gguf(str(req.header_path()))
             space = space_for_model(req.base, meta, workload, floors=req.floors, values=req.values or None)
         except (SpaceError, ValueError, OSError) as e:
-            raise TuneError(str(e)) from None
+            raise LabError(str(e)) from None
         self._space = space
         fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
         notes = [*space.notes, *(req.model.notes if req.model else ())]
@@ -296,7 +285,7 @@ class TuneRun:
             if hygiene is not None:
                 hygiene.close()
         if self._error is not None:
-            raise TuneError(str(self._error))
+            raise LabError(str(self._error))
         ab, ab_note = self._ab(st, launcher, space, workload, result, measure)
         if ab is not None:  # the A/B is the stronger evidence on MTP on against off: the answer says it
             result = build_result(result.records, self.req.options.rungs, result.launches, result.grid_size, result.stopped,

@@ -52,9 +52,9 @@ def simulated(options: Any) -> Any:
 
 def planner(simulate: Any) -> Callable[[Settings], Any]:
     """The sweep's own pre-launch check (the same one `Sweep` runs), against the devices on screen."""
-    from tui.core.lab.planning import default_planner
+    from tui.core.lab.planning import plan_check
 
-    return default_planner(simulate)
+    return plan_check(simulate)
 
 
 def plan_info(verdict: Any) -> PlanInfo:
@@ -202,19 +202,18 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
               started: Callable[[Any], None]) -> tuple[SweepView, str | None]:
     """Run (or resume) `defn` to the end or a cancel. `started(sweep)` hands the Sweep to the caller
     (for `cancel()`) before it runs. Returns the final view and an error paragraph, if any."""
-    from tui.core.lab.journal import JournalError
+    from tui.core.lab.events import LabError
     from tui.core.sweep.runner import Sweep
-    from tui.core.sweep.events import SweepError
 
     try:
         sweep = Sweep(defn, server_bin=server_bin, on_event=tracker, planner=planner(simulate))
-    except (SweepError, JournalError) as exc:
+    except LabError as exc:
         return replace(tracker.view, running=False, error=str(exc), message=str(exc)), str(exc)
     tracker.sweep = sweep
     started(sweep)
     try:
         outcome = sweep.run()
-    except (SweepError, JournalError) as exc:
+    except LabError as exc:
         return replace(tracker.view, running=False, error=str(exc), message=str(exc)), str(exc)
     except Exception as exc:  # noqa: BLE001 - anything else is shown, never a traceback
         return replace(tracker.view, running=False, error=f"the sweep stopped: {exc}"), f"the sweep stopped: {exc}"
@@ -287,14 +286,13 @@ def progress_view(ev: Any, previous: VerdictView) -> VerdictView:
 def run_ab(settings: Settings, *, suite: str, workload: tuple[int, int], passes: int, n_predict: int | None,
            server_bin: Path, on_event: Callable[[Any], None], cancel: threading.Event) -> tuple[Any, str | None]:
     """MTP on vs off, interleaved (blocking). Returns (MtpVerdict or None, error)."""
-    from tui.core.probes.suites import SuiteError
-    from tui.core.lab.ab import ABError
+    from tui.core.lab.events import LabError
     from tui.core.lab.ab import run_ab as core_run_ab
 
     try:
         v = core_run_ab(replace(settings, port=None), suite, workload, passes, server_bin=server_bin,
                         n_predict=n_predict, on_event=on_event, cancel=cancel)
-    except (ABError, SuiteError, ValueError) as exc:
+    except (LabError, ValueError) as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - shown, never a traceback
         return None, f"the MTP on/off run stopped: {exc}"

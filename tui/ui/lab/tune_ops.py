@@ -296,7 +296,8 @@ def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
              started: Callable[[Any], None]) -> tuple[Any, TuneView, str | None]:
     """Run (or continue) the tune to its end, its budget or a cancel. `started(run)` hands the TuneRun
     to the caller (for `stop()`) before it runs. Returns (TuneOutcome or None, the final view, error)."""
-    from tui.core.tune.run import TuneError, TuneRun
+    from tui.core.lab.events import LabError
+    from tui.core.tune.run import TuneRun
 
     def failed(text: str) -> tuple[Any, TuneView, str | None]:
         return None, replace(tracker.view, running=False, stopped="failed", message=text, error=text), text
@@ -309,7 +310,7 @@ def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
     started(run)
     try:
         outcome = run.run()
-    except TuneError as e:
+    except LabError as e:
         if run.cancel.is_set():
             return None, replace(tracker.view, running=False, stopped="cancelled", message=str(e)), None
         return failed(str(e))
