@@ -70,7 +70,7 @@ def _prepare(args: argparse.Namespace) -> Any:
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
     from tui.core.tune.space import Floors, SpaceError
-    from tui.core.tune.workload_spec import WorkloadError, parse_workload
+    from tui.core.tune.workload import WorkloadError, parse_workload
 
     server_args = [a for a in args.server_args if a != "--"]
     if not names_a_model(server_args):

@@ -24,9 +24,8 @@ from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_key
 from tui.core.options.settings import settings_json
 from tui.core.tune.space import Floors
-from tui.core.tune.workload_spec import WorkloadSpec
+from tui.core.tune.workload import Workload, WorkloadSpec
 from tui.core.lab.verdict import PassSample
-from tui.core.tune.workload import Workload
 
 
 def model_identity(path: str | None) -> dict[str, Any]:

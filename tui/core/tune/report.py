@@ -4,6 +4,10 @@ spread, the interleaved A/B verdict, the break-even output length, and every tri
 Pure: built from the records (`TuneResult`) and a few facts about the run, so a resumed tune, the
 CLI and a test render the same report. A trial's settings are the values it was given on the
 searched axes (plus the fit-target it found): everything else is the fixed flags, listed once.
+
+The PP-vs-TG plot is plain characters in a fenced block, so the report reads the same in a terminal,
+a pull request and a Markdown viewer, and needs no image file beside it (the TUI draws the same
+points as a widget).
 """
 
 from __future__ import annotations
@@ -15,11 +19,50 @@ from typing import Any
 from tui.core.probes.breakeven import BreakEven, break_even
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.lab.candidate import value_text
-from tui.core.tune.plot import pp_tg_plot
 from tui.core.lab.trial import Trial
 from tui.core.tune.result import TuneResult, fmt_seconds
 from tui.core.lab.verdict import MtpVerdict
 from tui.core.tune.workload import Workload
+
+WIDTH, HEIGHT = 56, 14
+#: What each mark means, in the order a cell keeps the most important one.
+MARKS = (("B", "the best"), ("*", "on the PP-vs-TG front"), ("o", "MTP on"), ("x", "MTP off"))
+
+
+def _rank(mark: str) -> int:
+    return [m for m, _ in MARKS].index(mark)
+
+
+def pp_tg_plot(records: Sequence[Trial], front: Sequence[Trial], best: Trial | None) -> list[str]:
+    """The lines of a text scatter (TG up, PP across), or [] with fewer than two measured trials."""
+    pts = [(r, r.median("pp_tps"), r.median("tg_tps")) for r in records if r.measured]
+    pts = [(r, float(p), float(t)) for r, p, t in pts if p is not None and t is not None]
+    if len(pts) < 2:
+        return []
+    p_lo, p_hi = min(p for _, p, _ in pts), max(p for _, p, _ in pts)
+    t_lo, t_hi = min(t for _, _, t in pts), max(t for _, _, t in pts)
+    p_span, t_span = (p_hi - p_lo) or 1.0, (t_hi - t_lo) or 1.0
+    grid = [[" "] * WIDTH for _ in range(HEIGHT)]
+    on_front = {r.number for r in front}
+    for r, p, t in pts:
+        x = round((p - p_lo) / p_span * (WIDTH - 1))
+        y = HEIGHT - 1 - round((t - t_lo) / t_span * (HEIGHT - 1))
+        mark = "B" if best is not None and r.number == best.number else "*" if r.number in on_front else \
+            "o" if r.mtp else "x"
+        if grid[y][x] == " " or _rank(mark) < _rank(grid[y][x]):
+            grid[y][x] = mark
+    label_w = max(len(f"{t_hi:.0f}"), len(f"{t_lo:.0f}"))
+    out = [f"TG t/s (generation), {len(pts)} measured trials"]
+    for i, row in enumerate(grid):
+        label = f"{t_hi:.0f}" if i == 0 else f"{t_lo:.0f}" if i == HEIGHT - 1 else ""
+        out.append(f"{label:>{label_w}} |" + "".join(row).rstrip())
+    out.append(" " * label_w + " +" + "-" * WIDTH)
+    lo, hi = f"{p_lo:.0f}", f"{p_hi:.0f}"
+    out.append(" " * (label_w + 2) + lo + " " * max(1, WIDTH - len(lo) - len(hi)) + hi)
+    out.append(" " * (label_w + 2) + "PP t/s (prompt processing)")
+    out.append("  ".join(f"{m} {what}" for m, what in MARKS))
+    return out
+
 
 SHORT = {"draft-n-max": "n-max", "ubatch": "ub", "batch": "b", "draft-kv": "dkv", "flash-attn": "fa",
          "n-cpu-moe": "ncmoe", "threads": "t"}

@@ -43,17 +43,27 @@ from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
 from tui.core.lab.measure import default_prober
-from tui.core.tune.measure import Measure
-from tui.core.tune.hygiene import gpu_hygiene
-from tui.core.tune.model import TuneModel
-from tui.core.tune.workload_spec import WorkloadError, WorkloadSpec, count_suite, sizing_settings
+from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
+from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tune.search import TuneOptions, Tuner
-from tui.core.tune.trial import Machine
 from tui.core.lab.verdict import MtpVerdict
-from tui.core.tune.workload import Workload
 
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TuneModel:
+    """`path`: the GGUF to read the header of; `remote`: it is a remote model's header copy, which the
+    planner is pointed at in the launches' place (`header`); `notes` for the report."""
+
+    path: Path
+    remote: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def header(self) -> Path | None:
+        return self.path if self.remote else None
 
 
 @dataclass
@@ -107,25 +117,6 @@ def launch_settings(space: Space, rec: Trial) -> Settings:
     c = space.point({k: v for k, v in rec.values.items() if k != "mtp"}, rec.mtp)
     s = c.settings if c.key == rec.key else settings_from_json(rec.settings)
     return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
-
-
-def _planner(req: TuneRequest) -> Any:
-    """Exact mode for every candidate; a remote model's candidates planned on its header copy."""
-    from tui.core.remote.source import local_settings
-    from tui.core.lab.planning import plan_check
-
-    read = {} if req.meta is None else {str(req.header_path()): req.meta, str(req.base.model): req.meta}
-    check = plan_check(req.gpus, exact=True, server_bin=req.server_bin, headers=read)
-    header = req.model.header if req.model is not None else None
-    if header is None:
-        return check
-    return lambda settings: check(local_settings(settings, header))
-
-
-def real_offload(devices: Any, gpus: str | None) -> bool:
-    """True when `--fit` has real device memory to act on: RPC servers, or GPUs NVML sees."""
-    devs = list(getattr(devices, "devices", ()))
-    return any(d.remote for d in devs) or (gpus is None and any(not d.remote for d in devs))
 
 
 def expected_trials(space: Space) -> int:
@@ -270,7 +261,7 @@ class TuneRun:
             self._sizing(st, launcher, "cutting the workload's prompt with the model's tokenizer",
                          lambda url: measure.suite(url, req.base.api_key))
         hygiene = gpu_hygiene(self.devices, req.gpus)
-        machine = Machine(launcher, measure, _planner(req),
+        machine = Machine(launcher, measure, planner(req),
                           (lambda s, la, ev: smallest_fit_target(s, launcher=la, cancel=ev)) if fit else None,
                           on_launch=lambda s: self._launched(st, _brief(s)), hygiene=hygiene)
         previous = list(st.trials.values())

@@ -44,13 +44,11 @@ from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.runner import Lab
 from tui.core.lab.trial import Trial
 from tui.core.options.settings import settings_json
-from tui.core.tune.memory import MemoryBook
 from tui.core.tune.space import Space
 from tui.core.tune.result import TuneResult, build_result
-from tui.core.tune.trial import CandidateTrial, Machine, TuneLab
+from tui.core.tune.machine import Machine
+from tui.core.tune.trial import CandidateTrial, MemoryBook, TuneLab
 from tui.core.tune.workload import Workload
-
-__all__ = ["GridReference", "Machine", "PLATEAU_STEPS", "TuneOptions", "TuneResult", "Tuner", "tune"]
 
 #: Tied steps in a row an ordered axis' walk steps over before it gives up on a direction.
 PLATEAU_STEPS = 1

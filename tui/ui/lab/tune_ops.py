@@ -116,7 +116,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     from tui.core.tune.space import Floors, SpaceError
     from tui.core.tune.args import UsageError, build_request, parse_budget
     from tui.core.lab.launcher import stand_ins_problem
-    from tui.core.tune.workload_spec import WorkloadError, parse_workload
+    from tui.core.tune.workload import WorkloadError, parse_workload
 
     if options.server_bin is None:
         return "no llama-server binary: give --server-bin PATH or run `mtp-tune doctor --build`."
