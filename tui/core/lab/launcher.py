@@ -1,5 +1,5 @@
 """The one trial launcher: every experiment (sweep, tune, A/B, knob searches) starts llama-server
-through `open_launcher`, waits until it is ready, decodes a few tokens (MTP runs out of memory at the
+through `SupervisorLauncher`, waits until it is ready, decodes a few tokens (MTP runs out of memory at the
 first decode more often than at load) and classifies a failure (`failures.classify_memory`).
 
 Why one: four experiments each built their own supervisor wrapper, and each wrote every trial into
@@ -71,7 +71,7 @@ class LaunchOutcome:
 
 
 class Launcher(Protocol):
-    """Launches llama-server for one configuration at a time (`open_launcher` makes the real one)."""
+    """Launches llama-server for one configuration at a time (`SupervisorLauncher` is the real one)."""
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome: ...
 
@@ -214,18 +214,12 @@ class SupervisorLauncher:
                 sup.close()
 
 
-def open_launcher(server_bin: str | Path, *, stand_ins: Any = None, env: Mapping[str, str] | None = None,
-                  ready_timeout: float = DEFAULT_READY_TIMEOUT, log_dir: str | Path | None = None) -> SupervisorLauncher:
-    """The launcher every experiment's trials go through (`stand_ins`: a started, capped `StandIns`)."""
-    return SupervisorLauncher(server_bin, stand_ins=stand_ins, env=env, ready_timeout=ready_timeout, log_dir=log_dir)
-
-
 @contextlib.contextmanager
 def equipped(launcher: Launcher | None, server_bin: str | Path | None = None, store: Any = None,
              **kw: Any) -> Iterator[tuple[Launcher, Any]]:
     """The launcher and results store of one experiment run, let go of on exit.
 
-    `launcher`: the caller's (only its server is stopped on exit), or None: `open_launcher(server_bin,
+    `launcher`: the caller's (only its server is stopped on exit), or None: `SupervisorLauncher(server_bin,
     **kw)`, closed on exit. `store`: a results store, None (nothing recorded), or "default": the
     user's (`data_dir()/results.sqlite`), opened here and closed on exit. LabError without a launcher
     or a binary, or when the store cannot be opened."""
@@ -234,7 +228,7 @@ def equipped(launcher: Launcher | None, server_bin: str | Path | None = None, st
             if server_bin is None:
                 raise LabError("no llama-server binary given: pass server_bin or a launcher (`mtp-tune doctor` finds "
                                "or builds one, or set $MTP_TUNE_LLAMA_SERVER).")
-            launcher = open_launcher(server_bin, **kw)
+            launcher = SupervisorLauncher(server_bin, **kw)
             stack.callback(launcher.close)
         else:
             stack.callback(launcher.stop)

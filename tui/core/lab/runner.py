@@ -12,7 +12,7 @@
 4. measure while the strategy's pass policy asks for more passes; a searched answer that runs out
    of memory in the probe steps to the safe side (`Recovery.step_safer`) and is measured again;
 5. record: the strategy's `record` step turns the `Attempt` into its record (the journal's), and
-   a failed launch is written to the results store once (`record_failure`, the one place).
+   a failed launch is written to the results store once (`results.failed.store_failure`).
 
 Progress is one `events.LabEvent` stream (`events.Progress`). Strategies (the sweep's grid, the
 tune's search, the A/B, the knob searches) only choose candidates (the one `candidate.Candidate`) and read
@@ -166,7 +166,7 @@ class Lab:
             a.warnings.append(f"memory is tight: {verdict.message}")
         if not reuse:
             self.stop()
-            if self._over_budget(step.work):
+            if self.pace.over_budget(step.work, self.elapsed(), self.budget_s):
                 return self._stop("budget")
             t0 = self.clock()  # the pace weighs the whole group: the prepare's fit search, the launch, the recovery
             if step.prepare is not None and not step.prepare(a):
@@ -206,9 +206,6 @@ class Lab:
                 self._plans[key] = PlanVerdict("unknown", f"the planner could not plan this configuration: {e}")
         return self._plans[key]
 
-    def _over_budget(self, work: Sequence[Any]) -> bool:
-        return self.pace.over_budget(work, self.elapsed(), self.budget_s)
-
     def _launch(self, c: Candidate, step: Step[Any], a: Attempt) -> Launched | None:
         """Launch `c`; after a memory failure, the recovery's search. None when cancelled."""
         settings = a.settings
@@ -236,8 +233,9 @@ class Lab:
                 return None
             self.progress.emit("search_done", finding.message, **about(c))
         up = Launched(c.launch_key, settings, out, finding, started_at=started)
-        if not out.ok:
-            up.run_id = self.record_failure(step.label, settings, launch_reason(up), a.plan, step.store_config)
+        if not out.ok:  # written to the results store once per failed launch: a record, not a reason to stop
+            up.run_id = store_failure(self.store, suite=self.suite, label=step.label, settings=settings,
+                                      error=launch_reason(up), plan=a.plan, config=step.store_config)
         else:
             self.progress.emit("ready", f"ready in {out.seconds:.1f} s", **about(c))
         return up
@@ -292,15 +290,6 @@ class Lab:
         server ended by one (only the knob changed, so a crash or a kill counts too)."""
         texts = [run.error or ""] + [getattr(r, "error", None) or "" for r in (run.requests or [])]
         return probe_failure_class(texts, self.launcher.failure(), knob_changed=True) == "oom_decode"
-
-    # ------------------------------------------------------------------ the record step's store write
-
-    def record_failure(self, label: str, settings: Settings, reason: str, plan: dict[str, Any] | None,
-                       config: dict[str, Any]) -> int | None:
-        """A run that never measured, written to the results store as failed (its id), once per failed
-        launch; the store is a record, not a reason to stop the experiment."""
-        return store_failure(self.store, suite=self.suite, label=label, settings=settings, error=reason, plan=plan,
-                             config=config)
 
     def stop(self) -> None:
         """Stop the running server (the next candidate launches)."""

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.core.lab import ranking
-from tui.core.lab.candidate import Candidate
+from tui.core.lab.candidate import Candidate, value_text
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Trial
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
 from tui.core.options.settings import Settings
-from tui.core.sweep.axes import Objective, format_axis_value
+from tui.core.sweep.axes import Objective
 from tui.core.sweep.definition import SweepDefinition, normalize, settings_key
 from tui.core.options.settings import settings_from_json, settings_json
 
@@ -151,7 +151,7 @@ def build_table(definition: SweepDefinition, state: Journal) -> SweepTable:
     rows: list[TableRow] = []
     for c in configs:
         r = state.trials.get(c.key)
-        values = {name: format_axis_value(name, v) for name, v in c.values}
+        values = {name: value_text(v, name) for name, v in c.values}
         if r is None:
             rows.append(TableRow(c.index + 1, c.key, values, c.n_predict, "pending", settings=settings_json(c.settings.redacted())))
             continue

@@ -11,7 +11,7 @@ classifies any other failure (`lab.failures`); the sweep goes on.
 What is the sweep's own: its journal (`lab.journal`, saved after every row, so an interrupted sweep
 resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
 skipped before anything runs (invalid, duplicate), the ETA from `lab.pace.Pace`, and its record
-step (`_record`: an attempt as a `lab.trial.Trial`, a measured one by `trial_from_run`).
+step (`_record`: an attempt as a `lab.trial.Trial`).
 
 `Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
 events (`lab.events.LabEvent`, with an ETA) go to the `on_event` callback, on the sweep's thread.
@@ -35,10 +35,9 @@ from tui.core.lab.pace import Current
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.lab.journal import Journal, JournalLock, open_journal
-from tui.core.lab.knob import KnobFinding
 from tui.core.lab.trial import Samples, Trial
 from tui.core.sweep.definition import SweepDefinition
-from tui.core.options.settings import Settings, settings_json
+from tui.core.options.settings import settings_json
 from tui.core.lab.planning import PlanCheck, plan_check
 
 # --------------------------------------------------------------------------- the sweep
@@ -150,15 +149,11 @@ class Sweep:
         st = self.state
         session = {"started_at": time.time(), "finished_at": None, "launches": 0, "stopped": None}
         st.sessions.append(session)
-        for c in configs:
-            if st.finished(c.key, try_anyway=d.try_anyway):
-                continue
-            if c.invalid is not None:
-                st.record(Trial(c.key, "invalid", reason=c.invalid, settings=settings_json(c.settings.redacted()),
-                                    n_predict=c.n_predict, finished_at=time.time()))
-            elif c.duplicate_of is not None:
-                st.record(Trial(c.key, "duplicate", reason=c.duplicate_reason, settings=settings_json(c.settings.redacted()),
-                                    n_predict=c.n_predict, finished_at=time.time()))
+        for c in configs:  # the rows skipped before anything runs
+            if not c.runnable and not st.finished(c.key, try_anyway=d.try_anyway):
+                status, why = ("invalid", c.invalid) if c.invalid is not None else ("duplicate", c.duplicate_reason)
+                st.record(Trial(c.key, status, reason=why, settings=settings_json(c.settings.redacted()),
+                                n_predict=c.n_predict, finished_at=time.time()))
         self._pending = [c for c in configs if not st.finished(c.key, try_anyway=d.try_anyway)]
         self._prog.done = self._prog.total - len(self._pending)
         st.save()
@@ -202,34 +197,37 @@ class Sweep:
                     store_config={"sweep": self.sweep_id, "row": c.key, "n_predict": c.n_predict})
 
     def _record(self, a: Attempt) -> Trial:
-        """The record step: the attempt as the sweep's row, saved in the state."""
-        c = a.candidate
-        settings = settings_json(a.settings.redacted())
-        up = a.launched
-        if a.status in ("invalid", "predicted_oom"):
-            reason = a.reason if a.status == "invalid" else f"{a.reason} (use --try-anyway to launch it anyway)"
-            row = Trial(c.key, a.status, reason=reason, failure_kind=a.failure_kind, settings=settings,
-                            n_predict=c.n_predict, plan=a.plan)
+        """The record step: the attempt as the sweep's row (its status, reason and failure kind as the
+        lab's loop found them), saved in the journal."""
+        c, up, run = a.candidate, a.launched, a.run
+        row = Trial(c.key, a.status, reason=a.reason, failure_kind=a.failure_kind,  # type: ignore[arg-type]
+                    settings=settings_json(a.settings.redacted()), n_predict=c.n_predict, plan=a.plan)
+        if a.status == "predicted_oom":
+            row.reason = f"{a.reason} (use --try-anyway to launch it anyway)"
+        if up is None:  # refused by the planner: nothing launched
             return self._finish_row(c, row)
-        assert up is not None
         self._note_finding(c, up)
-        mem = memory_summary(up.out)
-        warnings = list(a.warnings)
-        if a.run is None:  # the launch failed, or its server died with an earlier row
-            failed_launch = not up.out.ok
-            row = Trial(c.key, "failed", reason=a.reason, failure_kind=a.failure_kind, settings=settings,
-                            n_predict=c.n_predict, plan=a.plan, memory=mem, warnings=warnings,
-                            finding=up.finding.to_json() if up.finding and failed_launch else None,
-                            run_id=up.run_id if failed_launch else None, launch=self.state.launches,
-                            log_path=up.out.log_path, started_at=a.started_at if failed_launch else None)
+        row.memory, row.warnings = memory_summary(up.out), list(a.warnings)
+        row.launch, row.log_path = self.state.launches, up.out.log_path
+        if run is None:  # the launch failed, or its server died with an earlier row
+            if not up.out.ok:
+                row.finding, row.run_id = up.finding.to_json() if up.finding else None, up.run_id
+                row.started_at = a.started_at
             return self._finish_row(c, row)
-        mem_warn = ctx_warning(a.settings, mem)
-        if mem_warn:
-            warnings.append(mem_warn)
-        row = trial_from_run(c, a.run, a.settings, mem, a.plan, warnings, up.finding, self.state.launches, up.out.log_path)
-        row.started_at = a.started_at
-        if a.dead is not None:
-            row.reason, row.failure_kind = a.reason, a.failure_kind
+        mem = row.memory
+        if mem and mem.get("n_ctx") and a.settings.ctx_size and mem["n_ctx"] < a.settings.ctx_size:
+            row.warnings.append(f"the server runs with a context of {mem['n_ctx']} tokens, not the "
+                                f"{a.settings.ctx_size} asked for")
+        row.warnings += [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
+        f = up.finding
+        if f is not None and f.converged:
+            row.warnings.insert(0, f"{f.flag} set to {f.value} {f.unit} after a memory allocation failure ({f.message})")
+        # The passes the probe's medians are taken over: the complete ones, or all when none completed.
+        s = run.summary or {}
+        passes = [p for p in s.get("passes") or [] if p.get("complete", True)] or s.get("passes") or []
+        row.samples = Samples.of_passes(passes) if passes else None
+        row.mtp, row.acceptance, row.mean_accept_len = a.settings.mtp_enabled, s.get("acceptance"), s.get("mean_accept_len")
+        row.finding, row.run_id, row.started_at = f.to_json() if f else None, run.run_id, a.started_at
         return self._finish_row(c, row)
 
     def _note_finding(self, c: Candidate, up: Launched) -> None:
@@ -260,7 +258,6 @@ class Sweep:
         self.state.launches += 1
 
     def _probe(self, c: Candidate, up: Launched, a: Attempt, suite: Suite, repeat: int) -> Any:
-        out: LaunchOutcome = up.out
         started = time.monotonic()
         self._current = (c, started, 0, 0)
 
@@ -268,14 +265,11 @@ class Sweep:
             self._current = (c, started, int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0))
             self._prog.emit("probe", f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests", candidate=c, probe=p)
 
-        kw: dict[str, Any] = {}
-        if self.store is not None:
-            kw["sink"] = self.store
         self._prog.emit("probe", f"probing {c.label}", candidate=c)
         try:
-            return self.prober(out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
-                               settings=up.settings, memory=out.memory, plan=a.plan, cancel=self._cancel,
-                               progress=progress, **kw)
+            return self.prober(up.out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
+                               settings=up.settings, memory=up.out.memory, plan=a.plan, cancel=self._cancel,
+                               progress=progress, sink=self.store)
         finally:
             self._current = None
 
@@ -295,35 +289,3 @@ def memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:
         n_ctx = int(m["target"]["params"]["n_ctx"])
     return {"total_mib": total, "devices": devices, "totals": m.get("totals"), "n_ctx": n_ctx,
             "device_free_mib": {d.get("name"): d.get("free_mib") for d in out.devices} or None}
-
-
-def ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
-    """A warning when the server runs a smaller context than the row asked for."""
-    if not mem or not mem.get("n_ctx") or not settings.ctx_size:
-        return None
-    if mem["n_ctx"] < settings.ctx_size:
-        return f"the server runs with a context of {mem['n_ctx']} tokens, not the {settings.ctx_size} asked for"
-    return None
-
-
-def trial_from_run(c: Candidate, run: Any, settings: Settings, mem: dict[str, Any] | None,
-                   plan: dict[str, Any] | None, warnings: list[str], finding: KnobFinding | None, launch: int,
-                   log_path: str | None) -> Trial:
-    """A measured row's `Trial` from its probe run: per-pass numbers, memory, warnings and the finding."""
-    s = run.summary or {}
-    ws = list(warnings) + [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
-    if finding is not None and finding.converged:
-        ws.insert(0, f"{finding.flag} set to {finding.value} {finding.unit} after a memory allocation failure "
-                     f"({finding.message})")
-    # The passes the probe's medians are taken over: the complete ones, or all when none completed.
-    passes = s.get("passes") or []
-    passes = [p for p in passes if p.get("complete", True)] or passes
-    return Trial(
-        c.key, "ok" if run.status == "ok" else "failed", mtp=settings.mtp_enabled,
-        reason=run.error if run.status != "ok" else None,
-        failure_kind=None if run.status == "ok" else "probe_failed",
-        settings=settings_json(settings.redacted()), n_predict=c.n_predict,
-        samples=Samples.of_passes(passes) if passes else None, acceptance=s.get("acceptance"),
-        mean_accept_len=s.get("mean_accept_len"), memory=mem, plan=plan, warnings=ws,
-        finding=finding.to_json() if finding else None, run_id=run.run_id, launch=launch, log_path=log_path,
-    )

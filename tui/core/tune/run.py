@@ -1,6 +1,6 @@
 """`mtp-tune tune` on the real machine: the tuner's injected callables made of the existing pieces.
 
-* launches: the lab's launcher (`lab.launcher.open_launcher`: ready, then a first decode of the
+* launches: the lab's launcher (`lab.launcher.SupervisorLauncher`: ready, then a first decode of the
   workload's longest prompt), one supervisor for the whole tune, so every child is stopped on exit,
   Ctrl-C or SIGTERM; trials are kept in the tune's state and the results store, never in the
   user's launch history. With `--stand-ins` the same launcher sends every launch to capped stand-ins;

@@ -37,8 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from tui.core.lab import ranking
-from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate
+from tui.core.lab.candidate import Axis, Candidate
 from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.runner import Lab

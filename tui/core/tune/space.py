@@ -30,8 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate, values_label
+from tui.core.lab.candidate import Axis, Candidate, values_label
 from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
