@@ -21,13 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, SupervisorLauncher,
-                                   aim_first_decode, equipped)
+from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, Launcher, SupervisorLauncher, aim_first_decode, equipped
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.probes.suites import Suite, SuiteError, get_suite
-from tui.core.options.settings import Settings, effective_spec_types
-from tui.core.options.settings import settings_json
+from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.lab.measure import Prober, default_prober, samples_of
 from tui.core.lab.events import EventFn, LabError, Progress, new_cancel
 from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
@@ -98,12 +96,18 @@ def run_ab(
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
 
             def measure(up: Launched, a: Attempt, k: int, side: Side = side, i: int = i, label: str = label) -> Any:
-                real = launcher if isinstance(launcher, SupervisorLauncher) else None  # a fake has no record
-                rs = real.running_settings() if real is not None else None
-                running = rs.settings if rs is not None and rs.settings is not None else up.settings
+                rs = launcher.running_settings() if isinstance(launcher, SupervisorLauncher) else None  # a fake has none
                 if rs is not None:  # labelled from what the server runs, not from what was asked
                     label = f"A/B {ab_id} {rs.label()} pass {i + 1}/{passes}"
-                return _probe(prober, up.out, suite, label, running, n_predict, cancel, store, prog, side, i)
+
+                def progress(p: Any) -> None:
+                    done, total = int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0)
+                    prog.fraction = done / total if total else 0.0
+                    prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, probe=p)
+
+                return prober(up.out.url or "", suite, repeat=1, n_predict=n_predict, label=label,
+                              settings=rs.settings if rs is not None and rs.settings is not None else up.settings,
+                              memory=up.out.memory, plan=None, cancel=cancel, progress=progress, sink=store)
 
             a = lab.trial(v, Step(measure, passes=lambda a: 0 if a.runs else 1, record=lambda a: a,
                                   label=label, relaunch=True, recover=False, store_config={"ab": label}))
@@ -137,18 +141,6 @@ def visit(side: Side, i: int, passes: int, settings: Settings) -> Candidate:
     key (every visit launches anew anyway)."""
     key = f"{side} {i}"
     return Candidate(settings, key, key, f"MTP {side} (pass {i + 1}/{passes})", side=side)
-
-
-def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,
-           cancel: threading.Event, store: Any, prog: Progress, side: Side, i: int) -> Any:
-    def progress(p: Any) -> None:
-        done, total = int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0)
-        prog.fraction = done / total if total else 0.0
-        prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, probe=p)
-
-    kw: dict[str, Any] = {"sink": store} if store is not None else {}
-    return prober(out.url or "", suite, repeat=1, n_predict=n_predict, label=label, settings=settings, memory=out.memory,
-                  plan=None, cancel=cancel, progress=progress, **kw)
 
 
 def _samples(run: Any, side: Side, i: int, order: int) -> list[PassSample]:

@@ -98,8 +98,9 @@ class Progress:
         if self.on_event is None:
             return
         kw.setdefault("launches", self._launches() if self._launches is not None else 0)
-        ev = LabEvent(kind, round(self.done + self.fraction, 3), self.total, round(self.elapsed(), 3), self.eta(),
-                      message, **kw)
+        kw.setdefault("eta_s", self.eta())  # an experiment may give its own (a tune's trials, its A/B's)
+        ev = LabEvent(kind, round(self.done + self.fraction, 3), self.total, round(self.elapsed(), 3), message=message,
+                      **kw)
         with contextlib.suppress(Exception):  # a broken UI callback must not stop the experiment
             self.on_event(ev)
 

@@ -82,6 +82,11 @@ class KnobFinding:
             "cause": self.cause, "origin": self.origin, "trials": [t.to_json() for t in self.trials],
         }
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> KnobFinding:
+        return cls(d["knob"], int(d["start"]), int(d["step"]), int(d["limit"]), d.get("value"), bool(d.get("converged")),
+                   [KnobTry(**t) for t in d.get("trials", [])], d.get("message", ""), d.get("cause", ""), d.get("origin"))
+
 
 def search_knob(
     knob: Knob,

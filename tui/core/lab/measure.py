@@ -13,11 +13,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_json
 from tui.core.probes.hygiene import check_memory_report
 from tui.core.probes.run_types import RunConfig, RunContext
 from tui.core.probes.suites import Suite
-from tui.core.options.settings import settings_json
 from tui.core.lab.trial import Samples
 
 

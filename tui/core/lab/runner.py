@@ -297,10 +297,6 @@ class Lab:
             self.launcher.stop()
         self.up = None
 
-    def close(self) -> None:
-        self.up = None
-        self.launcher.close()
-
 
 def about(c: Candidate) -> dict[str, Any]:
     """What an event says it is about: the candidate, and an A/B visit's side."""

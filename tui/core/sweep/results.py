@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tui.core.lab import ranking
@@ -21,10 +21,9 @@ from tui.core.lab.candidate import Candidate, value_text
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Trial
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_from_json, settings_json
 from tui.core.sweep.axes import Objective
 from tui.core.sweep.definition import SweepDefinition, normalize, settings_key
-from tui.core.options.settings import settings_from_json, settings_json
 
 
 @dataclass
@@ -58,16 +57,10 @@ class TableRow:
         return self.status == "ok" or (self.status == "duplicate" and self.tg_tps is not None)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "number": self.number, "key": self.key, "values": self.values, "n_predict": self.n_predict,
-            "settings": self.settings, "status": self.status, "reason": self.reason, "failure_kind": self.failure_kind,
-            "tg_tps": self.tg_tps, "pp_tps": self.pp_tps, "acceptance": self.acceptance,
-            "tg_spread": _spread(self.tg), "pp_spread": _spread(self.pp),
-            "tg": self.tg.to_json() if self.tg else None, "pp": self.pp.to_json() if self.pp else None,
-            "score": self.score.to_json() if self.score else None,
-            "memory_mib": self.memory_mib, "memory": self.memory, "warnings": self.warnings, "same_as": self.same_as,
-            "finding": self.finding, "run_id": self.run_id, "vs_best": self.vs_best,
-        }
+        summaries = ("tg", "pp", "score")
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in summaries}
+        return {**d, "tg_spread": _spread(self.tg), "pp_spread": _spread(self.pp),
+                **{k: s.to_json() if (s := getattr(self, k)) else None for k in summaries}}
 
 
 @dataclass

@@ -1,20 +1,18 @@
-"""`mtp-tune tune` on the real machine: the tuner's injected callables made of the existing pieces.
+"""`mtp-tune tune` on the real machine: the search (`search.Tuner`) over a `machine.Machine` made of the
+lab's pieces, with what only a real run has around it.
 
-* launches: the lab's launcher (`lab.launcher.SupervisorLauncher`: ready, then a first decode of the
-  workload's longest prompt), one supervisor for the whole tune, so every child is stopped on exit,
-  Ctrl-C or SIGTERM; trials are kept in the tune's state and the results store, never in the
-  user's launch history. With `--stand-ins` the same launcher sends every launch to capped stand-ins;
-* measure: the probe runner over the workload (`tune_workload`), one stored run per call, its
-  complete passes as the tuner's per-pass samples;
-* plan: `lab.planning.plan_check(exact=True)`: llama.cpp's own dry run for every candidate that
-  gets this far (simulated GPUs played by loopback stand-ins), the estimate where it cannot run;
-* fit-target: `searches.smallest_fit_target`, only where `--fit` has real device memory to act on
-  (GPUs NVML sees, or `--rpc` servers). Simulated GPUs (`--gpus`) are planned against, but the
-  candidates run on this machine's CPU backend, which never runs out of device memory, so a
-  search there would only walk down to 0 MiB and prove nothing: none is run;
+* launches: one `lab.launcher.SupervisorLauncher` for the whole tune (ready, then a first decode of
+  the workload's longest prompt), so every child is stopped on exit, Ctrl-C or SIGTERM; with
+  `--stand-ins` it sends every launch to capped stand-ins;
+* the workload: a suite is sized by the model's tokenizer on one light launch (`workload.count_suite`),
+  a shape's prompt cut by it, both kept in the journal;
+* fit-target: searched only where `--fit` has real device memory to act on (GPUs NVML sees, `--rpc`
+  servers, stand-ins). Simulated GPUs without stand-ins are planned against, but the candidates run
+  on this machine's CPU backend, which never runs out of device memory, so a search there would only
+  walk down to 0 MiB and prove nothing;
 * resume: the tune's journal (`lab.journal`, kind "tune") saved after every trial;
-* the answer's last step: `ab.run_ab` between the best MTP-on and the best MTP-off configuration,
-  interleaved, kept in the state too.
+* the answer's last step: `lab.ab.run_ab` between the best MTP-on and the best MTP-off configuration,
+  interleaved, kept in the journal too.
 
 `TuneRun.run()` blocks; `stop()` from any thread ends it between steps (a launch within 0.2 s, a
 probe within its 50 ms poll), with every finished record kept.
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,13 +29,12 @@ from typing import Any, TypeVar
 
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, equipped,
                                    stand_in_note, stand_ins_problem)
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_from_json
 from tui.core.planning.gguf_meta import GGUFMeta
-from tui.core.options.settings import settings_from_json
 from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
-from tui.core.lab.events import EventFn, LabError, LabEvent
+from tui.core.lab.events import EventFn, LabError, LabEvent, Progress
 from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
@@ -139,7 +135,7 @@ class TuneRun:
         self.tune_id = tune_id(self.definition)
         self.cancel = threading.Event()
         self.launches = 0
-        self._t0 = time.monotonic()
+        self._prog = Progress(0, on_event)
         self._tuner: Tuner | None = None
         #: What proposes the candidates: the search; `tuner.GridReference` for a bench's reference.
         self.strategy: type[Tuner] = Tuner
@@ -150,15 +146,10 @@ class TuneRun:
         self.cancel.set()
 
     def emit(self, kind: str, message: str, **kw: Any) -> None:
-        if self.on_event is not None:
-            try:
-                self.on_event(LabEvent(kind, self._done(), 0, round(time.monotonic() - self._t0, 3), kw.pop("eta_s", None),
-                                        message, **kw))
-            except Exception:  # noqa: BLE001 - a broken progress printer must not stop the tune
-                pass
-
-    def _done(self) -> float:
-        return float(len(self._tuner.records)) if self._tuner is not None else 0.0
+        """A `LabEvent` to `on_event` (which a caller may set after making the run): trials done so far."""
+        self._prog.on_event = self.on_event
+        self._prog.done = len(self._tuner.records) if self._tuner is not None else 0
+        self._prog.emit(kind, message, **kw)
 
     def run(self) -> TuneOutcome:
         """Run (or resume) the tune to its answer, its budget or a stop (LabError when it cannot)."""
@@ -283,7 +274,7 @@ class TuneRun:
                                   result.elapsed_s, workload, ab)
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.launches,
-                           time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
+                           self._prog.elapsed(), str(self.devices.source), fit, st.path, notes,
                            hygiene_checked=hygiene is not None)
 
     def _on_trial(self, st: Journal, ev: LabEvent) -> None:
@@ -325,7 +316,7 @@ class TuneRun:
             return None
         left = max(0, expected_trials(self._space) - len(recs)) * spent / len(new)
         if self.req.budget_s is not None:
-            left = min(left, max(0.0, self.req.budget_s - (time.monotonic() - self._t0)))
+            left = min(left, max(0.0, self.req.budget_s - (self._prog.elapsed())))
         return round(left, 1)
 
     def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
