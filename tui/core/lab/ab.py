@@ -3,7 +3,7 @@
 Both sides are the same settings and suite; only `--spec-type` differs (draft-mtp added, or
 removed). Each pass is a visit of the lab's trial loop (`lab.runner.Lab`, launching anew every visit): the
 server launches with its side's settings (ready, then a first decode; never recorded in the launch
-history, so quitting mid-A/B restores nothing), the suite is probed once (`lab.measure`), the run
+history, so quitting mid-A/B restores nothing), the suite is probed once (`lab.runner.default_prober`), the run
 recorded in the results store (a failed launch by the loop's one store write), and the server stops, so slow drift (clocks, thermals, other load) hits
 both sides alike instead of favouring whichever ran first. The verdict is `verdict.decide` over
 the passes; a UI recomputes it for another workload with `MtpVerdict.for_workload`.
@@ -23,10 +23,9 @@ from typing import Any
 
 from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, Launcher, SupervisorLauncher, aim_first_decode, equipped
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.runner import Attempt, Lab, Launched, Step
+from tui.core.lab.runner import Attempt, Lab, Launched, Prober, Step, default_prober, samples_of
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
-from tui.core.lab.measure import Prober, default_prober, samples_of
 from tui.core.lab.events import EventFn, LabError, Progress, new_cancel
 from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
@@ -144,6 +143,6 @@ def visit(side: Side, i: int, passes: int, settings: Settings) -> Candidate:
 
 
 def _samples(run: Any, side: Side, i: int, order: int) -> list[PassSample]:
-    """The run's complete pass(es) as samples of this side (`measure.samples_of`)."""
+    """The run's complete pass(es) as samples of this side (`runner.samples_of`)."""
     s, run_id = samples_of(run), int(run.run_id) if run.run_id is not None else None
     return [PassSample(side, i, order, pp, tg, acc, run_id) for pp, tg, acc in zip(s.pp_tps, s.tg_tps, s.acceptance)]

@@ -10,7 +10,7 @@ classifies any other failure (`lab.failures`); the sweep goes on.
 
 What is the sweep's own: its journal (`lab.journal`, saved after every row, so an interrupted sweep
 resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
-skipped before anything runs (invalid, duplicate), the ETA from `lab.pace.Pace`, and its record
+skipped before anything runs (invalid, duplicate), the ETA from `lab.events.Pace`, and its record
 step (`_record`: an attempt as a `lab.trial.Trial`).
 
 `Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
@@ -28,11 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.events import EventFn, LabError, Progress
+from tui.core.lab.events import Current, EventFn, LabError, Progress
 from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, equipped
-from tui.core.lab.measure import Prober, default_prober
-from tui.core.lab.pace import Current
-from tui.core.lab.runner import Attempt, Lab, Launched, Step
+from tui.core.lab.runner import Attempt, Lab, Launched, Prober, Step, default_prober
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.lab.journal import Journal, JournalLock, open_journal
 from tui.core.lab.trial import Samples, Trial

@@ -1,7 +1,7 @@
 """The machine a tune runs on: `Machine`, the callables the search and its trials are given (the
 tests pass fakes), and the real ones `TuneRun` makes of the existing pieces:
 
-* `Measure`, the tuner's `measure` over the one prober (`lab.measure`): `n` passes of the workload
+* `Measure`, the tuner's `measure` over the one prober (`lab.runner.default_prober`): `n` passes of the workload
   through the probe runner, one stored run per call (a warm-up only on a launch's first call), the
   complete passes returned as per-pass samples. A shape workload's prompt is cut with the running
   server's tokenizer on the first call and kept in the tune's journal, so a resumed tune and its A/B
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tui.core.lab.journal import Journal
 from tui.core.lab.knobs import SearchResult
 from tui.core.lab.launcher import LaunchOutcome, Launcher, SupervisorLauncher
-from tui.core.lab.measure import default_prober, samples_of
+from tui.core.lab.runner import default_prober, samples_of
 from tui.core.lab.planning import PlanCheck, plan_check
 from tui.core.lab.trial import Samples
 from tui.core.options.settings import Settings

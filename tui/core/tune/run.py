@@ -38,7 +38,7 @@ from tui.core.lab.events import EventFn, LabError, LabEvent, Progress
 from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
-from tui.core.lab.measure import default_prober
+from tui.core.lab.runner import default_prober
 from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
 from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tune.search import TuneOptions, Tuner

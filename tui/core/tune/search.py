@@ -25,7 +25,7 @@ A failed launch is classified (`lab.failures`) and never retried blindly: an out
 failure kills its memory key and everything at or above it; on a GPU one right after a fit search
 steps the fit-target to the safe side (`lab.recovery`: the bound did not hold), which is a
 different allocation, a few steps at most.
-The budget is checked before each candidate (`lab.pace.Pace`): the result is the best so far.
+The budget is checked before each candidate (`lab.events.Pace`): the result is the best so far.
 `GridReference` runs every candidate through the same trials to the last rung: the reference.
 """
 

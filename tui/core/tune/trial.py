@@ -93,7 +93,7 @@ class MemoryBook:
 
 @dataclass
 class PaceWork:
-    """What `lab.pace.Pace` weighs for a tune: one unit per pass (it reads key, launch_key, n_predict)."""
+    """What `lab.events.Pace` weighs for a tune: one unit per pass (it reads key, launch_key, n_predict)."""
 
     n_predict: int
     key: str = "next"
