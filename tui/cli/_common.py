@@ -262,7 +262,7 @@ def save_best(args: argparse.Namespace, best: Settings | None, interrupted: bool
     if best is None:
         print("mtp-tune: nothing measured, so no best configuration to save.", file=sys.stderr)
         return None, 1
-    from tui.core.sweep.best import save_settings
+    from tui.core.sweep.results import save_settings
 
     try:
         return save_settings(best, args.save_best, ini_path=args.ini), 0

@@ -63,10 +63,6 @@ class Launched:
     run_id: int | None = None  # the results store's record of a failed launch
     started_at: float = 0.0
 
-    @property
-    def ok(self) -> bool:
-        return self.out.ok and self.dead is None
-
 
 @dataclass
 class Attempt:

@@ -243,8 +243,8 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
         if not free or not v or (mtp_only and True not in branches):
             return
         start = v[0]
-        axes.append(Axis(name, free, tuple(sorted(v, key=_sort_key)) if ordered else v, start=start, ordered=ordered,
-                         mtp_only=mtp_only))
+        axes.append(Axis(name, free, tuple(sorted(v, key=lambda x: float(x or 0))) if ordered else v, start=start,
+                         ordered=ordered, mtp_only=mtp_only))
 
     add("draft-n-max", ("spec_draft_n_max",), True, mtp_only=True)
     add("ubatch", ("ubatch_size",), True)
@@ -260,10 +260,6 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
         add("threads", ("threads",), False, pool=tuple(vals.get("threads") or threads))
     fit_fixed = "fit_target" in given or fixed.fit is False
     return Space(fixed, tuple(axes), branches, ctx, floors, notes, fit_fixed)
-
-
-def _sort_key(v: Any) -> float:
-    return float(v or 0)
 
 
 def space_for_model(fixed: Settings, meta: Any, workload: Workload, **kw: Any) -> Space:

@@ -225,7 +225,7 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
 def save_best(defn: Any, name: str) -> tuple[str | None, str | None]:
     """The best row as TOML profile `name` and INI section `[name]`: (what was written, error)."""
     from tui.core.sweep.results import build_table
-    from tui.core.sweep.best import save_best as core_save_best
+    from tui.core.sweep.results import save_best as core_save_best
 
     state = saved_state(defn)
     if state is None:

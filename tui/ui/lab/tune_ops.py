@@ -321,7 +321,7 @@ def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
 
 def save_best(outcome: Any, name: str) -> tuple[str | None, str | None]:
     """The best configuration as TOML profile `name` and INI section `[name]`: (what was written, error)."""
-    from tui.core.sweep.best import save_settings
+    from tui.core.sweep.results import save_settings
 
     if outcome is None or outcome.result.best is None:
         return None, "nothing measured yet, so there is no best to save"
