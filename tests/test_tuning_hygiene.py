@@ -15,13 +15,10 @@ from tests.fakes.fake_pynvml import FakeNvml
 from tests.helpers import tune_samples
 from tests.test_tuning_tuner import WL, Fake, space
 from tui.core.gpu import Nvml
-from tui.core.tune.report import pp_tg_plot
-from tui.core.tune.report import ReportFacts, render_report
-from tui.core.tune.machine import gpu_hygiene
+from tui.core.tune.result import ReportFacts, TuneResult, pp_tg_plot, render_report
+from tui.core.tune.machine import Machine, gpu_hygiene
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Trial
-from tui.core.tune.result import TuneResult
-from tui.core.tune.machine import Machine
 from tui.core.tune.search import TuneOptions, tune
 
 

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         return prepared
     req, ds = prepared
     from tui.core.server.process import install_cleanup
-    from tui.core.tune.report import facts_from, render_report, tune_break_even
+    from tui.core.tune.result import facts_from, render_report, tune_break_even
     from tui.core.tune.run import TuneRun
 
     install_cleanup()  # on the main thread: SIGTERM/SIGHUP stop the servers the worker starts

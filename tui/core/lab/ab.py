@@ -1,12 +1,13 @@
 """MTP on vs off, measured the way drift cannot decide it: passes interleaved A B A B.
 
 Both sides are the same settings and suite; only `--spec-type` differs (draft-mtp added, or
-removed). Each pass is a visit of the lab's trial loop (`lab.runner.Lab`, launching anew every visit): the
-server launches with its side's settings (ready, then a first decode; never recorded in the launch
-history, so quitting mid-A/B restores nothing), the suite is probed once (`lab.runner.default_prober`), the run
-recorded in the results store (a failed launch by the loop's one store write), and the server stops, so slow drift (clocks, thermals, other load) hits
-both sides alike instead of favouring whichever ran first. The verdict is `verdict.decide` over
-the passes; a UI recomputes it for another workload with `MtpVerdict.for_workload`.
+removed). Each pass is a visit of the lab's trial loop (`lab.runner.Lab`, launching anew every
+visit): the server launches with its side's settings (ready, then a first decode; never recorded in
+the launch history, so quitting mid-A/B restores nothing), the suite is probed once, the run recorded
+in the results store (a failed launch by the loop's one store write), and the server stops, so slow
+drift (clocks, thermals, other load) hits both sides alike instead of favouring whichever ran first.
+The verdict is `ranking.decide` over the passes; a UI recomputes it for another workload with
+`MtpVerdict.for_workload`.
 
 `run_ab` blocks. Cancel by setting `cancel` from any thread: the probe abandons its in-flight
 request within its 50 ms poll, the launch wait within 0.2 s, and the server is stopped.
@@ -27,7 +28,7 @@ from tui.core.lab.runner import Attempt, Lab, Launched, Prober, Step, default_pr
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.lab.events import EventFn, LabError, Progress, new_cancel
-from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
+from tui.core.lab.ranking import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
 DEFAULT_PASSES = 3
 

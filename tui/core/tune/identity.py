@@ -24,7 +24,7 @@ from tui.core.options.settings import Settings, settings_json
 from tui.core.sweep.definition import settings_key
 from tui.core.tune.space import Floors
 from tui.core.tune.workload import Workload, WorkloadSpec
-from tui.core.lab.verdict import PassSample
+from tui.core.lab.ranking import PassSample
 
 
 def model_identity(path: str | None) -> dict[str, Any]:

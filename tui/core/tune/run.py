@@ -42,7 +42,7 @@ from tui.core.lab.runner import default_prober
 from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
 from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tune.search import TuneOptions, Tuner
-from tui.core.lab.verdict import MtpVerdict
+from tui.core.lab.ranking import MtpVerdict
 
 
 T = TypeVar("T")

@@ -182,7 +182,7 @@ def best_text(rec: Any) -> str:
 
 def row_view(r: Any, mark: str = "") -> TuneRowView:
     """A Trial as one row of the trial table."""
-    from tui.core.tune.report import settings_text
+    from tui.core.tune.result import settings_text
 
     s = r.samples
     pp, tg = (s.summary("pp_tps"), s.summary("tg_tps")) if s else (None, None)
@@ -251,7 +251,7 @@ def ab_text(ab: Any, note: str) -> str:
 
 def final_view(outcome: Any, *, budget_s: float | None = None, message: str = "") -> TuneView:
     """A finished (or cancelled, or out of budget) tune: the answer, the A/B and the break-even."""
-    from tui.core.tune.report import tune_break_even
+    from tui.core.tune.result import tune_break_even
 
     res = outcome.result
     be = tune_break_even(res, outcome.workload, outcome.ab)
@@ -340,7 +340,7 @@ def report_path(outcome: Any) -> Path:
 
 def write_report(outcome: Any, base: Settings) -> tuple[str | None, str | None]:
     """The Markdown report (every trial) next to the tune's saved state: (its path, error)."""
-    from tui.core.tune.report import facts_from, render_report
+    from tui.core.tune.result import facts_from, render_report
 
     if outcome is None:
         return None, "no tune has finished yet, so there is no report to write"
