@@ -64,18 +64,16 @@ class ProgressLine:
     def __call__(self, ev: Any) -> None:
         eta = "" if ev.eta_s is None else f" ETA {_dur(ev.eta_s)}"
         head = f"[{ev.done}/{ev.total} {_dur(ev.elapsed_s)}{eta}]"
-        if ev.kind == "probe" and ev.probe is None:
-            return
         if ev.kind == "probe":
             p = ev.probe
-            if getattr(p, "event", "") != "request_done":
+            if p is None or getattr(p, "event", "") != "request_done":
                 return
             if not self.tty and p.done not in (1, p.total // 2):  # a log file gets a few lines per row
                 return
             text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label}: probe {p.done}/{p.total}"
             self._line(text, final=False)
             return
-        if ev.kind in ("row_started",):
+        if ev.kind == "row_started":
             return
         if ev.kind == "row_done" and ev.trial is not None:
             r = ev.trial

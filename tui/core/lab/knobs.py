@@ -11,9 +11,8 @@ Both answer a question a user otherwise settles by hand, one launch at a time:
   value the knob search comes down from it, so the answer is the smallest working value either way.
   A tune seeds it with the answer of the nearest memory footprint it knows.
 
-These are strategies only: every try is a launch-only trial of the lab's one loop (`lab.runner.Lab`,
-a `Step` with no measurement; the recovery's launches go through the same lab), every outcome is
-judged by `lab.failures.knob_outcome`.
+These are strategies only: every try is a launch-only trial of the lab's one loop (a `Step` with no
+measurement), every outcome judged by `lab.failures.knob_outcome`.
 
 Each returns a `SearchResult`: the input settings with the answer applied (what a UI offers as the
 new setting) and the evidence (every trial with its outcome). Progress goes to `on_event`; setting

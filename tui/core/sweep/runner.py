@@ -2,11 +2,9 @@
 
 Every configuration is a candidate of the loop, in grid order, measured with a fixed number of
 passes (`repeat`); configurations that differ only in generation length share one launch key, so
-one server serves them all (the loop keeps it up). The loop plans (a predicted OOM is recorded as
-`predicted_oom` and skipped unless `try_anyway`), checks the budget, launches through the lab's one
-launcher with a first decode, recovers from a memory failure with the lab's one policy
-(`lab.recovery`: the answer is recorded as a finding and the row measured with it), probes, and
-classifies any other failure (`lab.failures`); the sweep goes on.
+one server serves them all. The loop plans, budgets, launches, recovers from a memory failure (the
+answer is recorded as a finding and the row measured with it) and classifies any other failure;
+the sweep goes on.
 
 What is the sweep's own: its journal (`lab.journal`, saved after every row, so an interrupted sweep
 resumes where it stopped; a sweep's trials are never in the user's launch history), the rows

@@ -17,16 +17,11 @@ cost. So the tune
    two sides with a leader each, so the MTP-off best is known beside the overall best; the side
    that leads after the two starting points is walked first and seeds the other with its values.
 
-Every candidate that gets past the pruning is one trial of the lab's one loop (`lab.runner.Lab`;
-the tune's hooks are in `tune_trial`): planned, budgeted, launched through the lab's launcher,
-raced, recorded. The strategy here only proposes candidates and reads their records.
-
-A failed launch is classified (`lab.failures`) and never retried blindly: an out-of-memory
-failure kills its memory key and everything at or above it; on a GPU one right after a fit search
-steps the fit-target to the safe side (`lab.recovery`: the bound did not hold), which is a
-different allocation, a few steps at most.
-The budget is checked before each candidate (`lab.events.Pace`): the result is the best so far.
-`GridReference` runs every candidate through the same trials to the last rung: the reference.
+Every candidate that gets past the pruning is one trial of the lab's one loop with the tune's hooks
+(`trial.CandidateTrial`); the strategy here only proposes candidates and reads their records. An
+out-of-memory failure kills its memory key and everything at or above it; the budget is checked
+before each candidate, so the result is the best so far. `GridReference` runs every candidate
+through the same trials to the last rung: the reference.
 """
 
 from __future__ import annotations
