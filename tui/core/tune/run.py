@@ -110,8 +110,8 @@ class TuneOutcome:
 
 
 def launch_settings(space: Space, rec: Trial) -> Settings:
-    c = space.point({k: v for k, v in rec.values.items() if k != "mtp"}, rec.mtp)
-    s = c.settings if c.key == rec.key else settings_from_json(rec.settings)
+    c = space.of(rec)
+    s = c.settings if c is not None else settings_from_json(rec.settings)
     return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
 
 

@@ -94,7 +94,7 @@ class Tuner:
         self._shared = TuneLab(self.lab, m, self.workload, self._mem, self.options.rungs,
                                m.fit_search is not None and not self.space.fit_fixed)
         for r in self._known.values():
-            self._mem.learn(self._candidate(r), r)
+            self._mem.learn(self.space.of(r), r)
 
     # ------------------------------------------------------------------ public
 
@@ -235,11 +235,6 @@ class Tuner:
         self._prog.emit("trial", f"#{rec.number} {c.label}: {rec.status}" + (f" ({rec.reason})" if rec.reason else ""),
                         trial=rec)
         return rec
-
-    def _candidate(self, r: Trial) -> Candidate | None:
-        vals = {k: v for k, v in r.values.items() if k != "mtp"}
-        c = self.space.point(vals, bool(r.values.get("mtp", r.mtp)))
-        return c if c.key == r.key else None
 
     def _leader(self, mtp: bool) -> Trial | None:
         return ranking.leader([r for r in self.records if r.mtp == mtp], self.options.rungs)

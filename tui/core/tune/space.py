@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tui.core.lab.candidate import Axis, Candidate, values_label
+from tui.core.lab.trial import Trial
 from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
@@ -159,6 +160,11 @@ class Space:
         lkey = settings_key(eff)
         return Candidate(eff, lkey, lkey, values_label(values), values, invalid=invalid, memory_key=memory_key(eff),
                          memory_base=memory_key(replace(eff, **blank)), memory_ranks=ranks)
+
+    def of(self, rec: Trial) -> Candidate | None:
+        """The candidate a record was made of, or None when this space no longer makes it."""
+        c = self.point({k: v for k, v in rec.values.items() if k != "mtp"}, bool(rec.values.get("mtp", rec.mtp)))
+        return c if c.key == rec.key else None
 
     def grid(self, *, valid_only: bool = True) -> list[Candidate]:
         """Every candidate once per launch key, MTP off first, in axis order (first axis slowest)."""
