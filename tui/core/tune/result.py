@@ -340,7 +340,7 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
 
 
 def facts_from(outcome: Any, base: Any) -> ReportFacts:
-    """The report's facts from a `tune_run.TuneOutcome` and the fixed `Settings`."""
+    """The report's facts from a `run.TuneOutcome` and the fixed `Settings`."""
     from pathlib import Path
 
     from tui.core.options.argv import command_line, settings_to_argv

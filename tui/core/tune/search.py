@@ -208,7 +208,7 @@ class Tuner:
 
     def _evaluate(self, c: Candidate, stage: str) -> Trial:
         """`c`'s record: known already, pruned without a launch (invalid, dominated), or a trial of
-        the lab's loop (`tune_trial.CandidateTrial`: plan, budget, fit-target, launch, race)."""
+        the lab's loop (`trial.CandidateTrial`: plan, budget, fit-target, launch, race)."""
         hit = self._by_key.get(c.key)
         if hit is not None:
             return hit
