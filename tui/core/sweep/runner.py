@@ -76,6 +76,7 @@ class Sweep:
         self.prober = prober or default_prober()
         self.planner: PlanCheck | None = plan_check() if planner == "default" else planner  # type: ignore[assignment]
         self._equipment = (launcher, server_bin, store, env, ready_timeout)  # what `run` launches with and records in
+        self.launcher: Launcher | None = None  # the one `run` launches through
         self.store: Any = None
         self._state_root = state_root
         self._fresh = fresh
@@ -121,7 +122,7 @@ class Sweep:
                 # Re-read: another process may have finished rows since this object was made.
                 self.state = open_journal("sweep", d.sweep_id, d.to_json(), self._state_root, fresh=self._fresh)
                 self._fresh = False
-                self.store = store
+                self.launcher, self.store = launcher, store
                 # The lab counts every launch through its launcher, the recovery's included.
                 self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, store=store,
                                suite=d.suite, fit_step_mib=d.fit_step_mib, try_anyway=d.try_anyway,
