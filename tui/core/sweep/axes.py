@@ -60,12 +60,6 @@ def _field_spec_for(name: str) -> tuple[str, FieldSpec | None, str | None]:
     )
 
 
-def _parse_spec_value(text: str) -> list[str]:
-    """`none`, `draft-mtp`, or several types joined by `+` (commas separate axis values)."""
-    parts = [p.strip() for p in text.replace("+", " ").split() if p.strip()]
-    return parts
-
-
 def parse_axis(text: str) -> Axis:
     """`NAME=V1,V2,...` -> Axis. Values of list options (fit-target, tensor-split) use `/` inside one value."""
     name, eq, rest = text.partition("=")
@@ -114,8 +108,8 @@ def parse_axis(text: str) -> Axis:
         )
     vals = []
     for t in texts:
-        if spec.kind == "spec":
-            vals.append(_parse_spec_value(t))
+        if spec.kind == "spec":  # `none`, `draft-mtp`, or several types joined by `+` (commas separate values)
+            vals.append(t.replace("+", " ").split())
         elif spec.kind in ("flag", "negflag"):
             if t.lower() in TRUTHY:
                 vals.append(True)
