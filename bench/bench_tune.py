@@ -122,7 +122,7 @@ def run_tune(name: str, start: str, model: Path, server: Path, base: Settings, v
              workload: str, grid: bool, state_root: Path) -> Run:
     from tui.core.planning.devices import devices_now
     from tui.core.tune.run import TuneRequest, TuneRun
-    from tui.core.tune.workload_spec import parse_workload
+    from tui.core.tune.workload import parse_workload
     from tui.core.tune.search import GridReference
 
     seen: dict[int, tuple[float, int]] = {}  # record number -> (seconds since start, launches so far)

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tui.core.planning import calibration, exact
 from tui.core.planning.cache import load_calibration
@@ -24,7 +23,7 @@ from tui.core.lab.journal import Journal, JournalError, load_journal, open_journ
 from tui.core.lab.journal_v1 import upgrade
 from tui.core.lab.trial import Trial
 from tui.core.tune.identity import check_section
-from tui.core.lab.verdict import MtpVerdict
+from tui.core.lab.ranking import MtpVerdict
 from tui.core.tune.workload import Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -20,7 +20,7 @@ import pytest
 from tui.core.lab.journal import VERSION, JournalError, JournalLock, load_journal, open_journal
 from tui.core.lab.trial import Samples, Trial
 from tui.core.tune.identity import check_section
-from tui.core.lab.verdict import MtpVerdict
+from tui.core.lab.ranking import MtpVerdict
 from tui.core.tune.workload import Workload
 
 DATA = Path(__file__).parent / "data" / "journal"

@@ -1,5 +1,5 @@
 """The lab's one launcher (`tui.core.lab.launcher`): every experiment built from a server binary
-launches through `open_launcher`, whose supervisor never records a trial in the user's launch
+launches through `SupervisorLauncher`, whose supervisor never records a trial in the user's launch
 history, and stand-ins are an option of that same launcher. The fast tests replace the supervisor
 with a recorder; the last one launches the real llama-server on a tiny model."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tui.core.lab import launcher as lab_launcher
-from tui.core.lab.launcher import open_launcher
+from tui.core.lab.launcher import SupervisorLauncher
 from tui.core.options.settings import Settings
 from tui.core.planning.devices import devices_now
 from tui.core.presets.profiles import list_history
@@ -95,7 +95,7 @@ class FakeStandIns:
 
 
 def test_stand_ins_are_an_option_of_the_same_launcher(recorder: type[Recorder]) -> None:
-    la = open_launcher("llama-server", stand_ins=FakeStandIns())
+    la = SupervisorLauncher("llama-server", stand_ins=FakeStandIns())
     out = la.launch(Settings(model="m.gguf", fit_target=[256], rpc=["10.0.0.2:50052"]), threading.Event())
     sent = recorder.started[-1]
     assert not out.ok and out.failure is not None and out.failure.kind == FailureKind.UNKNOWN_ARG
@@ -106,7 +106,7 @@ def test_stand_ins_are_an_option_of_the_same_launcher(recorder: type[Recorder]) 
 
 @pytest.mark.timeout(120)
 def test_a_real_trial_launch_leaves_no_history_entry(server_bin: Path, tiny_models: dict[str, Path]) -> None:
-    la = open_launcher(server_bin, ready_timeout=60)
+    la = SupervisorLauncher(server_bin, ready_timeout=60)
     try:
         out = la.launch(Settings(model=str(tiny_models["tiny-mtp"]), ctx_size=1024, parallel=1, threads=1),
                         threading.Event())

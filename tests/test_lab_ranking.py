@@ -8,7 +8,7 @@ from tui.core.lab import ranking
 from tui.core.probes.stats import summarize
 from tui.core.lab.trial import Samples, Trial
 from tui.core.tune.result import build_result
-from tui.core.lab.verdict import PassSample, decide
+from tui.core.lab.ranking import PassSample, decide
 from tui.core.tune.workload import shape
 
 

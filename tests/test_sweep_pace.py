@@ -1,4 +1,4 @@
-"""The experiments' ETA and budget check (`lab.pace`): measured launch and generation rates, pure arithmetic,
+"""The experiments' ETA and budget check (`lab.events.Pace`): measured launch and generation rates, pure arithmetic,
 and what the lab feeds it."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import time
 import pytest
 
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.events import Progress
+from tui.core.lab.events import Pace, Progress, weight
 from tui.core.lab.launcher import LaunchOutcome
-from tui.core.lab.pace import Pace, weight
 from tui.core.lab.runner import Attempt, Lab, Step
 from tui.core.options.settings import Settings
 

@@ -116,7 +116,7 @@ def test_configuration_that_cannot_start_is_recorded_and_skipped(server_bin: Pat
 
 def test_real_planner_skips_predicted_oom_and_certain_failures(server_bin: Path, tiny_models: dict[str, Path],
                                                                 suite_file: Path, tmp_path: Path) -> None:
-    from tui.core.lab.planning import default_planner
+    from tui.core.lab.planning import plan_check
 
     # The planner knows before launching that draft-mtp cannot start on a model without MTP layers.
     defn = build_definition(base(tiny_models["tiny-nomtp"]), ["mtp=on,off"], suite=str(suite_file), repeat=1, n_predict=32)
@@ -129,7 +129,7 @@ def test_real_planner_skips_predicted_oom_and_certain_failures(server_bin: Path,
     model = write_tiny_model(tmp_path / "long.gguf", preset("tiny-mtp", ctx=262144))
     settings = base(model, fit=False, n_gpu_layers="all", spec_type=["draft-mtp"])
     defn = build_definition(settings, ["ctx-size=4096,262144"], suite=str(suite_file), repeat=1, n_predict=32)
-    sw = Sweep(defn, server_bin=server_bin, store=None, planner=default_planner("512MiB"))
+    sw = Sweep(defn, server_bin=server_bin, store=None, planner=plan_check("512MiB"))
     out = sw.run()
     small, large = build_table(defn, sw.state).rows
     assert out.launches == 1 and small.status == "ok" and large.status == "predicted_oom"
@@ -138,7 +138,7 @@ def test_real_planner_skips_predicted_oom_and_certain_failures(server_bin: Path,
     # With try-anyway only the skipped row runs (here it loads: the GPU was only simulated).
     defn2 = build_definition(settings, ["ctx-size=4096,262144"], suite=str(suite_file), repeat=1, n_predict=32,
                              try_anyway=True)
-    sw2 = Sweep(defn2, server_bin=server_bin, store=None, planner=default_planner("512MiB"))
+    sw2 = Sweep(defn2, server_bin=server_bin, store=None, planner=plan_check("512MiB"))
     out2 = sw2.run()
     large2 = build_table(defn2, sw2.state).rows[1]
     assert out2.launches == 1 and large2.status == "ok"

@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 
 from tui.cli import main
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_json
 from tui.core.lab.candidate import Candidate
 from tui.core.sweep.definition import build_definition
-from tui.core.options.settings import settings_json
-from tui.core.sweep.best import save_best
-from tui.core.sweep.results import build_table
+from tui.core.sweep.results import build_table, save_best
 from tui.core.lab.journal import Journal, JournalError, load_journal, open_journal
 from tui.core.lab.trial import Samples, Trial
 

@@ -21,7 +21,7 @@ from tui.core.sweep.results import build_table
 from tui.core.lab.failures import classify_memory
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.lab.events import LabEvent
-from tui.core.sweep.events import SweepError
+from tui.core.lab.events import LabError
 from tui.core.lab.planning import PlanVerdict
 from tui.core.lab.recovery import choose_knob
 from tui.core.sweep.runner import Sweep
@@ -314,9 +314,9 @@ def test_a_broken_event_callback_does_not_stop_the_sweep(suite: str, tmp_path: P
 
 def test_missing_server_and_bad_suite_are_explained(tmp_path: Path) -> None:
     defn = build_definition(base(), ["ub=128"], suite=str(tmp_path / "nope.toml"), repeat=1)
-    with pytest.raises(SweepError, match="llama-server binary"):
-        Sweep(defn, planner=None, store=None, state_root=tmp_path)
-    with pytest.raises(SweepError, match="not a built-in suite"):
+    with pytest.raises(LabError, match="llama-server binary"):
+        Sweep(defn, planner=None, store=None, state_root=tmp_path).run()
+    with pytest.raises(LabError, match="not a built-in suite"):
         Sweep(defn, launcher=FakeLauncher(), planner=None, store=None, state_root=tmp_path).run()
 
 
@@ -363,7 +363,7 @@ def test_the_same_sweep_cannot_run_twice_at_once(suite: str, tmp_path: Path) -> 
     seen: list[str] = []
 
     def probe(s: Settings, n: int | None) -> FakeRun:
-        with pytest.raises(SweepError, match="already running") as e:
+        with pytest.raises(LabError, match="already running") as e:
             other.run()  # e.g. the CLI while the TUI runs it
         seen.append(str(e.value))
         return tg_run(10.0)

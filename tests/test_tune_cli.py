@@ -14,10 +14,8 @@ from tui.core.tune.args import UsageError, axis_values, fixed_tokens, parse_budg
 from tui.core.tune.space import Floors
 from tui.core.lab.journal import open_journal
 from tui.core.lab.trial import Samples, Trial
-from tui.core.tune.report import ReportFacts, render_report, settings_text, tune_break_even
-from tui.core.tune.result import build_result
-from tui.core.tune.workload_spec import WorkloadError, parse_workload
-from tui.core.tune.workload import shape
+from tui.core.tune.result import ReportFacts, build_result, render_report, settings_text, tune_break_even
+from tui.core.tune.workload import WorkloadError, parse_workload, shape
 
 
 @pytest.fixture

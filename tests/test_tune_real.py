@@ -18,7 +18,7 @@ from tui.core.options.settings import Settings
 from tui.core.sweep.definition import settings_key
 from tui.core.lab.events import LabEvent
 from tui.core.tune.run import TuneRequest, TuneRun
-from tui.core.tune.workload_spec import parse_workload
+from tui.core.tune.workload import parse_workload
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -17,7 +17,7 @@ from tui.core.demo.tiny_model import preset, write_tiny_model
 from tui.core.options.settings import Settings
 from tui.core.planning.devices import devices_now
 from tui.core.planning.standin import StandIns, host_total_mib
-from tui.core.lab.launcher import open_launcher
+from tui.core.lab.launcher import SupervisorLauncher
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -40,7 +40,7 @@ def test_a_capped_stand_in_runs_out_of_memory_for_real_and_the_margin_is_transla
         server_bin: Path, rpc_server_bin: Path, long_model: Path, tmp_path: Path) -> None:
     sim = [d for d in devices_now("1x700MiB").devices if not d.remote]
     with StandIns(rpc_server_bin, sim, capped=True) as si:
-        be = open_launcher(server_bin, stand_ins=si, ready_timeout=60, log_dir=tmp_path / "logs")
+        be = SupervisorLauncher(server_bin, stand_ins=si, ready_timeout=60, log_dir=tmp_path / "logs")
         try:
             moved = be.translate(_settings(long_model, fit_target=[256]))
             assert moved.rpc == [si.endpoints] and moved.fit_target == [host_total_mib() - 700 + 256]

@@ -19,7 +19,7 @@ import pytest
 
 from tui.core.options.settings import Settings
 from tui.core.results.store import Store
-from tui.core.lab.launcher import open_launcher
+from tui.core.lab.launcher import SupervisorLauncher
 from tui.core.demo.tiny_model import preset, write_tiny_model
 from tui.core.lab.ab import run_ab
 from tui.core.lab.events import LabEvent
@@ -107,7 +107,7 @@ def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict
     suite.write_text(SUITE.replace("n_predict = 96", "n_predict = 4000"))  # long enough to be in flight
     cancel = threading.Event()
     in_flight = threading.Event()
-    launcher = open_launcher(server_bin)
+    launcher = SupervisorLauncher(server_bin)
 
     def on_event(e: LabEvent) -> None:
         if e.kind == "probe" and e.probe is not None and e.probe.event == "first_token":

@@ -15,13 +15,11 @@ from tests.fakes.fake_pynvml import FakeNvml
 from tests.helpers import tune_samples
 from tests.test_tuning_tuner import WL, Fake, space
 from tui.core.gpu import Nvml
-from tui.core.tune.plot import pp_tg_plot
-from tui.core.tune.report import ReportFacts, render_report
-from tui.core.tune.hygiene import gpu_hygiene
+from tui.core.tune.result import ReportFacts, TuneResult, pp_tg_plot, render_report
+from tui.core.tune.machine import Machine, gpu_hygiene
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Trial
-from tui.core.tune.result import TuneResult
-from tui.core.tune.search import Machine, TuneOptions, tune
+from tui.core.tune.search import TuneOptions, tune
 
 
 def test_every_launch_is_preceded_by_a_check_and_the_trial_keeps_what_it_found() -> None:

@@ -20,7 +20,8 @@ from tui.core.lab import ranking
 from tui.core.lab.knobs import smallest_fit_target
 from tui.core.tune.space import KV_QUALITY, build_space, memory_key
 from tui.core.lab.trial import PRUNED, Samples, Trial
-from tui.core.tune.search import GridReference, Machine, TuneOptions, tune
+from tui.core.tune.machine import Machine
+from tui.core.tune.search import GridReference, TuneOptions, tune
 from tui.core.tune.workload import shape
 
 WEIGHTS = 10000.0

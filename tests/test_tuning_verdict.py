@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
+from hypothesis import assume, given, strategies as st
 
 from tui.core.probes.breakeven import break_even, crossing
 from tui.core.options.settings import Settings
 from tui.core.lab.ab import interleaved, with_mtp
-from tui.core.lab.verdict import MtpVerdict, PassSample, decide
+from tui.core.lab.ranking import MtpVerdict, PassSample, decide
 
 
 def samples(off: list[tuple[float, float]], on: list[tuple[float, float]], acc: float = 0.9) -> list[PassSample]:

@@ -13,7 +13,8 @@ from tui.core.options.settings import Settings
 from tui.core.lab.launcher import LaunchOutcome
 from tui.core.tune.space import build_space
 from tui.core.lab.trial import Samples
-from tui.core.tune.search import Machine, TuneOptions, tune
+from tui.core.tune.machine import Machine
+from tui.core.tune.search import TuneOptions, tune
 from tui.core.tune.workload import shape
 
 WL = shape(100, 100)

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from tui.core.options.settings import Settings
-from tui.core.lab.ranking import RUNGS
+from tui.core.lab.ranking import PassSample, RUNGS, decide
 from tui.core.tune.space import build_space
 from tui.core.lab.trial import Samples, Trial
 from tui.core.tune.result import build_result
 from tui.core.tune.run import TuneOutcome
-from tui.core.lab.verdict import PassSample, decide
 from tui.core.tune.workload import shape
 from tui.ui.lab import tune_ops as adapter
 from tui.ui.lab.tune_screen import TuneScreen

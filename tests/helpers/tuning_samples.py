@@ -13,7 +13,7 @@ from typing import Any
 from tests.helpers import ui_samples
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Samples, Trial
-from tui.core.lab.verdict import PassSample, decide
+from tui.core.lab.ranking import PassSample, decide
 from tui.ui.lab import experiments as tuning
 from tui.ui.lab.sweep_screen import SweepScreen
 from tui.ui.lab.verdict_screen import VerdictScreen

@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tui.core.config.text import safe_text
@@ -195,37 +196,102 @@ def store_or_fail(db: str | None) -> Any:
         return fail(str(exc))
 
 
-@dataclass
-class Interruptible:
-    """What `run_interruptible` came back with: the work's result or error, and whether Ctrl-C stopped it."""
+def experiment_arguments(p: argparse.ArgumentParser, what: str, json_help: str) -> None:
+    """The flags `sweep` and `tune` share (where the best is saved, a fresh start of the `what`, --json,
+    the server, its load wait, the results store), then every other flag goes to llama-server."""
+    p.add_argument("--save-best", metavar="NAME", help="save the best as profile NAME and as section [NAME] of the preset INI")
+    p.add_argument("--ini", metavar="PATH", help="preset INI for --save-best (default: presets.ini in the config dir)")
+    p.add_argument("--fresh", action="store_true", help=f"forget the saved progress of this {what} and start over")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--server-bin", metavar="PATH", help="llama-server binary (default: found or built by mtp-tune)")
+    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S", help="seconds to wait for each load (default 180)")
+    p.add_argument("--db", metavar="PATH", help="results database (default: the user data dir)")
+    pass_unknown_to_server(p)
 
+
+@dataclass
+class Ran:
+    """What `run_experiment` came back with: the experiment, its result (None when Ctrl-C stopped it
+    before one), and whether Ctrl-C stopped it."""
+
+    experiment: Any
     result: Any = None
-    error: BaseException | None = None
     interrupted: bool = False
 
 
-def run_interruptible(work: Callable[[], Any], stop: Callable[[], None], what: str, grace_s: float) -> Interruptible:
-    """Run `work` on a thread while the main thread waits for Ctrl-C; on Ctrl-C call `stop`, say `what`
-    is kept, and wait `grace_s` for the work to end. Waited on an Event, not `Thread.join`: on CPython
-    3.11 a join interrupted by Ctrl-C can mark the worker stopped while it still runs."""
-    out = Interruptible()
+def run_experiment(server_bin: str | None, db: str | None, make: Callable[[Path, Any], Any], stop: Callable[[Any], None],
+                   kept: str, grace_s: float, error_code: int) -> Ran | int:
+    """Run a sweep or a tune from the command line: the server (`server_or_fail`), the results store
+    (`--db`, closed after), the experiment `make(server path, store)` run on a thread while the main
+    thread waits for Ctrl-C. On Ctrl-C `stop(experiment)`, say `kept` is kept, and wait `grace_s` for it
+    to end. Waited on an Event, not `Thread.join`: on CPython 3.11 a join interrupted by Ctrl-C can mark
+    the worker stopped while it still runs. The experiment's one error (`LabError`) is an exit code
+    after its sentence (`error_code`, 130 when interrupted); anything else is raised."""
+    from tui.core.lab.events import LabError  # the lab's modules stay out of `--help`
+
+    found = server_or_fail(server_bin)
+    if isinstance(found, int):
+        return found
+    store = store_or_fail(db)
+    if isinstance(store, int):
+        return store
+    error: BaseException | None = None
     done = threading.Event()
-
-    def body() -> None:
-        try:
-            out.result = work()
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread
-            out.error = e
-        finally:
-            done.set()
-
-    threading.Thread(target=body, name="command", daemon=True).start()
     try:
-        while not done.wait(0.2):
-            pass
-    except KeyboardInterrupt:
-        out.interrupted = True
-        stop()
-        print(f"\nmtp-tune: stopping; {what} (run the same command to continue) ...", file=sys.stderr, flush=True)
-        done.wait(grace_s)
-    return out
+        ran = Ran(make(Path(found.path), store))
+
+        def body() -> None:
+            nonlocal error
+            try:
+                ran.result = ran.experiment.run()
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread
+                error = e
+            finally:
+                done.set()
+
+        threading.Thread(target=body, name="command", daemon=True).start()
+        try:
+            while not done.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            ran.interrupted = True
+            stop(ran.experiment)
+            print(f"\nmtp-tune: stopping; {kept} (run the same command to continue) ...", file=sys.stderr, flush=True)
+            done.wait(grace_s)
+    except LabError as e:
+        return fail(str(e))
+    finally:
+        store.close()
+    if isinstance(error, LabError):
+        return fail(str(error), 130 if ran.interrupted else error_code)
+    if error is not None:
+        raise error
+    return ran
+
+
+def save_best(args: argparse.Namespace, best: Settings | None, interrupted: bool) -> tuple[Any, int]:
+    """`--save-best NAME`: `best` as profile NAME and section [NAME] of the preset INI (`--ini`), not
+    after Ctrl-C. (what was saved or None, 1 when it was asked for and not saved else 0)."""
+    if not args.save_best or (interrupted and best is not None):
+        return None, 0
+    if best is None:
+        print("mtp-tune: nothing measured, so no best configuration to save.", file=sys.stderr)
+        return None, 1
+    from tui.core.sweep.results import save_settings
+
+    try:
+        return save_settings(best, args.save_best, ini_path=args.ini), 0
+    except Exception as e:  # noqa: BLE001 - ProfileError, IniWriteError: both one paragraph
+        print(f"mtp-tune: the best configuration was not saved: {e}", file=sys.stderr)
+        return None, 1
+
+
+def saved_json(saved: Any) -> dict[str, str] | None:
+    """What `--json` says of a saved best (`save_best`)."""
+    return None if saved is None else {"profile": str(saved.profile_path), "ini": str(saved.ini_path),
+                                       "section": saved.section}
+
+
+def say_saved(saved: Any) -> None:
+    if saved is not None:
+        print(f"Saved the best as profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}.")

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tui.cli._common import (
-    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
-    run_interruptible, store_or_fail, workload_problem,
+    ServerArgsError, check_server_args, experiment_arguments, fail, names_a_model, print_json, run_experiment, save_best,
+    saved_json, say_saved, workload_problem,
 )
 
 COMMAND = "sweep"
@@ -49,14 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact-plan", action="store_true",
                    help="plan each configuration with llama.cpp's own dry run (exact mode) before launching it")
     p.add_argument("--fit-step", type=int, default=64, metavar="MIB", help="fit-target search resolution (default 64 MiB)")
-    p.add_argument("--save-best", metavar="NAME", help="save the best as profile NAME and as section [NAME] of the preset INI")
-    p.add_argument("--ini", metavar="PATH", help="preset INI for --save-best (default: presets.ini in the config dir)")
-    p.add_argument("--fresh", action="store_true", help="forget the saved progress of this sweep and start over")
-    p.add_argument("--json", action="store_true", help="print one JSON object: rows (settings, status, tg_tps, pp_tps, acceptance...) and best")
-    p.add_argument("--server-bin", metavar="PATH", help="llama-server binary (default: found or built by mtp-tune)")
-    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S", help="seconds to wait for each load (default 180)")
-    p.add_argument("--db", metavar="PATH", help="results database (default: the user data dir)")
-    pass_unknown_to_server(p)
+    experiment_arguments(p, "sweep", "print one JSON object: rows (settings, status, tg_tps, pp_tps, acceptance...) and best")
 
 
 class ProgressLine:
@@ -71,18 +64,16 @@ class ProgressLine:
     def __call__(self, ev: Any) -> None:
         eta = "" if ev.eta_s is None else f" ETA {_dur(ev.eta_s)}"
         head = f"[{ev.done}/{ev.total} {_dur(ev.elapsed_s)}{eta}]"
-        if ev.kind == "probe" and ev.probe is None:
-            return
         if ev.kind == "probe":
             p = ev.probe
-            if getattr(p, "event", "") != "request_done":
+            if p is None or getattr(p, "event", "") != "request_done":
                 return
             if not self.tty and p.done not in (1, p.total // 2):  # a log file gets a few lines per row
                 return
             text = f"{head} #{ev.candidate.index + 1} {ev.candidate.label}: probe {p.done}/{p.total}"
             self._line(text, final=False)
             return
-        if ev.kind in ("row_started",):
+        if ev.kind == "row_started":
             return
         if ev.kind == "row_done" and ev.trial is not None:
             r = ev.trial
@@ -147,12 +138,9 @@ def run(args: argparse.Namespace) -> int:
     from tui.core.options.settings import Settings
     from tui.core.sweep.axes import SweepDefinitionError
     from tui.core.sweep.definition import build_definition
-    from tui.core.sweep.best import save_best
     from tui.core.sweep.results import build_table
-    from tui.core.sweep.events import SweepError
-    from tui.core.lab.planning import default_planner
+    from tui.core.lab.planning import plan_check
     from tui.core.sweep.runner import Sweep
-    from tui.core.lab.journal import JournalError
 
     server_args: list[str] = list(args.server_args)
     if not names_a_model(server_args):
@@ -174,48 +162,23 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"the model file {model} does not exist (or is not a file); check the path given to -m.")
     if why := workload_problem(model, _requests(definition, args)):
         return fail(why)
-    found = server_or_fail(args.server_bin)
-    if isinstance(found, int):
-        return found
-    store = store_or_fail(args.db)
-    if isinstance(store, int):
-        return store
-    progress = ProgressLine()
     t0 = time.monotonic()
-    try:
-        planner = default_planner(args.simulate, exact=args.exact_plan, server_bin=found.path)
-        sweep = Sweep(definition, server_bin=found.path, store=store, on_event=progress, fresh=args.fresh,
-                      ready_timeout=args.ready_timeout, planner=planner)
-    except (SweepError, JournalError) as e:
-        store.close()
-        return fail(str(e))
-    try:
-        ran = run_interruptible(sweep.run, sweep.cancel, "finished rows are kept", 30.0)
-    finally:
-        store.close()
-    interrupted = ran.interrupted
-    if ran.error is not None:
-        err = ran.error
-        if isinstance(err, (SweepError, JournalError)):
-            return fail(str(err))
-        raise err
-    outcome = ran.result
+
+    def make(server_bin: Path, store: Any) -> Any:
+        planner = plan_check(args.simulate, exact=args.exact_plan, server_bin=server_bin)
+        return Sweep(definition, server_bin=server_bin, store=store, on_event=ProgressLine(), fresh=args.fresh,
+                     ready_timeout=args.ready_timeout, planner=planner)
+
+    ran = run_experiment(args.server_bin, args.db, make, Sweep.cancel, "finished rows are kept", 30.0, 2)
+    if isinstance(ran, int):
+        return ran
+    sweep, outcome = ran.experiment, ran.result
     table = build_table(definition, sweep.state)
-    rc = 0
-    saved = None
-    if args.save_best and table.best is not None and not interrupted:
-        try:
-            saved = save_best(table, args.save_best, ini_path=args.ini)
-        except Exception as e:  # ProfileError, IniWriteError: both one paragraph
-            print(f"mtp-tune: the best configuration was not saved: {e}", file=sys.stderr)
-            rc = 1
-    elif args.save_best and table.best is None:
-        print("mtp-tune: nothing measured, so no best configuration to save.", file=sys.stderr)
-        rc = 1
+    saved, rc = save_best(args, table.best_settings(), ran.interrupted)
     if args.json:
         d = sweep_json(table, outcome)
         if saved is not None:
-            d["saved"] = {"profile": str(saved.profile_path), "ini": str(saved.ini_path), "section": saved.section}
+            d["saved"] = saved_json(saved)
         print_json(d)
     else:
         took = time.monotonic() - t0
@@ -223,13 +186,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"Sweep {definition.sweep_id} ({status}) in {_dur(took)}; {outcome.launches if outcome else 0} launches this run, "
               f"{sweep.state.launches} in all. Objective: {definition.objective.label}.")
         print(table.render(shutil.get_terminal_size((160, 20)).columns))
-        if saved is not None:
-            print(f"Saved the best as profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}.")
-    if interrupted:
+        say_saved(saved)
+    if ran.interrupted:
         return 130
     if outcome is not None and outcome.stopped != "done":
         return 3 if rc == 0 else rc
     if table.best is None and rc == 0:
         return 1  # nothing could be measured: every row failed or was skipped
     return rc
-

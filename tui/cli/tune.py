@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from tui.cli._common import (
-    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
-    run_interruptible, store_or_fail,
+    ServerArgsError, check_server_args, experiment_arguments, fail, names_a_model, print_json, run_experiment, save_best,
+    saved_json, say_saved,
 )
 from tui.core.tune.args import UsageError, axis_values, build_request, fixed_tokens, parse_budget
 
@@ -54,15 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
                    help="the values to search on one axis (e.g. ubatch=256,512, draft-kv=q8_0,q4_0); repeatable")
     p.add_argument("--ab-passes", type=int, default=3, metavar="N", help="passes per side of the final MTP on/off A/B (0: none)")
-    p.add_argument("--save-best", metavar="NAME", help="save the best as profile NAME and as section [NAME] of the preset INI")
-    p.add_argument("--ini", metavar="PATH", help="preset INI for --save-best (default: presets.ini in the config dir)")
     p.add_argument("--report", metavar="FILE.md", help="write the Markdown report (every trial) to this file")
-    p.add_argument("--fresh", action="store_true", help="forget the saved progress of this tune and start over")
-    p.add_argument("--json", action="store_true", help="print one JSON object: the answer, the A/B and every trial")
-    p.add_argument("--server-bin", metavar="PATH", help="llama-server binary (default: found or built by mtp-tune)")
-    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S", help="seconds to wait for each load (default 180)")
-    p.add_argument("--db", metavar="PATH", help="results database (default: the user data dir)")
-    pass_unknown_to_server(p)
+    experiment_arguments(p, "tune", "print one JSON object: the answer, the A/B and every trial")
 
 
 def _progress(ev: Any) -> None:
@@ -77,7 +70,7 @@ def _prepare(args: argparse.Namespace) -> Any:
     from tui.core.probes.session import with_defaults
     from tui.core.options.settings import Settings
     from tui.core.tune.space import Floors, SpaceError
-    from tui.core.tune.workload_spec import WorkloadError, parse_workload
+    from tui.core.tune.workload import WorkloadError, parse_workload
 
     server_args = [a for a in args.server_args if a != "--"]
     if not names_a_model(server_args):
@@ -116,55 +109,31 @@ def run(args: argparse.Namespace) -> int:
         return prepared
     req, ds = prepared
     from tui.core.server.process import install_cleanup
+    from tui.core.tune.result import facts_from, render_report, tune_break_even
+    from tui.core.tune.run import TuneRun
 
     install_cleanup()  # on the main thread: SIGTERM/SIGHUP stop the servers the worker starts
-    found = server_or_fail(args.server_bin)
-    if isinstance(found, int):
-        return found
-    from tui.core.tune.run import TuneError, TuneRun
 
-    store = store_or_fail(args.db)
-    if isinstance(store, int):
-        return store
-    req = replace(req, server_bin=Path(found.path))
-    tr = TuneRun(req, devices=ds, store=store, on_event=_progress)
-    try:
-        ran = run_interruptible(tr.run, tr.stop, "finished trials are kept", 60.0)
-    finally:
-        store.close()
-    interrupted = ran.interrupted
-    if ran.error is not None:
-        if isinstance(ran.error, TuneError):
-            return fail(str(ran.error), 130 if interrupted else 1)
-        raise ran.error
+    def make(server_bin: Path, store: Any) -> TuneRun:
+        return TuneRun(replace(req, server_bin=server_bin), devices=ds, store=store, on_event=_progress)
+
+    ran = run_experiment(args.server_bin, args.db, make, TuneRun.stop, "finished trials are kept", 60.0, 1)
+    if isinstance(ran, int):
+        return ran
     outcome = ran.result
     if outcome is None:
         return 130
-    return _answer(args, outcome, req.base, interrupted)
-
-
-def _answer(args: argparse.Namespace, outcome: Any, base: Any, interrupted: bool) -> int:
-    from tui.core.sweep.best import save_settings
-    from tui.core.tune.report import facts_from, render_report, tune_break_even
-
     res = outcome.result
-    report = render_report(res, facts_from(outcome, base))
-    rc, saved = 0, None
+    report = render_report(res, facts_from(outcome, req.base))
+    rc = 0
     if args.report:
         try:
             Path(args.report).expanduser().write_text(report, encoding="utf-8")
         except OSError as e:
             print(f"mtp-tune: the report was not written to {args.report}: {e.strerror or e}", file=sys.stderr)
             rc = 1
-    if args.save_best and res.best is not None and not interrupted:
-        try:
-            saved = save_settings(outcome.settings_of(res.best), args.save_best, ini_path=args.ini)
-        except Exception as e:  # noqa: BLE001 - ProfileError, IniWriteError: both one paragraph
-            print(f"mtp-tune: the best configuration was not saved: {e}", file=sys.stderr)
-            rc = 1
-    elif args.save_best and res.best is None:
-        print("mtp-tune: nothing measured, so no best configuration to save.", file=sys.stderr)
-        rc = 1
+    saved, not_saved = save_best(args, outcome.settings_of(res.best), ran.interrupted)
+    rc = max(rc, not_saved)
     if args.json:
         be = tune_break_even(res, outcome.workload, outcome.ab)
         print_json({"tune_id": outcome.tune_id, "stopped": res.stopped, "launches_this_run": outcome.launches,
@@ -173,13 +142,11 @@ def _answer(args: argparse.Namespace, outcome: Any, base: Any, interrupted: bool
                     "ab": outcome.ab.to_json() if outcome.ab else None, "ab_note": outcome.ab_note,
                     "break_even": be.to_json() if be else None, "notes": outcome.notes,
                     "state": str(outcome.state_path) if outcome.state_path else None, "report": args.report,
-                    "saved": None if saved is None else {"profile": str(saved.profile_path), "ini": str(saved.ini_path),
-                                                         "section": saved.section}})
+                    "saved": saved_json(saved)})
     else:
         print(report)
-        if saved is not None:
-            print(f"Saved the best as profile {saved.profile_path} and section [{saved.section}] of {saved.ini_path}.")
-    if interrupted or res.stopped == "cancelled":
+        say_saved(saved)
+    if ran.interrupted or res.stopped == "cancelled":
         return 130
     if res.best is None:
         return 1 if rc == 0 else rc

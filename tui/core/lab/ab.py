@@ -1,12 +1,13 @@
 """MTP on vs off, measured the way drift cannot decide it: passes interleaved A B A B.
 
 Both sides are the same settings and suite; only `--spec-type` differs (draft-mtp added, or
-removed). Each pass is a visit of the lab's trial loop (`lab.runner.Lab`, launching anew every visit): the
-server launches with its side's settings (ready, then a first decode; never recorded in the launch
-history, so quitting mid-A/B restores nothing), the suite is probed once (`lab.measure`), the run
-recorded in the results store (a failed launch by the loop's one store write), and the server stops, so slow drift (clocks, thermals, other load) hits
-both sides alike instead of favouring whichever ran first. The verdict is `verdict.decide` over
-the passes; a UI recomputes it for another workload with `MtpVerdict.for_workload`.
+removed). Each pass is a visit of the lab's trial loop (`lab.runner.Lab`, launching anew every
+visit): the server launches with its side's settings (ready, then a first decode; never recorded in
+the launch history, so quitting mid-A/B restores nothing), the suite is probed once, the run recorded
+in the results store (a failed launch by the loop's one store write), and the server stops, so slow
+drift (clocks, thermals, other load) hits both sides alike instead of favouring whichever ran first.
+The verdict is `ranking.decide` over the passes; a UI recomputes it for another workload with
+`MtpVerdict.for_workload`.
 
 `run_ab` blocks. Cancel by setting `cancel` from any thread: the probe abandons its in-flight
 request within its 50 ms poll, the launch wait within 0.2 s, and the server is stopped.
@@ -14,7 +15,6 @@ request within its 50 ms poll, the launch wait within 0.2 s, and the server is s
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
 from collections.abc import Mapping
@@ -22,22 +22,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, SupervisorLauncher,
-                                   aim_first_decode, open_launcher)
+from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, Launcher, SupervisorLauncher, aim_first_decode, equipped
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.runner import Attempt, Lab, Launched, Step
-from tui.core.probes.suites import Suite, get_suite
-from tui.core.options.settings import Settings, effective_spec_types
-from tui.core.options.settings import settings_json
-from tui.core.lab.measure import Prober, default_prober, samples_of
-from tui.core.lab.events import EventFn, Progress, new_cancel
-from tui.core.lab.verdict import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
+from tui.core.lab.runner import Attempt, Lab, Launched, Prober, Step, default_prober, samples_of
+from tui.core.probes.suites import Suite, SuiteError, get_suite
+from tui.core.options.settings import Settings, effective_spec_types, settings_json
+from tui.core.lab.events import EventFn, LabError, Progress, new_cancel
+from tui.core.lab.ranking import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
 DEFAULT_PASSES = 3
-
-
-class ABError(RuntimeError):
-    """The A/B run cannot start (no server binary, bad suite, bad pass count); one clear sentence."""
 
 
 def with_mtp(settings: Settings, on: bool) -> Settings:
@@ -78,31 +71,24 @@ def run_ab(
     with the server's explanation; the verdict then has the passes done so far.
     """
     if passes < 1:
-        raise ABError(f"passes must be at least 1, not {passes}")
+        raise LabError(f"passes must be at least 1, not {passes}")
     if isinstance(suite, str):
-        suite = get_suite(suite)
-    own_launcher = launcher is None
-    if launcher is None:
-        if server_bin is None:
-            raise ABError("no llama-server binary given: pass server_bin or a launcher (`mtp-tune doctor` finds one).")
-        launcher = open_launcher(server_bin, env=env, ready_timeout=ready_timeout)
-    aim_first_decode(launcher, suite.prompts[0])  # the suite's first prompt, as a sweep's check sends
+        try:
+            suite = get_suite(suite)
+        except SuiteError as e:
+            raise LabError(str(e)) from None
     prober = prober or default_prober()
     cancel = new_cancel(cancel)
-    own_store = store == "default"
-    if own_store:
-        from tui.core.results.store import open_store
-
-        store = open_store()
     ab_id = uuid.uuid4().hex[:6]  # ties the passes of one A/B together in the store
     order = interleaved(passes)
     prog = Progress(len(order), on_event)
-    lab = Lab(launcher, cancel=cancel, progress=prog, store=store, suite=suite.name)
     samples: list[PassSample] = []
     run_ids: list[int] = []
     status, error = "complete", None
-    prog.emit("started", f"MTP on vs off: {passes} passes each, interleaved ({len(order)} launches)")
-    try:
+    with equipped(launcher, server_bin, store, env=env, ready_timeout=ready_timeout) as (launcher, store):
+        aim_first_decode(launcher, suite.prompts[0])  # the suite's first prompt, as a sweep's check sends
+        lab = Lab(launcher, cancel=cancel, progress=prog, store=store, suite=suite.name)
+        prog.emit("started", f"MTP on vs off: {passes} passes each, interleaved ({len(order)} launches)")
         for n, (side, i) in enumerate(order):
             launched = with_mtp(off_settings, False) if off_settings is not None and side == "off" else \
                 with_mtp(settings, side == "on")
@@ -110,12 +96,18 @@ def run_ab(
             label = f"A/B {ab_id} MTP {side} pass {i + 1}/{passes}"
 
             def measure(up: Launched, a: Attempt, k: int, side: Side = side, i: int = i, label: str = label) -> Any:
-                real = launcher if isinstance(launcher, SupervisorLauncher) else None  # a fake has no record
-                rs = real.running_settings() if real is not None else None
-                running = rs.settings if rs is not None and rs.settings is not None else up.settings
+                rs = launcher.running_settings() if isinstance(launcher, SupervisorLauncher) else None  # a fake has none
                 if rs is not None:  # labelled from what the server runs, not from what was asked
                     label = f"A/B {ab_id} {rs.label()} pass {i + 1}/{passes}"
-                return _probe(prober, up.out, suite, label, running, n_predict, cancel, store, prog, side, i)
+
+                def progress(p: Any) -> None:
+                    done, total = int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0)
+                    prog.fraction = done / total if total else 0.0
+                    prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, probe=p)
+
+                return prober(up.out.url or "", suite, repeat=1, n_predict=n_predict, label=label,
+                              settings=rs.settings if rs is not None and rs.settings is not None else up.settings,
+                              memory=up.out.memory, plan=None, cancel=cancel, progress=progress, sink=store)
 
             a = lab.trial(v, Step(measure, passes=lambda a: 0 if a.runs else 1, record=lambda a: a,
                                   label=label, relaunch=True, recover=False, store_config={"ab": label}))
@@ -138,13 +130,6 @@ def run_ab(
             samples += _samples(run, side, i, n)
             prog.step()
             prog.emit("pass_done", f"MTP {side} pass {i + 1}/{passes} done", side=side)
-    finally:
-        lab.stop()
-        if own_launcher:
-            launcher.close()
-        if own_store and store is not None:
-            with contextlib.suppress(Exception):
-                store.close()
     result = decide(samples, workload, status=status, error=error, settings=settings_json(settings.redacted()),
                     run_ids=run_ids)
     prog.emit("cancelled" if status == "cancelled" else "finished", result.answer)
@@ -158,19 +143,7 @@ def visit(side: Side, i: int, passes: int, settings: Settings) -> Candidate:
     return Candidate(settings, key, key, f"MTP {side} (pass {i + 1}/{passes})", side=side)
 
 
-def _probe(prober: Prober, out: LaunchOutcome, suite: Suite, label: str, settings: Settings, n_predict: int | None,
-           cancel: threading.Event, store: Any, prog: Progress, side: Side, i: int) -> Any:
-    def progress(p: Any) -> None:
-        done, total = int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0)
-        prog.fraction = done / total if total else 0.0
-        prog.emit("probe", f"MTP {side} pass {i + 1}: {done}/{total} requests", side=side, probe=p)
-
-    kw: dict[str, Any] = {"sink": store} if store is not None else {}
-    return prober(out.url or "", suite, repeat=1, n_predict=n_predict, label=label, settings=settings, memory=out.memory,
-                  plan=None, cancel=cancel, progress=progress, **kw)
-
-
 def _samples(run: Any, side: Side, i: int, order: int) -> list[PassSample]:
-    """The run's complete pass(es) as samples of this side (`measure.samples_of`)."""
+    """The run's complete pass(es) as samples of this side (`runner.samples_of`)."""
     s, run_id = samples_of(run), int(run.run_id) if run.run_id is not None else None
     return [PassSample(side, i, order, pp, tg, acc, run_id) for pp, tg, acc in zip(s.pp_tps, s.tg_tps, s.acceptance)]

@@ -14,6 +14,12 @@ label from its axis texts, a point's memory keys) is computed where it builds it
 
 Candidates compare by identity (`eq=False`): `Settings` is mutable, and two candidates are the
 same configuration when their `key`s are equal, which is what every strategy compares.
+
+`Axis` is one searched or swept dimension, the same type for a sweep's grid and a tune's space: the
+sweep (`--axis ub=256,512`: one field, the values as the user wrote them) and the tune (a space of
+axes that may set several fields at once, walked from a start in order) each had their own. A sweep
+axis is the case with one field, no start and no order; a tune axis carries no texts. `to_json`
+keeps the sweep definition's shape (`field`, `texts`), which its id hashes.
 """
 
 from __future__ import annotations
@@ -82,11 +88,47 @@ class Candidate:
         return dict(self.values).get(axis, default)
 
 
-def value_text(v: Any) -> str:
-    """A value as labels and reports write it: on/off for a switch, `default` for none."""
+def value_text(v: Any, axis: str = "") -> str:
+    """A value as labels, tables and reports write it: on/off for a switch (and for the `mtp` axis's
+    spec-type list), a list joined by `+` (`none` for an empty `spec-type`, else `-`), `default` for none."""
+    if isinstance(v, list):
+        if axis == "mtp":
+            return "on" if "draft-mtp" in v else "off"
+        return "+".join(str(x) for x in v) if v else "none" if axis == "spec-type" else "-"
     return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
 
 
 def values_label(values: Iterable[tuple[str, Any]]) -> str:
     """The one label of a candidate's values, `mtp=on ubatch=512` (a sweep row's texts as written)."""
     return " ".join(f"{k}={value_text(v)}" for k, v in values)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A dimension: the Settings fields it sets and its values.
+
+    `fields` are Settings field names; a sweep axis has one, which may also be `n_predict` (the probe's
+    generation length) or `extra:<flag>` (an option without a Settings field, passed in extra_args).
+    `texts` are the values as the user wrote them (a sweep's table headers). A tune walks an `ordered`
+    axis from `start` in sorted order and tries an unordered one as a set; `mtp_only` axes exist only
+    with MTP on."""
+
+    name: str  # as the user wrote it (`ub`, `ctkd`, `n-predict`, `mtp`) or the tune's axis name
+    fields: tuple[str, ...]
+    values: tuple[Any, ...]  # parsed values, JSON-serialisable
+    texts: tuple[str, ...] = ()
+    start: Any = None
+    ordered: bool = False
+    mtp_only: bool = False
+
+    @property
+    def field(self) -> str:
+        """The one field of a sweep axis."""
+        return self.fields[0]
+
+    @property
+    def is_n_predict(self) -> bool:
+        return self.field == "n_predict"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "field": self.field, "values": list(self.values), "texts": list(self.texts)}

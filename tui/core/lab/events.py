@@ -1,4 +1,5 @@
-"""The one progress event of every experiment (sweep, tune, A/B, knob searches): `LabEvent`.
+"""What every experiment (sweep, tune, A/B, knob searches) tells its caller: the one progress event
+`LabEvent`, and the one error `LabError`.
 
 Why one: the sweep had `SweepEvent` (rows) and the tuning actions `TuneEvent` (passes, trials);
 both were a kind, a done/total count, the elapsed time, an ETA and a message, plus what the event
@@ -7,7 +8,16 @@ in the optional fields (`candidate`, `trial`, `probe`, `side`).
 
 `Progress` counts and emits: `done` finished units (plus the running unit's `fraction`) of `total`
 (0 when unknown). Its ETA is elapsed / done * (total - done) unless the experiment gives its own
-(`eta`: a sweep's `pace.Pace`, which weighs launches and generation length).
+(`eta`: a sweep's `Pace`, which weighs launches and generation length).
+
+Why one error: the sweep, the A/B, the tune and the knob searches each raised their own (or a bare
+ValueError) for the same reasons (no server binary, a bad suite, a journal or results store that
+cannot be used), so every front end caught a different set; now each catches `LabError`.
+
+`Pace` is the experiments' clock: the ETA and the time budget, from launch and generation times
+measured in this session. A launch costs its mean measured time; generation costs seconds per unit
+of a row's weight (its n_predict), so longer outputs count for more. Before any row finished, the
+running probe's own progress gives the rate.
 """
 
 from __future__ import annotations
@@ -15,11 +25,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tui.core.lab.candidate import Candidate
+
+
+class LabError(RuntimeError):
+    """An experiment cannot start or go on (no server binary, a bad suite, a journal or results store
+    that cannot be used, the same experiment already running); one clear paragraph."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +103,9 @@ class Progress:
         if self.on_event is None:
             return
         kw.setdefault("launches", self._launches() if self._launches is not None else 0)
-        ev = LabEvent(kind, round(self.done + self.fraction, 3), self.total, round(self.elapsed(), 3), self.eta(),
-                      message, **kw)
+        kw.setdefault("eta_s", self.eta())  # an experiment may give its own (a tune's trials, its A/B's)
+        ev = LabEvent(kind, round(self.done + self.fraction, 3), self.total, round(self.elapsed(), 3), message=message,
+                      **kw)
         with contextlib.suppress(Exception):  # a broken UI callback must not stop the experiment
             self.on_event(ev)
 
@@ -97,3 +113,71 @@ class Progress:
 def new_cancel(cancel: threading.Event | None) -> threading.Event:
     """The caller's cancel event, or a fresh one that nobody sets."""
     return cancel if cancel is not None else threading.Event()
+
+
+class Work(Protocol):
+    """What the pace weighs of a candidate (a sweep's `candidate.Candidate`, a tune's passes)."""
+
+    key: str
+    launch_key: str
+    n_predict: int | None
+
+
+#: The row being probed: (configuration, monotonic start, requests done, requests in all).
+Current = tuple[Work, float, int, int]
+
+
+def weight(c: Work) -> float:
+    """A row's generation work, in units the measured rate is per."""
+    return float(c.n_predict or 512)
+
+
+class Pace:
+    """Measured launch and generation times; the ETA and the budget check read them."""
+
+    def __init__(self) -> None:
+        self._launch_s: list[float] = []
+        self._work_s = 0.0
+        self._work_done = 0.0
+
+    def launched(self, seconds: float) -> None:
+        self._launch_s.append(seconds)
+
+    def worked(self, seconds: float, c: Work) -> None:
+        self._work_s += seconds
+        self._work_done += weight(c)
+
+    def _mean_launch_s(self) -> float:
+        return sum(self._launch_s) / len(self._launch_s) if self._launch_s else 0.0
+
+    def eta(self, left: Sequence[Work], cur: Current | None) -> float | None:
+        """Seconds left: mean launch time per launch left, plus generation work left at the
+        measured seconds per token of n_predict (from finished rows, or the running probe)."""
+        if not left:
+            return 0.0
+        per_w = self._work_s / self._work_done if self._work_done else None
+        cur_left = 0.0
+        if cur is not None:
+            c, t0, done, total = cur
+            if done and total:
+                spent = time.monotonic() - t0
+                if per_w is None:
+                    per_w = spent / done * total / weight(c)
+                cur_left = max(0.0, spent / done * (total - done))
+        if per_w is None and not self._launch_s:
+            return None
+        others = [x for x in left if cur is None or x.key != cur[0].key]
+        groups = len({x.launch_key for x in others if cur is None or x.launch_key != cur[0].launch_key})
+        return round(groups * self._mean_launch_s() + sum(weight(x) for x in others) * (per_w or 0.0) + cur_left, 1)
+
+    def over_budget(self, group: Sequence[Work], elapsed: float, budget: float | None) -> bool:
+        """True when the budget is spent, or when this launch group would not finish inside it."""
+        if budget is None:
+            return False
+        if elapsed >= budget:
+            return True
+        if self._launch_s or self._work_done:
+            per_w = self._work_s / self._work_done if self._work_done else 0.0
+            need = self._mean_launch_s() + sum(weight(c) for c in group) * per_w
+            return elapsed + need > budget
+        return False

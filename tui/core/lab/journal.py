@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from tui.core.config.jsonshape import ShapeError, check, fields
 from tui.core.config.paths import data_dir, private_dir
+from tui.core.lab.events import LabError
 from tui.core.lab.journal_v1 import upgrade
 from tui.core.lab.trial import FINISHED, Trial
 from tui.core.presets.write import PRIVATE, atomic_write_bytes
@@ -37,8 +38,9 @@ Kind = Literal["sweep", "tune"]
 Check = Callable[["Journal"], None]
 
 
-class JournalError(RuntimeError):
-    """The journal cannot be read, written or locked; the message names the file and what to do."""
+class JournalError(LabError):
+    """The journal cannot be read, written or locked; the message names the file and what to do (a
+    `LabError`, so a front end catches the one error of every experiment)."""
 
 
 def journals_dir(kind: Kind) -> Path:
@@ -57,7 +59,7 @@ def _start_over(kind: Kind) -> str:
 
 @dataclass
 class AbResult:
-    """A finished MTP on/off A/B between two trials (`lab.verdict.MtpVerdict.to_json()`)."""
+    """A finished MTP on/off A/B between two trials (`lab.ranking.MtpVerdict.to_json()`)."""
 
     on: str
     off: str

@@ -84,9 +84,8 @@ class KnobFinding:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KnobFinding:
-        f = cls(d["knob"], int(d["start"]), int(d["step"]), int(d["limit"]), d.get("value"), bool(d.get("converged")),
-                [KnobTry(**t) for t in d.get("trials", [])], d.get("message", ""), d.get("cause", ""), d.get("origin"))
-        return f
+        return cls(d["knob"], int(d["start"]), int(d["step"]), int(d["limit"]), d.get("value"), bool(d.get("converged")),
+                   [KnobTry(**t) for t in d.get("trials", [])], d.get("message", ""), d.get("cause", ""), d.get("origin"))
 
 
 def search_knob(
@@ -126,9 +125,9 @@ def search_knob(
         if i in tried:
             return tried[i]
         if cancel is not None and cancel.is_set():
-            raise _Cancelled
+            raise _Stopped("search cancelled.")
         if len(tried) >= max_trials:
-            raise _TooMany
+            raise _Stopped(f"search stopped after {max_trials} launches without pinning the bound.")
         t0 = time.monotonic()
         t = try_value(value(i))
         if not t.seconds:
@@ -138,7 +137,7 @@ def search_knob(
         if on_trial is not None:
             on_trial(t)
         if t.outcome == "cancelled":
-            raise _Cancelled
+            raise _Stopped("search cancelled.")
         return t
 
     try:
@@ -187,20 +186,13 @@ def search_knob(
         finding.message = (f"{'smallest' if direction > 0 else 'largest'} {finding.flag} that loads and survives a first "
                            f"decode: {best.value} {finding.unit} ({bound}; {len(finding.trials)} launches).")
         return finding
-    except _Cancelled:
-        finding.message = "search cancelled."
-        return finding
-    except _TooMany:
-        finding.message = f"search stopped after {max_trials} launches without pinning the bound."
+    except _Stopped as why:
+        finding.message = str(why)
         return finding
 
 
-class _Cancelled(Exception):
-    pass
-
-
-class _TooMany(Exception):
-    pass
+class _Stopped(Exception):
+    """The search ends before it pins the bound (cancelled, or out of launches); the message says why."""
 
 
 def fit_target_limit(device_free_mib: list[int]) -> int:

@@ -11,9 +11,8 @@ Both answer a question a user otherwise settles by hand, one launch at a time:
   value the knob search comes down from it, so the answer is the smallest working value either way.
   A tune seeds it with the answer of the nearest memory footprint it knows.
 
-These are strategies only: every try is a launch-only trial of the lab's one loop (`lab.runner.Lab`,
-a `Step` with no measurement; the recovery's launches go through the same lab), every outcome is
-judged by `lab.failures.knob_outcome`.
+These are strategies only: every try is a launch-only trial of the lab's one loop (a `Step` with no
+measurement), every outcome judged by `lab.failures.knob_outcome`.
 
 Each returns a `SearchResult`: the input settings with the answer applied (what a UI offers as the
 new setting) and the evidence (every trial with its outcome). Progress goes to `on_event`; setting
@@ -34,7 +33,7 @@ from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.failures import knob_outcome
 from tui.core.lab.knob import FIT_STEP_MIB, KNOB_FLAGS, Knob, KnobFinding, KnobTry, search_knob
-from tui.core.lab.launcher import LaunchOutcome, Launcher, open_launcher
+from tui.core.lab.launcher import LaunchOutcome, Launcher, equipped
 from tui.core.lab.recovery import choose_knob, with_knob
 from tui.core.lab.runner import Lab, Step
 from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, plan_largest_ctx
@@ -106,14 +105,6 @@ class _Run:
         return t, o
 
 
-def _launcher(launcher: Launcher | None, server_bin: str | Path | None) -> tuple[Launcher, bool]:
-    if launcher is not None:
-        return launcher, False
-    if server_bin is None:
-        raise ValueError("no llama-server binary given: pass server_bin or a launcher (`mtp-tune doctor` finds one).")
-    return open_launcher(server_bin), True
-
-
 # --------------------------------------------------------------------------- largest context
 
 
@@ -156,9 +147,8 @@ def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, 
     if planned is None:
         return SearchResult("ctx_size", None, None, f"the planner predicts an OOM even at --ctx-size {MIN_CTX}; "
                             "lower the micro-batch, quantize the KV cache or offload less.", plan_trials=seen)
-    be, own = _launcher(launcher, server_bin)
-    run = _Run("ctx_size", settings, be, cancel, prog)
-    try:
+    with equipped(launcher, server_bin) as (be, _):
+        run = _Run("ctx_size", settings, be, cancel, prog)
         first = run.trial(planned)
         if first.outcome == "ok":
             msg = f"largest --ctx-size: {planned} tokens (planned, and a launch survived a first decode)."
@@ -172,10 +162,6 @@ def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, 
         msg = (f"largest --ctx-size: {value} tokens (the planner said {planned}, which ran out of memory; "
                f"{finding.message})" if value is not None else finding.message)
         return _done(run, value, msg, finding, planned, seen, prog)
-    finally:
-        be.stop()
-        if own:
-            be.close()
 
 
 def _done(run: _Run, value: int | None, message: str, finding: KnobFinding | None, planned: int | None,
@@ -198,10 +184,9 @@ def smallest_fit_target(settings: Settings, *, launcher: Launcher | None = None,
     """The smallest `--fit-target` (one value for every device) that survives a first decode."""
     cancel = new_cancel(cancel)
     prog = Progress(0, on_event)
-    be, own = _launcher(launcher, server_bin)
-    run = _Run("fit_target", settings, be, cancel, prog, step)
     current = int(settings.fit_target[0]) if settings.fit_target else DEFAULT_FIT_TARGET_MIB
-    try:
+    with equipped(launcher, server_bin) as (be, _):
+        run = _Run("fit_target", settings, be, cancel, prog, step)
         first, out = run.outcome(current)
         if first.outcome == "cancelled":
             return _done(run, None, "", None, None, [], prog)
@@ -224,10 +209,6 @@ def smallest_fit_target(settings: Settings, *, launcher: Launcher | None = None,
         value = finding.value if finding.converged else None
         return _done(run, value, f"smallest --fit-target: {value} MiB ({finding.message})" if value is not None
                      else finding.message, finding, None, [], prog)
-    finally:
-        be.stop()
-        if own:
-            be.close()
 
 
 def _search_down(run: _Run, current: int, floor: int, step: int) -> tuple[int, str]:

@@ -1,5 +1,5 @@
 """The one trial launcher: every experiment (sweep, tune, A/B, knob searches) starts llama-server
-through `open_launcher`, waits until it is ready, decodes a few tokens (MTP runs out of memory at the
+through `SupervisorLauncher`, waits until it is ready, decodes a few tokens (MTP runs out of memory at the
 first decode more often than at load) and classifies a failure (`failures.classify_memory`).
 
 Why one: four experiments each built their own supervisor wrapper, and each wrote every trial into
@@ -12,7 +12,8 @@ the same launcher (`stand_ins=`): every launch goes to them (`--rpc`) with the f
 to what the stand-in reports, fit-target_i = host RAM - simulated free_i + margin_i, so an
 allocation past the simulated free memory fails for real and a fit-target search walks the user's
 margin (what `--fit-target` would be on the real GPU). `CountingLauncher` is the one wrapper: it
-counts and times every launch for an experiment's launch count and pace.
+counts every launch for an experiment's launch count. `equipped` is the one way an experiment gets
+(and lets go of) its launcher and results store, with the one error (`events.LabError`).
 """
 
 from __future__ import annotations
@@ -21,17 +22,17 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 
+from tui.core.lab.events import LabError
 from tui.core.lab.failures import classify_memory
 from tui.core.options.settings import Settings
-from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
-from tui.core.planning.standin import fit_targets
+from tui.core.planning.standin import on_stand_ins
 from tui.core.server.events import ServerState
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.server.handle import RunningSettings
@@ -69,7 +70,7 @@ class LaunchOutcome:
 
 
 class Launcher(Protocol):
-    """Launches llama-server for one configuration at a time (`open_launcher` makes the real one)."""
+    """Launches llama-server for one configuration at a time (`SupervisorLauncher` is the real one)."""
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome: ...
 
@@ -102,13 +103,7 @@ class SupervisorLauncher:
     def translate(self, settings: Settings) -> Settings:
         """`settings` as launched: on stand-ins, their endpoints first in --rpc and the fit-target per
         stand-in from the user's margins (one value for all, as a search gives); else unchanged."""
-        if self.stand_ins is None:
-            return settings
-        margins = [int(v) for v in settings.fit_target] or [DEFAULT_FIT_TARGET_MIB]
-        eps = [e for e in self.stand_ins.endpoints.split(",") if e]
-        others = [e for e in settings.rpc if e not in eps]
-        targets = fit_targets(self.stand_ins.simulated, margins) + [margins[-1]] * len(others)
-        return replace(settings, rpc=[*eps, *others], fit_target=targets)
+        return settings if self.stand_ins is None else on_stand_ins(settings, self.stand_ins)
 
     def launch(self, settings: Settings, cancel: threading.Event) -> LaunchOutcome:
         self.stop()
@@ -212,10 +207,39 @@ class SupervisorLauncher:
                 sup.close()
 
 
-def open_launcher(server_bin: str | Path, *, stand_ins: Any = None, env: Mapping[str, str] | None = None,
-                  ready_timeout: float = DEFAULT_READY_TIMEOUT, log_dir: str | Path | None = None) -> SupervisorLauncher:
-    """The launcher every experiment's trials go through (`stand_ins`: a started, capped `StandIns`)."""
-    return SupervisorLauncher(server_bin, stand_ins=stand_ins, env=env, ready_timeout=ready_timeout, log_dir=log_dir)
+@contextlib.contextmanager
+def equipped(launcher: Launcher | None, server_bin: str | Path | None = None, store: Any = None,
+             **kw: Any) -> Iterator[tuple[Launcher, Any]]:
+    """The launcher and results store of one experiment run, let go of on exit.
+
+    `launcher`: the caller's (only its server is stopped on exit), or None: `SupervisorLauncher(server_bin,
+    **kw)`, closed on exit. `store`: a results store, None (nothing recorded), or "default": the
+    user's (`data_dir()/results.sqlite`), opened here and closed on exit. LabError without a launcher
+    or a binary, or when the store cannot be opened."""
+    with contextlib.ExitStack() as stack:
+        if launcher is None:
+            if server_bin is None:
+                raise LabError("no llama-server binary given: pass server_bin or a launcher (`mtp-tune doctor` finds "
+                               "or builds one, or set $MTP_TUNE_LLAMA_SERVER).")
+            launcher = SupervisorLauncher(server_bin, **kw)
+            stack.callback(launcher.close)
+        else:
+            stack.callback(launcher.stop)
+        if store == "default":
+            from tui.core.results.store import StoreError, open_store  # sqlite3, loaded only when an experiment runs
+
+            try:
+                store = open_store()
+            except StoreError as e:
+                raise LabError(str(e)) from None
+            stack.callback(_close_quietly, store)
+        yield launcher, store
+
+
+def _close_quietly(store: Any) -> None:
+    """A results store closed at the end of an experiment: a failure there must not hide its outcome."""
+    with contextlib.suppress(Exception):
+        store.close()
 
 
 class CountingLauncher:

@@ -46,13 +46,6 @@ def _verdict_from_plan(plan: Any) -> tuple[str, str]:
     return risk, "; ".join(parts)
 
 
-def default_planner(simulate: str | None = None, *, exact: bool = False,
-                    server_bin: str | Path | None = None) -> PlanCheck:
-    """The memory planner as a PlanCheck (`simulate`: plan against a simulated GPU profile;
-    `exact`: llama.cpp's dry run with `server_bin`, the estimate where it cannot run)."""
-    return plan_check(simulate, exact=exact, server_bin=server_bin)
-
-
 def _exact_verdict(settings: Settings, meta: Any, simulate: str | None, server_bin: str | Path | None,
                    exact_fn: Callable[..., Any] | None) -> tuple[PlanVerdict | None, str]:
     """(the verdict from llama.cpp's own figures, "") or (None, one sentence why exact is unavailable)."""
@@ -79,9 +72,11 @@ def _exact_verdict(settings: Settings, meta: Any, simulate: str | None, server_b
 
 def plan_check(simulate: str | None = None, *, exact: bool = False, server_bin: str | Path | None = None,
                exact_fn: Callable[..., Any] | None = None, headers: dict[str, Any] | None = None) -> PlanCheck:
-    """A PlanCheck for `Sweep(planner=...)`: Settings -> PlanVerdict | None. `exact_fn` replaces
-    `planning.exact.exact_plan` (tests count the dry runs); `headers`: GGUF headers already read, by
-    model path (a tune plans on the header its request read, not a second read)."""
+    """The memory planner as the lab's PlanCheck: Settings -> PlanVerdict | None. `simulate`: plan
+    against a simulated GPU profile; `exact`: llama.cpp's dry run with `server_bin`, the estimate where
+    it cannot run; `exact_fn` replaces `planning.exact.exact_plan` (tests count the dry runs);
+    `headers`: GGUF headers already read, by model path (a tune plans on the header its request read,
+    not a second read)."""
     meta_cache: dict[str, Any] = dict(headers or {})
 
     def check(settings: Settings) -> PlanVerdict | None:

@@ -3,7 +3,7 @@
 1. plan: the planner's verdict (once per launch key); a certain refusal (`invalid`) or a predicted
    OOM is an attempt without a launch (a predicted OOM launches anyway with `try_anyway`);
 2. budget: a candidate that needs a launch is not started when its work would not finish inside
-   the budget (`pace.Pace`, measured in this session);
+   the budget (`events.Pace`, measured in this session);
 3. launch through the one launcher (`launcher.CountingLauncher`: counted; the pace weighs the group), with the one
    recovery policy (`recovery.Recovery`) after a memory failure. A server stays up across
    consecutive candidates that share a launch key (a sweep's n_predict rows); another key, or a
@@ -12,11 +12,17 @@
 4. measure while the strategy's pass policy asks for more passes; a searched answer that runs out
    of memory in the probe steps to the safe side (`Recovery.step_safer`) and is measured again;
 5. record: the strategy's `record` step turns the `Attempt` into its record (the journal's), and
-   a failed launch is written to the results store once (`record_failure`, the one place).
+   a failed launch is written to the results store once (`results.failed.store_failure`).
 
 Progress is one `events.LabEvent` stream (`events.Progress`). Strategies (the sweep's grid, the
 tune's search, the A/B, the knob searches) only choose candidates (the one `candidate.Candidate`) and read
 what was recorded.
+
+The one prober (`default_prober`): every experiment measures a ready server through it. Why one: the
+sweep and the tune (with `ignore_eos` and an optional warm-up) each wrapped
+`probes.runner.run_probe_sync`. A run is `repeat` passes of a suite, recorded in the results store
+(`sink`) with the settings, memory report and plan it ran with; `samples_of` reads its complete
+passes as per-pass samples.
 """
 
 from __future__ import annotations
@@ -25,19 +31,22 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.events import Progress
+from tui.core.lab.events import Pace, Progress
 from tui.core.lab.failures import failure_kind, probe_failure_class
 from tui.core.lab.knob import FIT_STEP_MIB, KnobFinding, KnobTry
 from tui.core.lab.launcher import CountingLauncher, LaunchOutcome, Launcher
-from tui.core.lab.pace import Pace
 from tui.core.results.failed import store_failure
 from tui.core.lab.recovery import RELAUNCH_TRIES, Recovery, choose_knob
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_json
 from tui.core.server.failures import Failure
 from tui.core.lab.planning import PlanCheck, PlanVerdict
+from tui.core.probes.hygiene import check_memory_report
+from tui.core.probes.run_types import RunConfig, RunContext
+from tui.core.probes.suites import Suite
+from tui.core.lab.trial import Samples
 
 R = TypeVar("R")
 
@@ -53,10 +62,6 @@ class Launched:
     dead: Failure | None = None  # how the server ended while a candidate was measured
     run_id: int | None = None  # the results store's record of a failed launch
     started_at: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.out.ok and self.dead is None
 
 
 @dataclass
@@ -91,7 +96,7 @@ class Step(Generic[R]):
     `measure(launched, attempt, passes)` runs that many passes and returns the run; `passes(attempt)`
     says how many to add now (0: measured enough); `record(attempt)` makes and saves the record;
     `label`: the candidate's label in the results store; `work`: what the budget weighs if a launch
-    is needed (`pace.Pace`); `relaunch`: launch even when the key is up (A/B's visits); `recover`:
+    is needed (`events.Pace`); `relaunch`: launch even when the key is up (A/B's visits); `recover`:
     search a memory failure's knob (`recovery`), or record the failure as it is (A/B: a side that
     does not start ends the run); `prepare(attempt)`: before the launch (the last server stopped, the
     budget checked; a tune's hygiene and fit-target search), may set `attempt.settings` (what
@@ -166,7 +171,7 @@ class Lab:
             a.warnings.append(f"memory is tight: {verdict.message}")
         if not reuse:
             self.stop()
-            if self._over_budget(step.work):
+            if self.pace.over_budget(step.work, self.elapsed(), self.budget_s):
                 return self._stop("budget")
             t0 = self.clock()  # the pace weighs the whole group: the prepare's fit search, the launch, the recovery
             if step.prepare is not None and not step.prepare(a):
@@ -206,9 +211,6 @@ class Lab:
                 self._plans[key] = PlanVerdict("unknown", f"the planner could not plan this configuration: {e}")
         return self._plans[key]
 
-    def _over_budget(self, work: Sequence[Any]) -> bool:
-        return self.pace.over_budget(work, self.elapsed(), self.budget_s)
-
     def _launch(self, c: Candidate, step: Step[Any], a: Attempt) -> Launched | None:
         """Launch `c`; after a memory failure, the recovery's search. None when cancelled."""
         settings = a.settings
@@ -236,8 +238,9 @@ class Lab:
                 return None
             self.progress.emit("search_done", finding.message, **about(c))
         up = Launched(c.launch_key, settings, out, finding, started_at=started)
-        if not out.ok:
-            up.run_id = self.record_failure(step.label, settings, launch_reason(up), a.plan, step.store_config)
+        if not out.ok:  # written to the results store once per failed launch: a record, not a reason to stop
+            up.run_id = store_failure(self.store, suite=self.suite, label=step.label, settings=settings,
+                                      error=launch_reason(up), plan=a.plan, config=step.store_config)
         else:
             self.progress.emit("ready", f"ready in {out.seconds:.1f} s", **about(c))
         return up
@@ -293,24 +296,11 @@ class Lab:
         texts = [run.error or ""] + [getattr(r, "error", None) or "" for r in (run.requests or [])]
         return probe_failure_class(texts, self.launcher.failure(), knob_changed=True) == "oom_decode"
 
-    # ------------------------------------------------------------------ the record step's store write
-
-    def record_failure(self, label: str, settings: Settings, reason: str, plan: dict[str, Any] | None,
-                       config: dict[str, Any]) -> int | None:
-        """A run that never measured, written to the results store as failed (its id), once per failed
-        launch; the store is a record, not a reason to stop the experiment."""
-        return store_failure(self.store, suite=self.suite, label=label, settings=settings, error=reason, plan=plan,
-                             config=config)
-
     def stop(self) -> None:
         """Stop the running server (the next candidate launches)."""
         if self.up is not None:
             self.launcher.stop()
         self.up = None
-
-    def close(self) -> None:
-        self.up = None
-        self.launcher.close()
 
 
 def about(c: Candidate) -> dict[str, Any]:
@@ -331,3 +321,42 @@ def plan_json(v: PlanVerdict | None) -> dict[str, Any] | None:
     if v is None:
         return None
     return {"risk": v.risk, "message": v.message, **({"details": v.details} if v.details else {})}
+
+
+class Prober(Protocol):
+    """Runs the probe suite against a ready server (`default_prober` is the real one)."""
+
+    def __call__(self, url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str,
+                 settings: Settings, memory: dict[str, Any] | None, plan: dict[str, Any] | None,
+                 cancel: threading.Event, progress: Callable[[Any], None], sink: Any = None) -> Any:
+        """Returns a run with `status` (ok | failed | cancelled), `summary` (probes.records.summarize_run),
+        `warnings`, `error`, `run_id` and `requests`, like probes.run_types.ProbeRun."""
+        ...
+
+
+def default_prober(ignore_eos: bool = False) -> Prober:
+    """The real probe runner, on its own event loop in the experiment's thread. `ignore_eos`: every
+    request generates its full length (a tune's exact-output workload); `warmup=False` on a call
+    skips the warm-up (a launch's later passes need none)."""
+    from tui.core.probes.runner import run_probe_sync  # the runner pulls in asyncio and httpx: lazy
+
+    def probe(url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str, settings: Settings,
+              memory: dict[str, Any] | None, plan: dict[str, Any] | None, cancel: threading.Event,
+              progress: Callable[[Any], None], sink: Any = None, warmup: bool = True) -> Any:
+        cfg = RunConfig(repeat=repeat, ignore_eos=ignore_eos, warmup=warmup,
+                        **({"n_predict": n_predict} if n_predict is not None else {}))
+        ctx = RunContext(url=url, label=label, model=settings.model, plan=plan, memory=memory,
+                         settings=settings_json(settings.redacted(), only_set=False),
+                         configured_parallel=settings.parallel, extra_warnings=check_memory_report(memory))
+        return run_probe_sync(url, suite, cfg, api_key=settings.api_key, context=ctx, sink=sink, progress=progress,
+                              cancel=cancel)
+
+    return probe  # type: ignore[return-value]
+
+
+def samples_of(run: Any) -> Samples:
+    """A probe run's complete passes as per-pass samples (`error` when it failed)."""
+    s = Samples.of_passes([p for p in (run.summary or {}).get("passes") or [] if p.get("complete", True)])
+    if run.status == "failed":
+        s.error = run.error or "the probe failed"
+    return s

@@ -67,11 +67,11 @@ def load_calibration(path: Path) -> cal.Calibration | None:
 
 def save_calibration(path: Path, res: cal.Calibration) -> None:
     """Store `res` at `path` (atomically, in a private folder); a failure only means it is measured again."""
+    from tui.core.presets.write import PRIVATE, atomic_write_bytes  # the presets package costs ~0.1 s: a miss pays it
+
     try:
         private_dir(path.parent)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(res.to_dict()))
-        os.replace(tmp, path)
+        atomic_write_bytes(path, json.dumps(res.to_dict()).encode(), mode=PRIVATE)
     except OSError:
         pass  # a calibration that cannot be cached is only measured again
 

@@ -2,7 +2,7 @@
 report the best configuration.
 
 Typical use (a UI runs `Sweep.run()` in a worker thread and shows the events; each name is
-imported from its module: `definition`, `runner`, `results`, `best`):
+imported from its module: `definition`, `runner`, `results`):
 
     defn = build_definition(settings, ["mtp=on,off", "ub=256,512"], suite="tasks", repeat=3)
     sweep = Sweep(defn, server_bin=path, on_event=callback)   # callback(LabEvent), on the sweep thread

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from tui.core.lab.axis import Axis
+from tui.core.lab.candidate import Axis
 from tui.core.options import FALSEY, FIELD_BY_NAME, TRUTHY, FieldSpec, field_for_option, find_option
 from tui.core.options.settings import Settings
 from tui.core.options.validate import value_errors
@@ -58,12 +58,6 @@ def _field_spec_for(name: str) -> tuple[str, FieldSpec | None, str | None]:
         "dashes (ubatch-size or ub, cache-type-k-draft or ctkd, spec-type, spec-draft-n-max, ctx-size), "
         "n-predict for the generation length, or mtp=on,off."
     )
-
-
-def _parse_spec_value(text: str) -> list[str]:
-    """`none`, `draft-mtp`, or several types joined by `+` (commas separate axis values)."""
-    parts = [p.strip() for p in text.replace("+", " ").split() if p.strip()]
-    return parts
 
 
 def parse_axis(text: str) -> Axis:
@@ -114,8 +108,8 @@ def parse_axis(text: str) -> Axis:
         )
     vals = []
     for t in texts:
-        if spec.kind == "spec":
-            vals.append(_parse_spec_value(t))
+        if spec.kind == "spec":  # `none`, `draft-mtp`, or several types joined by `+` (commas separate values)
+            vals.append(t.replace("+", " ").split())
         elif spec.kind in ("flag", "negflag"):
             if t.lower() in TRUTHY:
                 vals.append(True)
@@ -226,16 +220,3 @@ class Limits:
 def label_of(field_name: str) -> str:
     spec = FIELD_BY_NAME.get(field_name)
     return spec.label if spec else field_name.replace("_", "-")
-
-
-def format_axis_value(axis_name: str, value: Any) -> str:
-    """A value as a table cell: spec lists joined by `+`, empty spec list as `none`."""
-    if isinstance(value, list):
-        if axis_name == "mtp":
-            return "on" if "draft-mtp" in value else "off"
-        if not value:
-            return "none" if axis_name == "spec-type" else "-"
-        return "+".join(str(v) for v in value)
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)

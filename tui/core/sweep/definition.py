@@ -25,8 +25,7 @@ from tui.core.options.argv import settings_to_argv
 from tui.core.options.redact import without_secrets
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.options.validate import errors, validate
-from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate, values_label
+from tui.core.lab.candidate import Axis, Candidate, values_label
 from tui.core.sweep.axes import (
     Limits,
     Objective,

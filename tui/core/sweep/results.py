@@ -1,6 +1,7 @@
 """The sweep's answer: a table with one row per configuration, the best one for the objective, the
-ones within the noise of it, and where MTP starts to pay along a generation-length axis (`best.py`
-saves the best as a TOML profile and a `--models-preset` INI section).
+ones within the noise of it, and where MTP starts to pay along a generation-length axis; `save_best`
+saves the best as a TOML profile and a `--models-preset` INI section in one step (`save_settings`
+for settings chosen elsewhere: the tune's best).
 
 "Best" and "within the noise" are `lab.ranking`'s, the rule every ranking in mtp-tune uses: the
 leader is the row with the best median objective (preferring rows measured with every repeat), the
@@ -13,18 +14,18 @@ from __future__ import annotations
 
 import math
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from tui.core.lab import ranking
-from tui.core.lab.candidate import Candidate
+from tui.core.lab.candidate import Candidate, value_text
 from tui.core.lab.journal import Journal
 from tui.core.lab.trial import Trial
 from tui.core.probes.stats import BETTER, SAME, Summary, summarize, verdict
-from tui.core.options.settings import Settings
-from tui.core.sweep.axes import Objective, format_axis_value
+from tui.core.options.settings import Settings, settings_from_json, settings_json
+from tui.core.sweep.axes import Objective
 from tui.core.sweep.definition import SweepDefinition, normalize, settings_key
-from tui.core.options.settings import settings_from_json, settings_json
 
 
 @dataclass
@@ -58,16 +59,10 @@ class TableRow:
         return self.status == "ok" or (self.status == "duplicate" and self.tg_tps is not None)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "number": self.number, "key": self.key, "values": self.values, "n_predict": self.n_predict,
-            "settings": self.settings, "status": self.status, "reason": self.reason, "failure_kind": self.failure_kind,
-            "tg_tps": self.tg_tps, "pp_tps": self.pp_tps, "acceptance": self.acceptance,
-            "tg_spread": _spread(self.tg), "pp_spread": _spread(self.pp),
-            "tg": self.tg.to_json() if self.tg else None, "pp": self.pp.to_json() if self.pp else None,
-            "score": self.score.to_json() if self.score else None,
-            "memory_mib": self.memory_mib, "memory": self.memory, "warnings": self.warnings, "same_as": self.same_as,
-            "finding": self.finding, "run_id": self.run_id, "vs_best": self.vs_best,
-        }
+        summaries = ("tg", "pp", "score")
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in summaries}
+        return {**d, "tg_spread": _spread(self.tg), "pp_spread": _spread(self.pp),
+                **{k: s.to_json() if (s := getattr(self, k)) else None for k in summaries}}
 
 
 @dataclass
@@ -111,25 +106,66 @@ class SweepTable:
         return all(r.status != "pending" for r in self.rows)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "sweep_id": self.sweep_id,
-            "objective": self.objective.text(),
-            "complete": self.complete,
-            "launches": self.launches,
-            "axes": self.axes,
-            "rows": [r.to_json() for r in self.rows],
-            "best": self.best.to_json() if self.best else None,
-            "within_noise": [r.number for r in self.within_noise],
-            "noise_known": self.noise_known,
-            "mtp_pays": [m.to_json() for m in self.mtp_pays],
-            "findings": self.findings,
-        }
+        return {"sweep_id": self.sweep_id, "objective": self.objective.text(), "complete": self.complete,
+                "launches": self.launches, "axes": self.axes, "rows": [r.to_json() for r in self.rows],
+                "best": self.best.to_json() if self.best else None,
+                "within_noise": [r.number for r in self.within_noise], "noise_known": self.noise_known,
+                "mtp_pays": [m.to_json() for m in self.mtp_pays], "findings": self.findings}
 
     def best_settings(self) -> Settings | None:
         return settings_from_json(self.best.settings) if self.best else None
 
     def render(self, width: int = 160) -> str:
-        return render_table(self, width)
+        """A plain-text table (no colour codes) with numbered notes for reasons and warnings."""
+        t, obj = self, self.objective
+        head = ["#", *t.axes, "status", "TG t/s", "PP t/s", "accept", "mem MiB"]
+        if obj.kind == "workload":
+            head.append("e2e s")
+        head.append("notes")
+        notes: dict[str, int] = {}  # each note once, numbered in order
+
+        def note(text: str) -> str:
+            return f"[{notes.setdefault(text, len(notes) + 1)}]"
+
+        body: list[list[str]] = []
+        for r in t.rows:
+            tg = f"{_fmt(r.tg_tps)} {_fmt_spread(r.tg)}".strip() if r.tg_tps is not None else "-"
+            pp = f"{_fmt(r.pp_tps)} {_fmt_spread(r.pp)}".strip() if r.pp_tps is not None else "-"
+            acc = "-" if r.acceptance is None else f"{r.acceptance:.0%}"
+            mem = _fmt(r.memory_mib, 0)
+            marks: list[str] = []
+            if r.vs_best == "best":
+                marks.append("BEST")
+            elif r.vs_best in (SAME, "same as best") and r.status == "ok":
+                marks.append("~best")
+            if r.same_as is not None:
+                marks.append(f"= #{r.same_as}")
+            if r.reason and r.status != "duplicate":
+                marks.append(note(f"{STATUS_TEXT.get(r.status, r.status)}: {r.reason}"))
+            elif r.reason and r.status == "duplicate":
+                marks.append(note(r.reason))
+            for w in r.warnings:
+                marks.append(note(w))
+            if r.finding and r.finding.get("converged"):
+                marks.append(f"{r.finding['flag']} {r.finding['value']}")
+            status = STATUS_TEXT.get(r.status, r.status)
+            line = [str(r.number), *[r.values.get(a, "") for a in t.axes], status, tg, pp, acc, mem]
+            if obj.kind == "workload":
+                line.append(_fmt(r.score.median if r.score else None, 2))
+            line.append(" ".join(marks))
+            body.append(line)
+        widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+        out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
+               "  ".join("-" * w for w in widths)]
+        out += ["  ".join(c.ljust(w) for c, w in zip(b, widths)).rstrip() for b in body]
+        out.append("")
+        out.extend(summary_lines(t))
+        if notes:
+            out.append("")
+            out.append("Notes:")
+            for i, n in enumerate(notes, 1):
+                out.append(_wrap(f"[{i}] {n}", width, "    "))
+        return "\n".join(out)
 
 
 def _spread(s: Summary | None) -> float | None:
@@ -151,7 +187,7 @@ def build_table(definition: SweepDefinition, state: Journal) -> SweepTable:
     rows: list[TableRow] = []
     for c in configs:
         r = state.trials.get(c.key)
-        values = {name: format_axis_value(name, v) for name, v in c.values}
+        values = {name: value_text(v, name) for name, v in c.values}
         if r is None:
             rows.append(TableRow(c.index + 1, c.key, values, c.n_predict, "pending", settings=settings_json(c.settings.redacted())))
             continue
@@ -239,13 +275,9 @@ def mtp_pays(definition: SweepDefinition, configs: list[Candidate], rows: list[T
             v = verdict(off.tg, r.tg, higher_is_better=True)
             pts.append(MtpPoint(int(c.n_predict or 0), r.tg_tps, off.tg_tps, (r.tg_tps - off.tg_tps) / off.tg_tps, v.label,
                                v.noise))
-        if len(pts) < 1:
+        if not pts:
             continue
-        pays_from = None
-        for i in range(len(pts)):
-            if all(_pays(p) for p in pts[i:]):
-                pays_from = pts[i].n_predict
-                break
+        pays_from = next((p.n_predict for i, p in enumerate(pts) if all(_pays(q) for q in pts[i:])), None)
         label = " ".join(f"{k}={v}" for k, v in row_of[items[0][0].key].values.items()
                          if k not in ("n-predict",) and not _is_spec_axis(definition, k))
         out.append(MtpPays(label or "MTP on", pts, pays_from))
@@ -278,63 +310,6 @@ def _fmt_spread(s: Summary | None) -> str:
 
 STATUS_TEXT = {"ok": "ok", "failed": "FAILED", "invalid": "invalid", "duplicate": "dup", "predicted_oom": "skip:oom",
                "pending": "pending"}
-
-
-def render_table(t: SweepTable, width: int = 160) -> str:
-    """A plain-text table (no colour codes) with numbered notes for reasons and warnings."""
-    obj = t.objective
-    head = ["#", *t.axes, "status", "TG t/s", "PP t/s", "accept", "mem MiB"]
-    if obj.kind == "workload":
-        head.append("e2e s")
-    head.append("notes")
-    notes: list[str] = []
-    note_ids: dict[str, int] = {}
-
-    def note(text: str) -> str:
-        if text not in note_ids:
-            notes.append(text)
-            note_ids[text] = len(notes)
-        return f"[{note_ids[text]}]"
-
-    body: list[list[str]] = []
-    for r in t.rows:
-        tg = f"{_fmt(r.tg_tps)} {_fmt_spread(r.tg)}".strip() if r.tg_tps is not None else "-"
-        pp = f"{_fmt(r.pp_tps)} {_fmt_spread(r.pp)}".strip() if r.pp_tps is not None else "-"
-        acc = "-" if r.acceptance is None else f"{r.acceptance:.0%}"
-        mem = _fmt(r.memory_mib, 0)
-        marks: list[str] = []
-        if r.vs_best == "best":
-            marks.append("BEST")
-        elif r.vs_best in (SAME, "same as best") and r.status == "ok":
-            marks.append("~best")
-        if r.same_as is not None:
-            marks.append(f"= #{r.same_as}")
-        if r.reason and r.status != "duplicate":
-            marks.append(note(f"{STATUS_TEXT.get(r.status, r.status)}: {r.reason}"))
-        elif r.reason and r.status == "duplicate":
-            marks.append(note(r.reason))
-        for w in r.warnings:
-            marks.append(note(w))
-        if r.finding and r.finding.get("converged"):
-            marks.append(f"{r.finding['flag']} {r.finding['value']}")
-        status = STATUS_TEXT.get(r.status, r.status)
-        line = [str(r.number), *[r.values.get(a, "") for a in t.axes], status, tg, pp, acc, mem]
-        if obj.kind == "workload":
-            line.append(_fmt(r.score.median if r.score else None, 2))
-        line.append(" ".join(marks))
-        body.append(line)
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
-           "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(b, widths)).rstrip() for b in body]
-    out.append("")
-    out.extend(summary_lines(t))
-    if notes:
-        out.append("")
-        out.append("Notes:")
-        for i, n in enumerate(notes, 1):
-            out.append(_wrap(f"[{i}] {n}", width, "    "))
-    return "\n".join(out)
 
 
 def summary_lines(t: SweepTable) -> list[str]:
@@ -375,3 +350,47 @@ def summary_lines(t: SweepTable) -> list[str]:
 
 def _wrap(text: str, width: int, indent: str) -> str:
     return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+@dataclass
+class SavedBest:
+    profile_path: Path
+    ini_path: Path
+    section: str
+    settings: Settings
+
+
+def save_best(table: SweepTable, name: str, *, ini_path: str | Path | None = None) -> SavedBest:
+    """Save the best configuration as profile `name` (TOML) and as section `[name]` of a
+    `--models-preset` INI file (default: `config_dir()/presets.ini`), in one step.
+
+    Both are checked before either is written: a name or value the INI cannot hold leaves neither
+    file changed. Raises ValueError with a one-paragraph message when there is no best.
+    """
+    if table.best is None:
+        raise ValueError("the sweep has no measured configuration yet, so there is no best to save; run it first.")
+    settings = table.best_settings()
+    assert settings is not None
+    return save_settings(settings, name, ini_path=ini_path)
+
+
+def save_settings(settings: Settings, name: str, *, ini_path: str | Path | None = None) -> SavedBest:
+    """`save_best` for settings chosen elsewhere (the tune's best): profile `name` and INI section `[name]`."""
+    from tui.core import presets as preset_ini
+    from tui.core.presets import profiles
+    from tui.core.config.paths import config_dir
+
+    settings = replace(settings, port=None, api_key=None)
+    profiles.check_name(name)
+    target = Path(ini_path) if ini_path is not None else config_dir() / "presets.ini"
+    # Check the INI side first, so a refusal leaves the profile unwritten too.
+    preset_ini.settings_to_ini(name, settings)
+    if target.exists():
+        existing = preset_ini.read_preset(target)
+        if not existing.server_accepts:
+            first = next((p for p in existing.problems if p.rejects), None)
+            raise preset_ini.IniWriteError(f"{target} is already refused by llama-server ({first}); fix it first, "
+                                           "nothing was saved.")
+    profile_path = profiles.save_profile(name, settings)
+    res = preset_ini.write_section(target, name, settings)
+    return SavedBest(profile_path, res.path, name, settings)

@@ -2,16 +2,14 @@
 
 Every configuration is a candidate of the loop, in grid order, measured with a fixed number of
 passes (`repeat`); configurations that differ only in generation length share one launch key, so
-one server serves them all (the loop keeps it up). The loop plans (a predicted OOM is recorded as
-`predicted_oom` and skipped unless `try_anyway`), checks the budget, launches through the lab's one
-launcher with a first decode, recovers from a memory failure with the lab's one policy
-(`lab.recovery`: the answer is recorded as a finding and the row measured with it), probes, and
-classifies any other failure (`lab.failures`); the sweep goes on.
+one server serves them all. The loop plans, budgets, launches, recovers from a memory failure (the
+answer is recorded as a finding and the row measured with it) and classifies any other failure;
+the sweep goes on.
 
 What is the sweep's own: its journal (`lab.journal`, saved after every row, so an interrupted sweep
 resumes where it stopped; a sweep's trials are never in the user's launch history), the rows
-skipped before anything runs (invalid, duplicate), the ETA from `lab.pace.Pace`, and its record
-step (`_record`: an attempt as a `lab.trial.Trial`, a measured one by `trial_from_run`).
+skipped before anything runs (invalid, duplicate), the ETA from `lab.events.Pace`, and its record
+step (`_record`: an attempt as a `lab.trial.Trial`).
 
 `Sweep.run()` blocks; call it from a worker thread and `Sweep.cancel()` from anywhere. Progress
 events (`lab.events.LabEvent`, with an ETA) go to the `on_event` callback, on the sweep's thread.
@@ -23,25 +21,33 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tui.core.lab.candidate import Candidate
-from tui.core.lab.events import EventFn, Progress
-from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, open_launcher
-from tui.core.lab.measure import Prober, default_prober
-from tui.core.lab.pace import Current
-from tui.core.lab.runner import Attempt, Lab, Launched, Step
+from tui.core.lab.events import Current, EventFn, LabError, Progress
+from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, LaunchOutcome, Launcher, aim_first_decode, equipped
+from tui.core.lab.runner import Attempt, Lab, Launched, Prober, Step, default_prober
 from tui.core.probes.suites import Suite, SuiteError, get_suite
-from tui.core.lab.journal import JournalError, JournalLock, open_journal
-from tui.core.lab.knob import KnobFinding
+from tui.core.lab.journal import Journal, JournalLock, open_journal
 from tui.core.lab.trial import Samples, Trial
 from tui.core.sweep.definition import SweepDefinition
-from tui.core.options.settings import Settings, settings_json
-from tui.core.sweep.events import SweepError, SweepOutcome
-from tui.core.lab.planning import PlanCheck, default_planner
+from tui.core.options.settings import settings_json
+from tui.core.lab.planning import PlanCheck, plan_check
 
 # --------------------------------------------------------------------------- the sweep
+
+
+@dataclass
+class SweepOutcome:
+    """What `Sweep.run()` returns."""
+
+    state: Journal
+    stopped: str  # done | cancelled | budget
+    seconds: float
+    launches: int  # launches in this session
+    ran: list[str]  # row keys run in this session
 
 
 class Sweep:
@@ -67,14 +73,10 @@ class Sweep:
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
     ) -> None:
         self.definition = definition
-        if launcher is None:
-            if server_bin is None:
-                raise SweepError("no llama-server binary given: pass server_bin (mtp-tune finds or builds one with "
-                                 "`mtp-tune doctor`, or set $MTP_TUNE_LLAMA_SERVER).")
-            launcher = open_launcher(server_bin, env=env, ready_timeout=ready_timeout)
         self.prober = prober or default_prober()
-        self.planner: PlanCheck | None = default_planner() if planner == "default" else planner  # type: ignore[assignment]
-        self._store_arg = store
+        self.planner: PlanCheck | None = plan_check() if planner == "default" else planner  # type: ignore[assignment]
+        self._equipment = (launcher, server_bin, store, env, ready_timeout)  # what `run` launches with and records in
+        self.launcher: Launcher | None = None  # the one `run` launches through
         self.store: Any = None
         self._state_root = state_root
         self._fresh = fresh
@@ -86,10 +88,6 @@ class Sweep:
         self._current: Current | None = None  # the row being probed
         self._prog = Progress(0, on_event, eta=lambda: self.lab.pace.eta(self._pending, self._current),
                               launches=lambda: self.lab.launches)
-        self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, suite=definition.suite,
-                       fit_step_mib=definition.fit_step_mib, try_anyway=definition.try_anyway,
-                       budget_s=definition.limits.budget_s, on_launch=self._counted)
-        self.launcher = launcher  # the lab counts every launch through it, the recovery's included
         self._findings: dict[int, dict[str, Any]] = {}  # id(launch) -> its entry in state.findings
 
     # ---- public --------------------------------------------------------------------------
@@ -113,60 +111,46 @@ class Sweep:
         return self.definition.sweep_id
 
     def run(self) -> SweepOutcome:
-        """Run (or resume) the sweep to the end, the budget, or a cancel."""
+        """Run (or resume) the sweep to the end, the budget, or a cancel (LabError when it cannot)."""
         if not self._running.acquire(blocking=False):
-            raise SweepError("this sweep is already running.")
-        lock = JournalLock("sweep", self.definition.sweep_id, self._state_root)
+            raise LabError("this sweep is already running.")
+        d = self.definition
+        launcher, server_bin, store, env, ready_timeout = self._equipment
         try:
-            lock.acquire()
-        except JournalError as e:
-            self._running.release()
-            raise SweepError(str(e)) from None
-        try:
-            # Re-read: another process may have finished rows since this object was made.
-            self.state = open_journal("sweep", self.definition.sweep_id, self.definition.to_json(), self._state_root,
-                                    fresh=self._fresh)
-            self._fresh = False
-            return self._run()
+            with JournalLock("sweep", d.sweep_id, self._state_root), \
+                    equipped(launcher, server_bin, store, env=env, ready_timeout=ready_timeout) as (launcher, store):
+                # Re-read: another process may have finished rows since this object was made.
+                self.state = open_journal("sweep", d.sweep_id, d.to_json(), self._state_root, fresh=self._fresh)
+                self._fresh = False
+                self.launcher, self.store = launcher, store
+                # The lab counts every launch through its launcher, the recovery's included.
+                self.lab = Lab(launcher, cancel=self._cancel, progress=self._prog, planner=self.planner, store=store,
+                               suite=d.suite, fit_step_mib=d.fit_step_mib, try_anyway=d.try_anyway,
+                               budget_s=d.limits.budget_s, on_launch=self._counted)
+                return self._run(launcher)
         finally:
-            self.lab.close()
-            if self._store_arg == "default" and self.store is not None:
-                with contextlib.suppress(Exception):
-                    self.store.close()
-            lock.release()
             self._running.release()
 
     # ---- internals -----------------------------------------------------------------------
 
-    def _run(self) -> SweepOutcome:
+    def _run(self, launcher: Launcher) -> SweepOutcome:
         d = self.definition
         try:
             suite = get_suite(d.suite)
         except SuiteError as e:
-            raise SweepError(str(e)) from None
-        if self._store_arg == "default":
-            from tui.core.results.store import open_store  # sqlite3, loaded only when a sweep runs
-
-            self.store = open_store()
-        else:
-            self.store = self._store_arg
-        self.lab.store = self.store
-        aim_first_decode(self.launcher, suite.prompts[0])
+            raise LabError(str(e)) from None
+        aim_first_decode(launcher, suite.prompts[0])
         self.lab.restart_clock()
         configs = d.configurations()
         self._prog.total = len(configs)
         st = self.state
         session = {"started_at": time.time(), "finished_at": None, "launches": 0, "stopped": None}
         st.sessions.append(session)
-        for c in configs:
-            if st.finished(c.key, try_anyway=d.try_anyway):
-                continue
-            if c.invalid is not None:
-                st.record(Trial(c.key, "invalid", reason=c.invalid, settings=settings_json(c.settings.redacted()),
-                                    n_predict=c.n_predict, finished_at=time.time()))
-            elif c.duplicate_of is not None:
-                st.record(Trial(c.key, "duplicate", reason=c.duplicate_reason, settings=settings_json(c.settings.redacted()),
-                                    n_predict=c.n_predict, finished_at=time.time()))
+        for c in configs:  # the rows skipped before anything runs
+            if not c.runnable and not st.finished(c.key, try_anyway=d.try_anyway):
+                status, why = ("invalid", c.invalid) if c.invalid is not None else ("duplicate", c.duplicate_reason)
+                st.record(Trial(c.key, status, reason=why, settings=settings_json(c.settings.redacted()),
+                                n_predict=c.n_predict, finished_at=time.time()))
         self._pending = [c for c in configs if not st.finished(c.key, try_anyway=d.try_anyway)]
         self._prog.done = self._prog.total - len(self._pending)
         st.save()
@@ -210,34 +194,37 @@ class Sweep:
                     store_config={"sweep": self.sweep_id, "row": c.key, "n_predict": c.n_predict})
 
     def _record(self, a: Attempt) -> Trial:
-        """The record step: the attempt as the sweep's row, saved in the state."""
-        c = a.candidate
-        settings = settings_json(a.settings.redacted())
-        up = a.launched
-        if a.status in ("invalid", "predicted_oom"):
-            reason = a.reason if a.status == "invalid" else f"{a.reason} (use --try-anyway to launch it anyway)"
-            row = Trial(c.key, a.status, reason=reason, failure_kind=a.failure_kind, settings=settings,
-                            n_predict=c.n_predict, plan=a.plan)
+        """The record step: the attempt as the sweep's row (its status, reason and failure kind as the
+        lab's loop found them), saved in the journal."""
+        c, up, run = a.candidate, a.launched, a.run
+        row = Trial(c.key, a.status, reason=a.reason, failure_kind=a.failure_kind,  # type: ignore[arg-type]
+                    settings=settings_json(a.settings.redacted()), n_predict=c.n_predict, plan=a.plan)
+        if a.status == "predicted_oom":
+            row.reason = f"{a.reason} (use --try-anyway to launch it anyway)"
+        if up is None:  # refused by the planner: nothing launched
             return self._finish_row(c, row)
-        assert up is not None
         self._note_finding(c, up)
-        mem = memory_summary(up.out)
-        warnings = list(a.warnings)
-        if a.run is None:  # the launch failed, or its server died with an earlier row
-            failed_launch = not up.out.ok
-            row = Trial(c.key, "failed", reason=a.reason, failure_kind=a.failure_kind, settings=settings,
-                            n_predict=c.n_predict, plan=a.plan, memory=mem, warnings=warnings,
-                            finding=up.finding.to_json() if up.finding and failed_launch else None,
-                            run_id=up.run_id if failed_launch else None, launch=self.state.launches,
-                            log_path=up.out.log_path, started_at=a.started_at if failed_launch else None)
+        row.memory, row.warnings = memory_summary(up.out), list(a.warnings)
+        row.launch, row.log_path = self.state.launches, up.out.log_path
+        if run is None:  # the launch failed, or its server died with an earlier row
+            if not up.out.ok:
+                row.finding, row.run_id = up.finding.to_json() if up.finding else None, up.run_id
+                row.started_at = a.started_at
             return self._finish_row(c, row)
-        mem_warn = ctx_warning(a.settings, mem)
-        if mem_warn:
-            warnings.append(mem_warn)
-        row = trial_from_run(c, a.run, a.settings, mem, a.plan, warnings, up.finding, self.state.launches, up.out.log_path)
-        row.started_at = a.started_at
-        if a.dead is not None:
-            row.reason, row.failure_kind = a.reason, a.failure_kind
+        mem = row.memory
+        if mem and mem.get("n_ctx") and a.settings.ctx_size and mem["n_ctx"] < a.settings.ctx_size:
+            row.warnings.append(f"the server runs with a context of {mem['n_ctx']} tokens, not the "
+                                f"{a.settings.ctx_size} asked for")
+        row.warnings += [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
+        f = up.finding
+        if f is not None and f.converged:
+            row.warnings.insert(0, f"{f.flag} set to {f.value} {f.unit} after a memory allocation failure ({f.message})")
+        # The passes the probe's medians are taken over: the complete ones, or all when none completed.
+        s = run.summary or {}
+        passes = [p for p in s.get("passes") or [] if p.get("complete", True)] or s.get("passes") or []
+        row.samples = Samples.of_passes(passes) if passes else None
+        row.mtp, row.acceptance, row.mean_accept_len = a.settings.mtp_enabled, s.get("acceptance"), s.get("mean_accept_len")
+        row.finding, row.run_id, row.started_at = f.to_json() if f else None, run.run_id, a.started_at
         return self._finish_row(c, row)
 
     def _note_finding(self, c: Candidate, up: Launched) -> None:
@@ -268,7 +255,6 @@ class Sweep:
         self.state.launches += 1
 
     def _probe(self, c: Candidate, up: Launched, a: Attempt, suite: Suite, repeat: int) -> Any:
-        out: LaunchOutcome = up.out
         started = time.monotonic()
         self._current = (c, started, 0, 0)
 
@@ -276,14 +262,11 @@ class Sweep:
             self._current = (c, started, int(getattr(p, "done", 0) or 0), int(getattr(p, "total", 0) or 0))
             self._prog.emit("probe", f"{getattr(p, 'done', 0)}/{getattr(p, 'total', 0)} requests", candidate=c, probe=p)
 
-        kw: dict[str, Any] = {}
-        if self.store is not None:
-            kw["sink"] = self.store
         self._prog.emit("probe", f"probing {c.label}", candidate=c)
         try:
-            return self.prober(out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
-                               settings=up.settings, memory=out.memory, plan=a.plan, cancel=self._cancel,
-                               progress=progress, **kw)
+            return self.prober(up.out.url or "", suite, repeat=repeat, n_predict=c.n_predict, label=self._label(c),
+                               settings=up.settings, memory=up.out.memory, plan=a.plan, cancel=self._cancel,
+                               progress=progress, sink=self.store)
         finally:
             self._current = None
 
@@ -303,35 +286,3 @@ def memory_summary(out: LaunchOutcome) -> dict[str, Any] | None:
         n_ctx = int(m["target"]["params"]["n_ctx"])
     return {"total_mib": total, "devices": devices, "totals": m.get("totals"), "n_ctx": n_ctx,
             "device_free_mib": {d.get("name"): d.get("free_mib") for d in out.devices} or None}
-
-
-def ctx_warning(settings: Settings, mem: dict[str, Any] | None) -> str | None:
-    """A warning when the server runs a smaller context than the row asked for."""
-    if not mem or not mem.get("n_ctx") or not settings.ctx_size:
-        return None
-    if mem["n_ctx"] < settings.ctx_size:
-        return f"the server runs with a context of {mem['n_ctx']} tokens, not the {settings.ctx_size} asked for"
-    return None
-
-
-def trial_from_run(c: Candidate, run: Any, settings: Settings, mem: dict[str, Any] | None,
-                   plan: dict[str, Any] | None, warnings: list[str], finding: KnobFinding | None, launch: int,
-                   log_path: str | None) -> Trial:
-    """A measured row's `Trial` from its probe run: per-pass numbers, memory, warnings and the finding."""
-    s = run.summary or {}
-    ws = list(warnings) + [w.message for w in (run.warnings or []) if getattr(w, "severity", "warn") == "warn"]
-    if finding is not None and finding.converged:
-        ws.insert(0, f"{finding.flag} set to {finding.value} {finding.unit} after a memory allocation failure "
-                     f"({finding.message})")
-    # The passes the probe's medians are taken over: the complete ones, or all when none completed.
-    passes = s.get("passes") or []
-    passes = [p for p in passes if p.get("complete", True)] or passes
-    return Trial(
-        c.key, "ok" if run.status == "ok" else "failed", mtp=settings.mtp_enabled,
-        reason=run.error if run.status != "ok" else None,
-        failure_kind=None if run.status == "ok" else "probe_failed",
-        settings=settings_json(settings.redacted()), n_predict=c.n_predict,
-        samples=Samples.of_passes(passes) if passes else None, acceptance=s.get("acceptance"),
-        mean_accept_len=s.get("mean_accept_len"), memory=mem, plan=plan, warnings=ws,
-        finding=finding.to_json() if finding else None, run_id=run.run_id, launch=launch, log_path=log_path,
-    )

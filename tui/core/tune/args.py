@@ -1,6 +1,12 @@
 """The tune's own options, read the same way by `mtp-tune tune` and the TUI's tune screen: the budget,
-`--fixed NAME=V` and `--axis NAME=V1,V2` (the axes' names, the flags each sets, their values); and the
-one builder of the TuneRequest both run (`build_request`)."""
+`--fixed NAME=V` and `--axis NAME=V1,V2` (the axes' names, the flags each sets, their values); the
+model it reads (`tune_model`); and the one builder of the TuneRequest both run (`build_request`).
+
+The model is a file on disk, or for `-hf`/`-mu` the header copy of the remote one: a tune of a model
+that is not on the disk yet needs no download to start, since its space comes from the GGUF header
+and every candidate is planned (llama.cpp's dry run) on the header copy that `plan -hf` reads by HTTP
+ranges (cached, so a second tune asks nothing). The launches keep `-hf`/`-mu`: llama-server downloads
+the file at the first launch and reuses its cache afterwards, as it would for the user."""
 
 from __future__ import annotations
 
@@ -15,8 +21,8 @@ from tui.core.options.validate import value_errors
 
 if TYPE_CHECKING:  # the request's modules load the supervisor: imported when a tune is built, not for --help
     from tui.core.tune.space import Floors, Space
-    from tui.core.tune.run import TuneRequest
-    from tui.core.tune.workload_spec import WorkloadSpec
+    from tui.core.tune.run import TuneModel, TuneRequest
+    from tui.core.tune.workload import WorkloadSpec
 
 #: --fixed / --axis names of the tune's own axes -> the llama-server flags each sets.
 AXIS_FLAGS: dict[str, tuple[str, ...]] = {
@@ -121,6 +127,41 @@ def axis_values(items: list[str], floors: Any) -> dict[str, tuple[Any, ...]]:
     return out
 
 
+def tune_model(base: Settings, *, where: str = "-m", progress: Callable[[str], None] | None = None) -> TuneModel:
+    """The model `base` names, as llama-server reads the flags (-hf wins over -m; -mu downloads to -m).
+
+    `where` names the field in errors ("-m" for the CLI, "the form's model field" for the TUI).
+    Raises UsageError."""
+    from tui.core.tune.run import TuneModel
+    from tui.core.remote.errors import RemoteError
+    from tui.core.remote.fetch import fetch_model
+    from tui.core.remote.hub import sidecar_options
+    from tui.core.remote.source import source_of
+
+    source = source_of(base)
+    if source is None:
+        if not base.model:
+            raise UsageError(f"tune needs a model: a file ({where} FILE.gguf), -hf REPO[:QUANT] or -mu URL.")
+        path = Path(base.model).expanduser()
+        if not path.is_file():
+            raise UsageError(f"the model file {base.model} does not exist (or is not a file); check {where}.")
+        return TuneModel(path)
+    try:
+        fetched = fetch_model(source, progress=progress, sidecar_opts=sidecar_options(base))
+    except RemoteError as e:
+        raise UsageError(str(e)) from None
+    size_gib = fetched.size / 2**30
+    notes = [f"{source.label} is planned from its header ({fetched.header_bytes / 2**20:.1f} MiB read by HTTP ranges"
+             f"{', cached' if fetched.cached else ''}); llama-server downloads {fetched.name} ({size_gib:.2f} GiB) at the "
+             "first launch unless its cache has it, and every later launch reuses that copy."]
+    extra = [s for s in fetched.sidecars_for(base) if not s.is_draft]
+    if extra:
+        names = ", ".join(f"{s.path} ({s.role})" for s in extra)
+        notes.append(f"-hf also downloads and loads {names} at every launch, which the plan does not count; "
+                     "add --no-mmproj to tune without it.")
+    return TuneModel(fetched.path, True, tuple(notes))
+
+
 def build_request(base: Settings, spec: WorkloadSpec, floors: Floors, values: dict[str, tuple[Any, ...]], *,
                   server_bin: Path | None, gpus: str | None, budget_s: float | None, ab_passes: int,
                   ready_timeout: float, where: str, stand_ins: bool = False, devices: Any = None, fresh: bool = False,
@@ -134,10 +175,9 @@ def build_request(base: Settings, spec: WorkloadSpec, floors: Floors, values: di
     from tui.core.planning.gguf_meta import GGUFError
     from tui.core.planning.gguf_reader import read_gguf
     from tui.core.tune.space import SpaceError, space_for_model
-    from tui.core.tune.model import ModelError, tune_model
     from tui.core.tune.run import TuneRequest
     from tui.core.lab.launcher import stand_ins_problem
-    from tui.core.tune.workload_spec import placeholder
+    from tui.core.tune.workload import placeholder
 
     if stand_ins and (why := stand_ins_problem(gpus, devices)):
         raise UsageError(why)
@@ -145,7 +185,7 @@ def build_request(base: Settings, spec: WorkloadSpec, floors: Floors, values: di
         model = tune_model(base, where=where, progress=progress)
         meta = read_gguf(str(model.path))
         space = space_for_model(base, meta, placeholder(spec), floors=floors, values=values or None)
-    except (ModelError, GGUFError, SpaceError, OSError) as e:
+    except (GGUFError, SpaceError, OSError) as e:
         raise UsageError(str(e)) from None
     req = TuneRequest(base, spec, Path(server_bin or ""), floors, values, gpus, budget_s, ab_passes, fresh,
                       ready_timeout, model=model, stand_ins=stand_ins, meta=meta)

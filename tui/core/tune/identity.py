@@ -20,13 +20,11 @@ from typing import Any
 
 from tui.core.config.jsonshape import check, fields
 from tui.core.lab.journal import Journal
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_json
 from tui.core.sweep.definition import settings_key
-from tui.core.options.settings import settings_json
 from tui.core.tune.space import Floors
-from tui.core.tune.workload_spec import WorkloadSpec
-from tui.core.lab.verdict import PassSample
-from tui.core.tune.workload import Workload
+from tui.core.tune.workload import Workload, WorkloadSpec
+from tui.core.lab.ranking import PassSample
 
 
 def model_identity(path: str | None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """What a tune answers: the best configuration, the best with MTP off beside it, the ones within the
-noise of the best, and the evidence (every record), with one paragraph that says it.
+noise of the best, and the evidence (every record), with one paragraph that says it; and its report.
 
 Kept apart from the loop so a report (CLI, TUI, `--json`) and a resume rebuild it from records
 alone: `build_result(records, ...)` is pure. "Best" and "within the noise" are `lab.ranking`'s.
@@ -7,6 +7,14 @@ alone: `build_result(records, ...)` is pure. "Best" and "within the noise" are `
 MTP on against off: when the tune ran its final interleaved A/B, the answer reports that verdict
 (stronger evidence: both sides measured in turn on one machine state) instead of the trials' own
 on/off comparison, so the message, `mtp_vs_off` and the A/B can never disagree.
+
+The Markdown report (`render_report`): the answer, the best and the best MTP-off side by side with
+their spread, the interleaved A/B verdict, the break-even output length, and every trial; pure as well,
+from the result and a few facts about the run (`ReportFacts`), so a resumed tune, the CLI and a test
+render the same report. A trial's settings are the values it was given on the searched axes (plus the
+fit-target it found): everything else is the fixed flags, listed once. Its PP-vs-TG plot is plain
+characters in a fenced block, so it reads the same in a terminal, a pull request and a Markdown
+viewer, and needs no image file beside it (the TUI draws the same points as a widget).
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
 from tui.core.lab import ranking
-from tui.core.lab.candidate import values_label
+from tui.core.lab.candidate import value_text, values_label
+from tui.core.lab.ranking import MtpVerdict
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
-from tui.core.lab.verdict import MtpVerdict
+from tui.core.probes.breakeven import BreakEven, break_even
+from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
 from tui.core.tune.workload import Workload
 
 
@@ -123,3 +132,228 @@ def _mtp_sentence(vs: dict[str, Any], ab: MtpVerdict | None) -> str:
     else:
         said = ("MTP wins" if label == ranking.BETTER else "MTP loses") + f", {fmt_rel(vs['rel_change'])} time."
     return f"MTP on against off{src}: {said}"
+
+
+WIDTH, HEIGHT = 56, 14
+#: What each mark means, in the order a cell keeps the most important one.
+MARKS = (("B", "the best"), ("*", "on the PP-vs-TG front"), ("o", "MTP on"), ("x", "MTP off"))
+
+
+def _rank(mark: str) -> int:
+    return [m for m, _ in MARKS].index(mark)
+
+
+def pp_tg_plot(records: Sequence[Trial], front: Sequence[Trial], best: Trial | None) -> list[str]:
+    """The lines of a text scatter (TG up, PP across), or [] with fewer than two measured trials."""
+    pts = [(r, r.median("pp_tps"), r.median("tg_tps")) for r in records if r.measured]
+    pts = [(r, float(p), float(t)) for r, p, t in pts if p is not None and t is not None]
+    if len(pts) < 2:
+        return []
+    p_lo, p_hi = min(p for _, p, _ in pts), max(p for _, p, _ in pts)
+    t_lo, t_hi = min(t for _, _, t in pts), max(t for _, _, t in pts)
+    p_span, t_span = (p_hi - p_lo) or 1.0, (t_hi - t_lo) or 1.0
+    grid = [[" "] * WIDTH for _ in range(HEIGHT)]
+    on_front = {r.number for r in front}
+    for r, p, t in pts:
+        x = round((p - p_lo) / p_span * (WIDTH - 1))
+        y = HEIGHT - 1 - round((t - t_lo) / t_span * (HEIGHT - 1))
+        mark = "B" if best is not None and r.number == best.number else "*" if r.number in on_front else \
+            "o" if r.mtp else "x"
+        if grid[y][x] == " " or _rank(mark) < _rank(grid[y][x]):
+            grid[y][x] = mark
+    label_w = max(len(f"{t_hi:.0f}"), len(f"{t_lo:.0f}"))
+    out = [f"TG t/s (generation), {len(pts)} measured trials"]
+    for i, row in enumerate(grid):
+        label = f"{t_hi:.0f}" if i == 0 else f"{t_lo:.0f}" if i == HEIGHT - 1 else ""
+        out.append(f"{label:>{label_w}} |" + "".join(row).rstrip())
+    out.append(" " * label_w + " +" + "-" * WIDTH)
+    lo, hi = f"{p_lo:.0f}", f"{p_hi:.0f}"
+    out.append(" " * (label_w + 2) + lo + " " * max(1, WIDTH - len(lo) - len(hi)) + hi)
+    out.append(" " * (label_w + 2) + "PP t/s (prompt processing)")
+    out.append("  ".join(f"{m} {what}" for m, what in MARKS))
+    return out
+
+
+SHORT = {"draft-n-max": "n-max", "ubatch": "ub", "batch": "b", "draft-kv": "dkv", "flash-attn": "fa",
+         "n-cpu-moe": "ncmoe", "threads": "t"}
+
+
+@dataclass
+class ReportFacts:
+    """What the report says about the run besides its records."""
+
+    model: str
+    workload: Workload
+    hardware: str = ""
+    fixed: str = ""  # the fixed llama-server flags, as an argv line
+    axes: Sequence[tuple[str, Sequence[Any]]] = ()  # the searched axes and their values
+    ctx: int | None = None
+    tune_id: str = ""
+    ab: MtpVerdict | None = None
+    ab_note: str = ""
+    launches: int | None = None  # this run: sizing, trials and the A/B (the result counts the search's only)
+    launches_total: int | None = None
+    notes: Sequence[str] = field(default_factory=list)
+    hygiene_checked: bool = False
+
+
+def settings_text(r: Trial) -> str:
+    """The searched values of a trial (`ub=512 dkv=q4_0`), MTP apart, and its fit-target."""
+    parts = [f"{SHORT.get(k, k)}={value_text(v)}" for k, v in r.values.items() if k != "mtp"]
+    if r.fit_target is not None:
+        parts.append(f"fitt={r.fit_target}")
+    return " ".join(parts) or "-"
+
+
+def _spread(s: Summary | None) -> str:
+    return "-" if s is None or s.n < 2 else f"{s.spread:.1%}"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _plan(r: Trial) -> str:
+    """`ok (exact) 3 MiB`: the verdict, whose figures (llama.cpp's dry run or the estimate), device need."""
+    if not r.plan:
+        return "-"
+    src = "exact" if str(r.plan.get("message") or "").startswith("exact") else "estimate"
+    vram = f" {r.vram_mib:.0f} MiB" if r.vram_mib is not None else ""
+    return f"{r.plan.get('risk')} ({src}){vram}"
+
+
+def _acc(r: Trial) -> str:
+    s = r.samples.summary("acceptance") if r.samples else None
+    return "-" if s is None else f"{s.median:.2f}"
+
+
+def trial_table(records: Sequence[Trial], marks: dict[int, str] | None = None) -> list[str]:
+    """Every trial: settings, plan verdict, status, PP, TG, acceptance, time per request, why."""
+    marks = marks or {}
+    out = ["| # | MTP | settings (besides the fixed flags) | stage | plan | status | PP t/s | TG t/s | accept | "
+           "s/request | launches | why |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        s = r.samples
+        pp = s.summary("pp_tps") if s else None
+        tg = s.summary("tg_tps") if s else None
+        status = r.status + (f" ({r.failure})" if r.failure else "") + (" (saved)" if r.resumed else "")
+        mark = marks.get(r.number, "")
+        out.append("| " + " | ".join(_cell(c) for c in (
+            f"{r.number}{' ' + mark if mark else ''}", value_text(r.mtp), settings_text(r), r.stage, _plan(r), status,
+            fmt_summary(pp), fmt_summary(tg), _acc(r), fmt_seconds(r.e2e()), r.launches, r.reason or "")) + " |")
+    return out
+
+
+def side_by_side(result: TuneResult) -> list[str]:
+    """The best and the best MTP-off (and the best MTP-on when it is neither) with their spread."""
+    rows: list[tuple[str, Trial]] = []
+    if result.best is not None:
+        rows.append(("best", result.best))
+    if result.best_mtp_off is not None and result.best_mtp_off is not result.best:
+        rows.append(("best MTP off", result.best_mtp_off))
+    if result.best_mtp_on is not None and result.best_mtp_on is not result.best:
+        rows.append(("best MTP on", result.best_mtp_on))
+    if not rows:
+        return ["Nothing was measured."]
+    out = ["| | # | MTP | settings | s/request | spread | PP t/s | TG t/s | accept | planned VRAM |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        s = r.samples
+        vram = f"{r.vram_mib:.0f} MiB" if r.vram_mib is not None else "-"
+        out.append("| " + " | ".join(_cell(c) for c in (
+            name, r.number, value_text(r.mtp), settings_text(r), fmt_seconds(r.e2e()), _spread(r.e2e()),
+            fmt_summary(s.summary("pp_tps") if s else None), fmt_summary(s.summary("tg_tps") if s else None), _acc(r), vram)) + " |")
+    return out
+
+
+def tune_break_even(result: TuneResult, workload: Workload, ab: MtpVerdict | None) -> BreakEven | None:
+    """From the A/B when it ran (interleaved: the better evidence), else from the tune's medians."""
+    if ab is not None:
+        return ab.break_even
+    on, off = result.best_mtp_on, result.best_mtp_off
+    if on is None or off is None:
+        return None
+    return break_even(round(workload.in_tokens), off.median("pp_tps"), off.median("tg_tps"), on.median("pp_tps"),
+                      on.median("tg_tps"))
+
+
+def render_report(result: TuneResult, facts: ReportFacts) -> str:
+    w = facts.workload
+    lines = [f"# mtp-tune tune: {facts.model}", ""]
+    head = [f"Workload: **{w.label}** ({w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request on "
+            f"average, the longest {w.longest})"]
+    if facts.ctx is not None:
+        head.append(f"context {facts.ctx or 'the training context'}")
+    if facts.hardware:
+        head.append(f"hardware: {facts.hardware}")
+    lines += ["; ".join(head) + ".", ""]
+    if facts.fixed:
+        lines += [f"Fixed flags: `{facts.fixed}`", ""]
+    searched = [(n, vals) for n, vals in facts.axes if len(vals) > 1]
+    kept = [(n, vals[0]) for n, vals in facts.axes if len(vals) == 1]
+    if searched:
+        lines += ["Searched: " + "; ".join(f"{n} {', '.join(value_text(v) for v in vals)}" for n, vals in searched) + ".", ""]
+    if kept:
+        lines += ["Kept at one value: " + "; ".join(f"{n} {value_text(v)}" for n, v in kept) + ".", ""]
+    total = f" ({facts.launches_total} over every run of this tune)" if facts.launches_total is not None else ""
+    run = facts.launches if facts.launches is not None else result.launches
+    lines += [f"Stopped: **{result.stopped}** after {run} launches this run{total}, {result.launches} of them for "
+              f"the search, "
+              f"{len(result.records)} candidates considered of {result.grid_size} in the grid, "
+              f"{result.elapsed_s:.0f} s." + (f" Tune id `{facts.tune_id}`." if facts.tune_id else ""), ""]
+    lines += ["## Answer", "", result.message, ""]
+    lines += side_by_side(result) + [""]
+    lines += ["## MTP on against off", ""]
+    if facts.ab is not None:
+        lines += [f"Interleaved A/B, {facts.ab_note}: **{facts.ab.label}**. {facts.ab.answer}", ""]
+    elif facts.ab_note:
+        lines += [facts.ab_note[:1].upper() + facts.ab_note[1:], ""]
+    be = tune_break_even(result, w, facts.ab)
+    if be is not None:
+        src = "the A/B" if facts.ab is not None else "the tune's medians"
+        lines += [f"Break-even output length (from {src}): {be.text()}", ""]
+    if result.pareto:
+        lines += ["PP-vs-TG front (no other trial is faster at both): "
+                  + ", ".join(f"#{r.number}" for r in result.pareto) + ".", ""]
+    plot = pp_tg_plot(result.records, result.pareto, result.best)
+    if plot:
+        lines += ["```text", *plot, "```", ""]
+    marks: dict[int, str] = {r.number: "~" for r in result.same_as_best}
+    for name, r in (("off", result.best_mtp_off), ("on", result.best_mtp_on)):
+        if r is not None:
+            marks[r.number] = f"best {name}"
+    if result.best is not None:
+        marks[result.best.number] = "**best**"
+    lines += ["## Trials", ""] + trial_table(result.records, marks) + [""]
+    dirty = [r for r in result.records if r.warnings]
+    lines += ["## Machine hygiene", ""]
+    if dirty:
+        lines += ["Checked before every launch; these trials' numbers may be low or noisy:", ""]
+        lines += [f"- #{r.number}: {w}" for r in dirty for w in r.warnings] + [""]
+    else:
+        lines += ["Checked before every launch where NVML sees the GPUs (other processes on them, throttled "
+                  "clocks): nothing found." if facts.hygiene_checked else
+                  "Not checked: no GPU NVML can see runs the candidates (simulated GPUs, RPC devices or the CPU).", ""]
+    if facts.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in facts.notes] + [""]
+    return "\n".join(lines)
+
+
+def facts_from(outcome: Any, base: Any) -> ReportFacts:
+    """The report's facts from a `run.TuneOutcome` and the fixed `Settings`."""
+    from pathlib import Path
+
+    from tui.core.options.argv import command_line, settings_to_argv
+
+    sp = outcome.space
+    axes: list[tuple[str, Sequence[Any]]] = [("mtp", sp.branches)] if len(sp.branches) > 1 else []
+    axes += [(a.name, a.values) for a in sp.axes]
+    fixed = command_line([a for a in settings_to_argv(base, redact=True)])
+    notes = list(outcome.notes)
+    if not outcome.fit_searched:
+        notes.append("No --fit-target was searched: " + ("it is a fixed flag." if sp.fit_fixed else
+                                                         "the candidates do not run on a real GPU or RPC device."))
+    model = f"-hf {base.hf_repo}" if base.hf_repo else Path(str(base.model or "")).name
+    return ReportFacts(model, outcome.workload, outcome.hardware, fixed, axes, sp.ctx,
+                       outcome.tune_id, outcome.ab, outcome.ab_note, outcome.launches, outcome.launches_total, notes,
+                       outcome.hygiene_checked)

@@ -1,20 +1,18 @@
-"""`mtp-tune tune` on the real machine: the tuner's injected callables made of the existing pieces.
+"""`mtp-tune tune` on the real machine: the search (`search.Tuner`) over a `machine.Machine` made of the
+lab's pieces, with what only a real run has around it.
 
-* launches: the lab's launcher (`lab.launcher.open_launcher`: ready, then a first decode of the
-  workload's longest prompt), one supervisor for the whole tune, so every child is stopped on exit,
-  Ctrl-C or SIGTERM; trials are kept in the tune's state and the results store, never in the
-  user's launch history. With `--stand-ins` the same launcher sends every launch to capped stand-ins;
-* measure: the probe runner over the workload (`tune_workload`), one stored run per call, its
-  complete passes as the tuner's per-pass samples;
-* plan: `lab.planning.plan_check(exact=True)`: llama.cpp's own dry run for every candidate that
-  gets this far (simulated GPUs played by loopback stand-ins), the estimate where it cannot run;
-* fit-target: `searches.smallest_fit_target`, only where `--fit` has real device memory to act on
-  (GPUs NVML sees, or `--rpc` servers). Simulated GPUs (`--gpus`) are planned against, but the
-  candidates run on this machine's CPU backend, which never runs out of device memory, so a
-  search there would only walk down to 0 MiB and prove nothing: none is run;
+* launches: one `lab.launcher.SupervisorLauncher` for the whole tune (ready, then a first decode of
+  the workload's longest prompt), so every child is stopped on exit, Ctrl-C or SIGTERM; with
+  `--stand-ins` it sends every launch to capped stand-ins;
+* the workload: a suite is sized by the model's tokenizer on one light launch (`workload.count_suite`),
+  a shape's prompt cut by it, both kept in the journal;
+* fit-target: searched only where `--fit` has real device memory to act on (GPUs NVML sees, `--rpc`
+  servers, stand-ins). Simulated GPUs without stand-ins are planned against, but the candidates run
+  on this machine's CPU backend, which never runs out of device memory, so a search there would only
+  walk down to 0 MiB and prove nothing;
 * resume: the tune's journal (`lab.journal`, kind "tune") saved after every trial;
-* the answer's last step: `ab.run_ab` between the best MTP-on and the best MTP-off configuration,
-  interleaved, kept in the state too.
+* the answer's last step: `lab.ab.run_ab` between the best MTP-on and the best MTP-off configuration,
+  interleaved, kept in the journal too.
 
 `TuneRun.run()` blocks; `stop()` from any thread ends it between steps (a launch within 0.2 s, a
 probe within its 50 ms poll), with every finished record kept.
@@ -24,40 +22,44 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, open_launcher,
+from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, equipped,
                                    stand_in_note, stand_ins_problem)
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_from_json
 from tui.core.planning.gguf_meta import GGUFMeta
-from tui.core.options.settings import settings_from_json
 from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
-from tui.core.lab.events import EventFn, LabEvent
+from tui.core.lab.events import EventFn, LabError, LabEvent, Progress
 from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
-from tui.core.lab.measure import default_prober
-from tui.core.tune.measure import Measure
-from tui.core.tune.hygiene import gpu_hygiene
-from tui.core.tune.model import TuneModel
-from tui.core.tune.workload_spec import WorkloadError, WorkloadSpec, count_suite, sizing_settings
+from tui.core.lab.runner import default_prober
+from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
+from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tune.search import TuneOptions, Tuner
-from tui.core.tune.trial import Machine
-from tui.core.lab.verdict import MtpVerdict
-from tui.core.tune.workload import Workload
+from tui.core.lab.ranking import MtpVerdict
 
 
 T = TypeVar("T")
 
 
-class TuneError(RuntimeError):
-    """The tune cannot start or go on (a flag, the sizing launch, the state file); one paragraph."""
+@dataclass(frozen=True)
+class TuneModel:
+    """`path`: the GGUF to read the header of; `remote`: it is a remote model's header copy, which the
+    planner is pointed at in the launches' place (`header`); `notes` for the report."""
+
+    path: Path
+    remote: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def header(self) -> Path | None:
+        return self.path if self.remote else None
 
 
 @dataclass
@@ -108,28 +110,9 @@ class TuneOutcome:
 
 
 def launch_settings(space: Space, rec: Trial) -> Settings:
-    c = space.point({k: v for k, v in rec.values.items() if k != "mtp"}, rec.mtp)
-    s = c.settings if c.key == rec.key else settings_from_json(rec.settings)
+    c = space.of(rec)
+    s = c.settings if c is not None else settings_from_json(rec.settings)
     return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
-
-
-def _planner(req: TuneRequest) -> Any:
-    """Exact mode for every candidate; a remote model's candidates planned on its header copy."""
-    from tui.core.remote.source import local_settings
-    from tui.core.lab.planning import plan_check
-
-    read = {} if req.meta is None else {str(req.header_path()): req.meta, str(req.base.model): req.meta}
-    check = plan_check(req.gpus, exact=True, server_bin=req.server_bin, headers=read)
-    header = req.model.header if req.model is not None else None
-    if header is None:
-        return check
-    return lambda settings: check(local_settings(settings, header))
-
-
-def real_offload(devices: Any, gpus: str | None) -> bool:
-    """True when `--fit` has real device memory to act on: RPC servers, or GPUs NVML sees."""
-    devs = list(getattr(devices, "devices", ()))
-    return any(d.remote for d in devs) or (gpus is None and any(not d.remote for d in devs))
 
 
 def expected_trials(space: Space) -> int:
@@ -152,7 +135,7 @@ class TuneRun:
         self.tune_id = tune_id(self.definition)
         self.cancel = threading.Event()
         self.launches = 0
-        self._t0 = time.monotonic()
+        self._prog = Progress(0, on_event)
         self._tuner: Tuner | None = None
         #: What proposes the candidates: the search; `tuner.GridReference` for a bench's reference.
         self.strategy: type[Tuner] = Tuner
@@ -163,36 +146,24 @@ class TuneRun:
         self.cancel.set()
 
     def emit(self, kind: str, message: str, **kw: Any) -> None:
-        if self.on_event is not None:
-            try:
-                self.on_event(LabEvent(kind, self._done(), 0, round(time.monotonic() - self._t0, 3), kw.pop("eta_s", None),
-                                        message, **kw))
-            except Exception:  # noqa: BLE001 - a broken progress printer must not stop the tune
-                pass
-
-    def _done(self) -> float:
-        return float(len(self._tuner.records)) if self._tuner is not None else 0.0
+        """A `LabEvent` to `on_event` (which a caller may set after making the run): trials done so far."""
+        self._prog.on_event = self.on_event
+        self._prog.done = len(self._tuner.records) if self._tuner is not None else 0
+        self._prog.emit(kind, message, **kw)
 
     def run(self) -> TuneOutcome:
-        lock = JournalLock("tune", self.tune_id, self.req.state_root)
-        try:
-            lock.acquire()  # before reading: another process may be writing the journal
+        """Run (or resume) the tune to its answer, its budget or a stop (LabError when it cannot)."""
+        with JournalLock("tune", self.tune_id, self.req.state_root):  # before reading: another process may write it
             st = open_journal("tune", self.tune_id, self.definition, self.req.state_root, fresh=self.req.fresh,
                               check_more=check_section)
-        except JournalError as e:
-            lock.release()  # a no-op when it was not acquired
-            raise TuneError(str(e)) from None
-        try:
-            with contextlib.ExitStack() as stack:
-                stand_ins = self._stand_ins(stack)
-                launcher = open_launcher(self.req.server_bin, stand_ins=stand_ins, ready_timeout=self.req.ready_timeout)
-                stack.callback(launcher.close)
-                return self._run(st, launcher)
-        finally:
             try:
-                st.save()
+                with contextlib.ExitStack() as stack:
+                    stand_ins = self._stand_ins(stack)
+                    launcher, self.store = stack.enter_context(equipped(
+                        None, self.req.server_bin, self.store, stand_ins=stand_ins, ready_timeout=self.req.ready_timeout))
+                    return self._run(st, launcher)
             finally:
-                lock.release()
+                st.save()
 
     def _stand_ins(self, stack: contextlib.ExitStack) -> Any:
         """The capped stand-ins a `--stand-ins` tune launches on, started and stopped with `stack`
@@ -204,16 +175,16 @@ class TuneRun:
 
         why = stand_ins_problem(self.req.gpus, self.devices)
         if why:
-            raise TuneError(why)
+            raise LabError(why)
         simulated = [d for d in self.devices.devices if not d.remote]
         rpc_bin = rpc_server_for(Path(self.req.server_bin))
         if rpc_bin is None:
-            raise TuneError(f"--stand-ins needs ggml-rpc-server beside {self.req.server_bin} (mtp-tune doctor --build).")
+            raise LabError(f"--stand-ins needs ggml-rpc-server beside {self.req.server_bin} (mtp-tune doctor --build).")
         try:
             self.emit("stand-ins", f"starting {len(simulated)} capped stand-in(s) for {self.req.gpus}")
             return stack.enter_context(StandIns(rpc_bin, simulated, capped=True))
         except (StandInError, RuntimeError, OSError) as e:
-            raise TuneError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
+            raise LabError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
 
     # ------------------------------------------------------------------ steps
 
@@ -228,13 +199,13 @@ class TuneRun:
         out = launcher.launch(sizing_settings(self.req.base), self.cancel)
         try:
             if out.cancelled:
-                raise TuneError("cancelled while sizing the workload; nothing was tuned yet.")
+                raise LabError("cancelled while sizing the workload; nothing was tuned yet.")
             if not out.ok:
-                raise TuneError(f"the sizing launch (the model alone, no MTP, nothing offloaded) failed: {out.reason}")
+                raise LabError(f"the sizing launch (the model alone, no MTP, nothing offloaded) failed: {out.reason}")
             try:
                 return fn(out.url or "")
             except WorkloadError as e:
-                raise TuneError(f"the workload could not be sized: {e}") from None
+                raise LabError(f"the workload could not be sized: {e}") from None
         finally:
             launcher.stop()
 
@@ -265,7 +236,7 @@ class TuneRun:
             meta = req.meta if req.meta is not None else read_gguf(str(req.header_path()))
             space = space_for_model(req.base, meta, workload, floors=req.floors, values=req.values or None)
         except (SpaceError, ValueError, OSError) as e:
-            raise TuneError(str(e)) from None
+            raise LabError(str(e)) from None
         self._space = space
         fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
         notes = [*space.notes, *(req.model.notes if req.model else ())]
@@ -281,7 +252,7 @@ class TuneRun:
             self._sizing(st, launcher, "cutting the workload's prompt with the model's tokenizer",
                          lambda url: measure.suite(url, req.base.api_key))
         hygiene = gpu_hygiene(self.devices, req.gpus)
-        machine = Machine(launcher, measure, _planner(req),
+        machine = Machine(launcher, measure, planner(req),
                           (lambda s, la, ev: smallest_fit_target(s, launcher=la, cancel=ev)) if fit else None,
                           on_launch=lambda s: self._launched(st, _brief(s)), hygiene=hygiene)
         previous = list(st.trials.values())
@@ -296,14 +267,14 @@ class TuneRun:
             if hygiene is not None:
                 hygiene.close()
         if self._error is not None:
-            raise TuneError(str(self._error))
+            raise LabError(str(self._error))
         ab, ab_note = self._ab(st, launcher, space, workload, result, measure)
         if ab is not None:  # the A/B is the stronger evidence on MTP on against off: the answer says it
             result = build_result(result.records, self.req.options.rungs, result.launches, result.grid_size, result.stopped,
                                   result.elapsed_s, workload, ab)
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.launches,
-                           time.monotonic() - self._t0, str(self.devices.source), fit, st.path, notes,
+                           self._prog.elapsed(), str(self.devices.source), fit, st.path, notes,
                            hygiene_checked=hygiene is not None)
 
     def _on_trial(self, st: Journal, ev: LabEvent) -> None:
@@ -345,7 +316,7 @@ class TuneRun:
             return None
         left = max(0, expected_trials(self._space) - len(recs)) * spent / len(new)
         if self.req.budget_s is not None:
-            left = min(left, max(0.0, self.req.budget_s - (time.monotonic() - self._t0)))
+            left = min(left, max(0.0, self.req.budget_s - (self._prog.elapsed())))
         return round(left, 1)
 
     def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,

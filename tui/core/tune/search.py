@@ -17,16 +17,11 @@ cost. So the tune
    two sides with a leader each, so the MTP-off best is known beside the overall best; the side
    that leads after the two starting points is walked first and seeds the other with its values.
 
-Every candidate that gets past the pruning is one trial of the lab's one loop (`lab.runner.Lab`;
-the tune's hooks are in `tune_trial`): planned, budgeted, launched through the lab's launcher,
-raced, recorded. The strategy here only proposes candidates and reads their records.
-
-A failed launch is classified (`lab.failures`) and never retried blindly: an out-of-memory
-failure kills its memory key and everything at or above it; on a GPU one right after a fit search
-steps the fit-target to the safe side (`lab.recovery`: the bound did not hold), which is a
-different allocation, a few steps at most.
-The budget is checked before each candidate (`lab.pace.Pace`): the result is the best so far.
-`GridReference` runs every candidate through the same trials to the last rung: the reference.
+Every candidate that gets past the pruning is one trial of the lab's one loop with the tune's hooks
+(`trial.CandidateTrial`); the strategy here only proposes candidates and reads their records. An
+out-of-memory failure kills its memory key and everything at or above it; the budget is checked
+before each candidate, so the result is the best so far. `GridReference` runs every candidate
+through the same trials to the last rung: the reference.
 """
 
 from __future__ import annotations
@@ -37,20 +32,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from tui.core.lab import ranking
-from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate
+from tui.core.lab.candidate import Axis, Candidate
 from tui.core.lab.events import EventFn, Progress, new_cancel
 from tui.core.lab.knob import FIT_STEP_MIB
 from tui.core.lab.runner import Lab
 from tui.core.lab.trial import Trial
 from tui.core.options.settings import settings_json
-from tui.core.tune.memory import MemoryBook
 from tui.core.tune.space import Space
 from tui.core.tune.result import TuneResult, build_result
-from tui.core.tune.trial import CandidateTrial, Machine, TuneLab
+from tui.core.tune.machine import Machine
+from tui.core.tune.trial import CandidateTrial, MemoryBook, TuneLab
 from tui.core.tune.workload import Workload
-
-__all__ = ["GridReference", "Machine", "PLATEAU_STEPS", "TuneOptions", "TuneResult", "Tuner", "tune"]
 
 #: Tied steps in a row an ordered axis' walk steps over before it gives up on a direction.
 PLATEAU_STEPS = 1
@@ -102,7 +94,7 @@ class Tuner:
         self._shared = TuneLab(self.lab, m, self.workload, self._mem, self.options.rungs,
                                m.fit_search is not None and not self.space.fit_fixed)
         for r in self._known.values():
-            self._mem.learn(self._candidate(r), r)
+            self._mem.learn(self.space.of(r), r)
 
     # ------------------------------------------------------------------ public
 
@@ -216,7 +208,7 @@ class Tuner:
 
     def _evaluate(self, c: Candidate, stage: str) -> Trial:
         """`c`'s record: known already, pruned without a launch (invalid, dominated), or a trial of
-        the lab's loop (`tune_trial.CandidateTrial`: plan, budget, fit-target, launch, race)."""
+        the lab's loop (`trial.CandidateTrial`: plan, budget, fit-target, launch, race)."""
         hit = self._by_key.get(c.key)
         if hit is not None:
             return hit
@@ -243,11 +235,6 @@ class Tuner:
         self._prog.emit("trial", f"#{rec.number} {c.label}: {rec.status}" + (f" ({rec.reason})" if rec.reason else ""),
                         trial=rec)
         return rec
-
-    def _candidate(self, r: Trial) -> Candidate | None:
-        vals = {k: v for k, v in r.values.items() if k != "mtp"}
-        c = self.space.point(vals, bool(r.values.get("mtp", r.mtp)))
-        return c if c.key == r.key else None
 
     def _leader(self, mtp: bool) -> Trial | None:
         return ranking.leader([r for r in self.records if r.mtp == mtp], self.options.rungs)

@@ -30,8 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from tui.core.lab.axis import Axis
-from tui.core.lab.candidate import Candidate, values_label
+from tui.core.lab.candidate import Axis, Candidate, values_label
+from tui.core.lab.trial import Trial
 from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
@@ -161,6 +161,11 @@ class Space:
         return Candidate(eff, lkey, lkey, values_label(values), values, invalid=invalid, memory_key=memory_key(eff),
                          memory_base=memory_key(replace(eff, **blank)), memory_ranks=ranks)
 
+    def of(self, rec: Trial) -> Candidate | None:
+        """The candidate a record was made of, or None when this space no longer makes it."""
+        c = self.point({k: v for k, v in rec.values.items() if k != "mtp"}, bool(rec.values.get("mtp", rec.mtp)))
+        return c if c.key == rec.key else None
+
     def grid(self, *, valid_only: bool = True) -> list[Candidate]:
         """Every candidate once per launch key, MTP off first, in axis order (first axis slowest)."""
         out: list[Candidate] = []
@@ -244,8 +249,8 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
         if not free or not v or (mtp_only and True not in branches):
             return
         start = v[0]
-        axes.append(Axis(name, free, tuple(sorted(v, key=_sort_key)) if ordered else v, start=start, ordered=ordered,
-                         mtp_only=mtp_only))
+        axes.append(Axis(name, free, tuple(sorted(v, key=lambda x: float(x or 0))) if ordered else v, start=start,
+                         ordered=ordered, mtp_only=mtp_only))
 
     add("draft-n-max", ("spec_draft_n_max",), True, mtp_only=True)
     add("ubatch", ("ubatch_size",), True)
@@ -261,10 +266,6 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
         add("threads", ("threads",), False, pool=tuple(vals.get("threads") or threads))
     fit_fixed = "fit_target" in given or fixed.fit is False
     return Space(fixed, tuple(axes), branches, ctx, floors, notes, fit_fixed)
-
-
-def _sort_key(v: Any) -> float:
-    return float(v or 0)
 
 
 def space_for_model(fixed: Settings, meta: Any, workload: Workload, **kw: Any) -> Space:

@@ -1,12 +1,11 @@
-"""One candidate of the tune on the lab's one trial loop (`lab.runner.Lab.trial`): the tune's `Step`,
-and the `Machine` it drives (injected callables: the real tune passes the lab's launcher, a probe
-run, exact-mode planning and `lab.knobs.smallest_fit_target`; the tests pass a fake machine).
+"""One candidate of the tune on the lab's one trial loop (`lab.runner.Lab.trial`): the tune's `Step`
+over the `machine.Machine` it drives, and what the tune's launches taught about memory (`MemoryBook`).
 
 What is the tune's own in a trial, as the loop's hooks:
 
 * `prepare` (before the launch, no server of ours running): the machine's hygiene, then on a GPU
   the smallest fit-target of the candidate's memory key: remembered, or searched once per key
-  (`searches.smallest_fit_target`, seeded with the nearest known answer) through the lab's launcher,
+  (`lab.knobs.smallest_fit_target`, seeded with the nearest known answer) through the lab's launcher,
   so its launches count and pace like any other. No fit-target that works fails the candidate
   without a launch;
 * `safer` (a memory failure at that fit-target, at launch or in the probe before any pass: the bound
@@ -21,53 +20,80 @@ What is the tune's own in a trial, as the loop's hooks:
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tui.core.lab import ranking
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.failures import FailureClass, failure_class, probe_failure_class, search_failure_class
-from tui.core.lab.knobs import SearchResult
-from tui.core.lab.launcher import LaunchOutcome, Launcher
-from tui.core.lab.planning import PlanCheck
+from tui.core.lab.launcher import LaunchOutcome
 from tui.core.lab.recovery import RELAUNCH_TRIES
 from tui.core.lab.runner import Attempt, Lab, Launched, Step
 from tui.core.lab.trial import Samples, Trial
 from tui.core.options.settings import Settings, settings_json
-from tui.core.tune.memory import WHERE, MemoryBook
+from tui.core.tune.machine import Machine
+from tui.core.tune.space import needs_at_least
 from tui.core.tune.workload import Workload
 
 
-#: (the running launch, the workload, passes) -> that many passes of per-pass figures.
-MeasureFn = Callable[[LaunchOutcome, Workload, int], Samples]
-#: (settings, the launcher to launch through, cancel) -> the smallest fit-target that survives a first
-#: decode: `lambda s, la, ev: searches.smallest_fit_target(s, launcher=la, cancel=ev)`.
-FitSearch = Callable[[Settings, Launcher, threading.Event], SearchResult]
+WHERE = {"oom_load": "ran out of memory at load", "oom_decode": "ran out of memory at the first decode"}
 
 
-@dataclass
-class Machine:
-    """`launcher` launches (`lab.launcher.Launcher`); `measure` probes the running server; `plan` is
-    a `lab.planning.PlanCheck`; `fit_search` is None without a GPU (nothing for --fit to do);
-    `clock` is what the budget reads (a fake machine passes its own)."""
+class MemoryBook:
+    """What a tune's launches taught about memory, so no allocation is tried twice: per memory key
+    (`space.memory_key`) the smallest fit-target that survived a first decode (or that none did),
+    and the footprints that ran out of memory. A new memory key's fit-target search starts from the
+    answer of the nearest known key (fewest memory axes apart): from a working value the search needs
+    two launches to confirm the bound, against a gallop down from 1024 MiB."""
 
-    launcher: Launcher
-    measure: MeasureFn
-    plan: PlanCheck | None = None
-    fit_search: FitSearch | None = None
-    clock: Callable[[], float] = time.monotonic
-    on_launch: Callable[[Settings], None] | None = None  # told of each launch before it starts (progress)
-    #: the machine's hygiene before a candidate's launch (no server of ours runs then): one sentence per
-    #: problem that would make its numbers lie (another process on the GPU, throttled clocks).
-    hygiene: Callable[[], list[str]] | None = None
+    def __init__(self) -> None:
+        self.fit: dict[str, int | None] = {}  # memory key -> smallest fit-target (None: none works)
+        self._owner: dict[str, Candidate] = {}
+        self._dead: dict[str, Trial] = {}  # memory key -> the record that ran out of memory
+        self._ooms: list[tuple[Candidate, Trial]] = []
+
+    def remember_fit(self, c: Candidate, value: int | None) -> None:
+        self.fit[c.memory_key] = value
+        self._owner.setdefault(c.memory_key, c)
+
+    def seed(self, c: Candidate) -> int | None:
+        """The fit-target of the nearest known memory key, or None when none is known."""
+        known = [(o, v) for k, v in self.fit.items() if v is not None and (o := self._owner.get(k)) is not None]
+        if not known:
+            return None
+        mine = dict(c.memory_ranks)
+
+        def distance(o: Candidate) -> tuple[bool, int, int]:
+            theirs = dict(o.memory_ranks)
+            apart = sum(1 for n in {*mine, *theirs} if mine.get(n) != theirs.get(n))
+            return (o.memory_base != c.memory_base, apart, abs(o.ubatch - c.ubatch))
+
+        return min(known, key=lambda ov: distance(ov[0]))[1]
+
+    def pruned(self, c: Candidate) -> str | None:
+        """Why `c` cannot fit, from earlier failures: the same memory key, or at least its footprint."""
+        dead = self._dead.get(c.memory_key)
+        if dead is not None:
+            return f"the same memory settings as #{dead.number}, which {WHERE[dead.failure or 'oom_load']}"
+        for fc, fr in self._ooms:
+            if needs_at_least(c, fc):
+                return f"needs at least the memory of #{fr.number} ({fc.label}), which {WHERE[fr.failure or 'oom_load']}"
+        return None
+
+    def learn(self, c: Candidate | None, r: Trial) -> None:
+        """A fit-target that works, or a footprint that does not."""
+        if c is None:
+            return
+        if r.measured and r.fit_target is not None and c.memory_key not in self.fit:
+            self.remember_fit(c, r.fit_target)
+        if r.status == "failed" and r.failure in WHERE and c.memory_key not in self._dead:
+            self._dead[c.memory_key] = r
+            self._ooms.append((c, r))
 
 
 @dataclass
 class PaceWork:
-    """What `lab.pace.Pace` weighs for a tune: one unit per pass (it reads key, launch_key, n_predict)."""
+    """What `lab.events.Pace` weighs for a tune: one unit per pass (it reads key, launch_key, n_predict)."""
 
     n_predict: int
     key: str = "next"

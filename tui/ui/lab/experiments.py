@@ -51,9 +51,9 @@ def simulated(options: Any) -> Any:
 
 def planner(simulate: Any) -> Callable[[Settings], Any]:
     """The sweep's own pre-launch check (the same one `Sweep` runs), against the devices on screen."""
-    from tui.core.lab.planning import default_planner
+    from tui.core.lab.planning import plan_check
 
-    return default_planner(simulate)
+    return plan_check(simulate)
 
 
 def plan_info(verdict: Any) -> PlanInfo:
@@ -207,9 +207,8 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
               started: Callable[[Any, Callable[[], None]], None]) -> tuple[SweepView, str | None]:
     """Run (or resume) `defn` to the end or a cancel. `started(sweep, cancel)` hands the Sweep to the
     caller before it runs. Returns the final view and an error paragraph, if any."""
-    from tui.core.lab.journal import JournalError
+    from tui.core.lab.events import LabError
     from tui.core.sweep.runner import Sweep
-    from tui.core.sweep.events import SweepError
 
     def failed(text: str, **kw: Any) -> tuple[SweepView, str | None]:
         return replace(tracker.view, running=False, error=text, **kw), text
@@ -218,7 +217,7 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
         tracker.sweep = sweep = Sweep(defn, server_bin=server_bin, on_event=tracker, planner=planner(simulate))
         started(sweep, sweep.cancel)
         outcome = sweep.run()
-    except (SweepError, JournalError) as exc:
+    except LabError as exc:
         return failed(str(exc), message=str(exc))
     except Exception as exc:  # noqa: BLE001 - anything else is shown, never a traceback
         return failed(f"the sweep stopped: {exc}")
@@ -230,7 +229,7 @@ def run_sweep(defn: Any, *, server_bin: Path, simulate: Any, tracker: SweepTrack
 def save_best(defn: Any, name: str) -> tuple[str | None, str | None]:
     """The best row as TOML profile `name` and INI section `[name]`: (what was written, error)."""
     from tui.core.sweep.results import build_table
-    from tui.core.sweep.best import save_best as core_save_best
+    from tui.core.sweep.results import save_best as core_save_best
 
     state = saved_state(defn)
     if state is None:
@@ -293,14 +292,13 @@ def progress_view(ev: Any, previous: VerdictView) -> VerdictView:
 def run_ab(settings: Settings, *, suite: str, workload: tuple[int, int], passes: int, n_predict: int | None,
            server_bin: Path, on_event: Callable[[Any], None], cancel: threading.Event) -> tuple[Any, str | None]:
     """MTP on vs off, interleaved (blocking). Returns (MtpVerdict or None, error)."""
-    from tui.core.probes.suites import SuiteError
-    from tui.core.lab.ab import ABError
+    from tui.core.lab.events import LabError
     from tui.core.lab.ab import run_ab as core_run_ab
 
     try:
         v = core_run_ab(replace(settings, port=None), suite, workload, passes, server_bin=server_bin,
                         n_predict=n_predict, on_event=on_event, cancel=cancel)
-    except (ABError, SuiteError, ValueError) as exc:
+    except (LabError, ValueError) as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - shown, never a traceback
         return None, f"the MTP on/off run stopped: {exc}"

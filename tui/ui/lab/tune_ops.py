@@ -115,7 +115,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     # Lazy: the tune's core loads the supervisor and httpx; the check worker pays for them, not the first frame.
     from tui.core.tune.space import Floors, SpaceError
     from tui.core.tune.args import UsageError, build_request, parse_budget
-    from tui.core.tune.workload_spec import WorkloadError, parse_workload
+    from tui.core.tune.workload import WorkloadError, parse_workload
 
     if options.server_bin is None:
         return "no llama-server binary: give --server-bin PATH or run `mtp-tune doctor --build`."
@@ -172,7 +172,7 @@ def best_text(rec: Any) -> str:
 
 def row_view(r: Any, mark: str = "") -> TuneRowView:
     """A Trial as one row of the trial table."""
-    from tui.core.tune.report import settings_text
+    from tui.core.tune.result import settings_text
 
     s = r.samples
     pp, tg = (s.summary("pp_tps"), s.summary("tg_tps")) if s else (None, None)
@@ -229,7 +229,7 @@ def ab_text(ab: Any, note: str) -> str:
 
 def final_view(outcome: Any, *, budget_s: float | None = None, message: str = "") -> TuneView:
     """A finished (or cancelled, or out of budget) tune: the answer, the A/B and the break-even."""
-    from tui.core.tune.report import tune_break_even
+    from tui.core.tune.result import tune_break_even
 
     res = outcome.result
     be = tune_break_even(res, outcome.workload, outcome.ab)
@@ -276,7 +276,8 @@ def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
              started: Callable[[Any, Callable[[], None]], None]) -> tuple[Any, TuneView, str | None]:
     """Run (or continue) the tune to its end, its budget or a cancel. `started(run, stop)` hands the
     TuneRun to the caller before it runs. Returns (TuneOutcome or None, the final view, error)."""
-    from tui.core.tune.run import TuneError, TuneRun
+    from tui.core.lab.events import LabError
+    from tui.core.tune.run import TuneRun
 
     def failed(text: str) -> tuple[Any, TuneView, str | None]:
         return None, replace(tracker.view, running=False, stopped="failed", message=text, error=text), text
@@ -288,7 +289,7 @@ def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
     started(run, run.stop)
     try:
         outcome = run.run()
-    except TuneError as e:
+    except LabError as e:
         if run.cancel.is_set():
             return None, replace(tracker.view, running=False, stopped="cancelled", message=str(e)), None
         return failed(str(e))
@@ -299,7 +300,7 @@ def run_tune(prepared: Prepared, *, store: Any, tracker: TuneTracker,
 
 def save_best(outcome: Any, name: str) -> tuple[str | None, str | None]:
     """The best configuration as TOML profile `name` and INI section `[name]`: (what was written, error)."""
-    from tui.core.sweep.best import save_settings
+    from tui.core.sweep.results import save_settings
 
     if outcome is None or outcome.result.best is None:
         return None, "nothing measured yet, so there is no best to save"
@@ -314,7 +315,7 @@ def report_path(outcome: Any) -> Path:
 
 def write_report(outcome: Any, base: Settings) -> tuple[str | None, str | None]:
     """The Markdown report (every trial) next to the tune's saved state: (its path, error)."""
-    from tui.core.tune.report import facts_from, render_report
+    from tui.core.tune.result import facts_from, render_report
 
     if outcome is None:
         return None, "no tune has finished yet, so there is no report to write"
