@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO))  # tests.helpers: the shape-only model and the fix
 OUT = REPO / "screenshots"
 SIZE = (120, 40)
 #: the screenshots each real run saves (`--only` picks runs by these names)
-REAL_SHOTS = ("idle-plan", "idle-plan-mtp-light", "idle-plan-mtp-okabe-ito", "probes-running", "failure-explained",
-              "runs-compare")
+REAL_SHOTS = ("idle-plan", "idle-plan-mtp-light", "idle-plan-mtp-okabe-ito", "cockpit-100x30", "launch-question",
+              "probes-running", "failure-explained", "runs-compare")
 TUNING_SHOTS = ("sweep", "verdict", "tune")
 REMOTE_SHOTS = ("variants-picker", "download-progress")
 ONLY: set[str] = set()  # empty: every screenshot
@@ -103,6 +103,19 @@ async def real_run(work: Path) -> None:
         app.theme = "mtp-dark"
 
         demo = dataclasses.replace(demo_settings(setup.model), ctx_size=4096)
+        app.main.form.load(demo)
+        await settle_plan(pilot, app)
+        await pilot.resize_terminal(100, 30)  # the smallest terminal the first hour is walked in
+        await pilot.pause(0.5)
+        save(app, "cockpit-100x30")
+        await pilot.resize_terminal(*SIZE)
+        app.main.form.load(dataclasses.replace(demo, ctx_size=65536))  # past the demo model's training context
+        await settle_plan(pilot, app)
+        await pilot.press("l")
+        await until(pilot, lambda: type(app.screen).__name__ == "Question", "the launch question")
+        await pilot.pause(0.3)
+        save(app, "launch-question")
+        await pilot.press("escape")
         app.main.form.load(demo)
         await settle_plan(pilot, app)
         await pilot.press("l")

@@ -106,3 +106,16 @@ def test_the_bindings_version_is_the_dist_info_folders(tmp_path: Path) -> None:
     assert bindings_version(module) is NA  # no dist-info beside it
     (tmp_path / "nvidia_ml_py-13.615.71.dist-info").mkdir()
     assert bindings_version(module) == "13.615.71"
+
+
+def test_the_app_module_loads_no_experiment_engine(tmp_path: Path) -> None:
+    """The TUI's first frame waits for `tui.ui.app`'s imports: the lab's engine (the supervisor, httpx)
+    loads with the first launch or experiment, never with the screen."""
+    out = tmp_path / "modules.json"
+    code = f"import json, sys\nimport tui.ui.app\njson.dump(sorted(sys.modules), open({str(out)!r}, 'w'))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S,
+                          stdin=subprocess.DEVNULL)
+    assert out.is_file(), done.stderr
+    modules = set(json.loads(out.read_text()))
+    heavy = {m for m in modules if m in ("tui.core.server.supervisor", "httpx") or m.startswith("tui.core.lab")}
+    assert not heavy, sorted(heavy)

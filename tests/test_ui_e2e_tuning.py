@@ -69,6 +69,8 @@ def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_
     tmux.keys("Escape")
     tmux.wait_for(lambda s: "last sweep" in s and "VRAM" in s, "the main screen with the sweep's line", 30)
     tmux.keys("a")
+    tmux.wait_for(lambda s: "Run MTP on vs off?" in s, "the question saying what the run does", 30)
+    tmux.keys("y")
     # The table refills after the headline (rows are replaced, not appended): wait for the whole frame.
     screen = tmux.wait_for(watching(lambda s: "4/4 passes" in s and re.search(r"MTP (WINS|LOSES)|INCONCLUSIVE", s)
                                     is not None and "(so far)" not in s and "1000 in / 500 out (s)" in s),

@@ -31,8 +31,9 @@ def test_first_hour_walk_at_100x30(tmux: Tmux, server_bin: Path, tmp_path: Path)
     tmux.keys("p")
     tmux.wait_for(lambda s: "ok: " in s and "request" in s, "the probe run to end", 300)
 
-    tmux.keys("a")  # MTP on vs off stops the user's server, so it asks first
-    tmux.wait_for(lambda s: "stopped first" in s, "the question before stopping the server", 30)
+    tmux.keys("a")  # MTP on vs off says how long it takes, and that it stops the user's server
+    tmux.wait_for(lambda s: "Run MTP on vs off?" in s and "stopped first" in s and "Expected: about" in s,
+                  "the question before the run", 30)
     tmux.keys("y")
     seen: set[int] = set()
 

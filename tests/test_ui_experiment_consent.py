@@ -16,7 +16,8 @@ from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.cockpit.backend import Backend
 from tui.ui.cockpit.views import ServerStatus
 from tui.ui.lab import experiments
-from tui.ui.lab.confirm import ConfirmStop, RestartPrompt
+from tui.ui.lab.confirm import RestartPrompt
+from tui.ui.widgets.question import Question
 from tui.ui.options import AppOptions
 
 
@@ -71,11 +72,12 @@ async def test_cancelling_the_confirmation_leaves_the_server_running(tiny_models
     async with app.run_test(size=(120, 40)) as pilot:
         await launched(pilot, app, backend)
         await pilot.press("a")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmStop))
-        question = str(app.screen.query_one("#question").render())
-        assert "MTP on/off run" in question and "will be stopped" in question and "tiny-mtp.gguf" in question
+        assert await until(pilot, lambda: isinstance(app.screen, Question))
+        question = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "MTP on vs off" in question and "stopped first" in question and "tiny-mtp.gguf" in question
+        assert "launches and" in question  # what it will do, and how long (or how to know) before it starts
         await pilot.press("n")
-        assert await until(pilot, lambda: not isinstance(app.screen, ConfirmStop))
+        assert await until(pilot, lambda: not isinstance(app.screen, Question))
         await pilot.pause(0.2)
         assert app.lab.running is None and not ran
         assert [a for a, _ in backend.actions] == ["launch"]  # never stopped
@@ -89,7 +91,7 @@ async def test_after_the_experiment_the_restart_offer_relaunches_the_same_settin
     async with app.run_test(size=(120, 40)) as pilot:
         before = await launched(pilot, app, backend)
         await pilot.press("a")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmStop))
+        assert await until(pilot, lambda: isinstance(app.screen, Question))
         await pilot.press("y")
         assert await until(pilot, lambda: isinstance(app.screen, RestartPrompt))
         assert [a for a, _ in backend.actions] == ["launch", "stop"]

@@ -55,6 +55,10 @@ async def test_largest_context_accepted_into_the_form(server_bin: Path, tiny_mod
         assert view.planned == view.value and view.trials[0].value == view.value and view.trials[0].outcome == "ok"
         assert screen.query_one("#search-trials", DataTable).row_count == len(view.trials)
         assert f"--ctx-size {view.value} tokens" in str(screen.query_one("#search-answer").render())
+        # The 6 GB card holds the tiny model's whole training context: the answer says that is the bound, and
+        # that its launches ran on this machine, where the simulated card cannot run out of memory.
+        assert view.value == 4096 and "training context" in view.message, view.message
+        assert "cannot run out of memory here" in str(screen.query_one("#search-message").render())
         await pilot.press("enter")
         assert await until(pilot, lambda: not isinstance(app.screen, SearchScreen))
         assert await until(pilot, lambda: app.main.plan.settings.ctx_size == view.value)

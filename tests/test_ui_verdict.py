@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input
 from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
 from tui.core.config.paths import config_dir
+from tui.ui.widgets.question import Question
 from tui.ui.app import make_app
 from tui.ui.options import AppOptions
 from tui.ui.lab.verdict_screen import VerdictScreen, parse_tokens
@@ -59,6 +60,8 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
     app = make_app(options(tiny_models["tiny-mtp-random"], server_bin, tmp_path))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("a")
+        assert await until(pilot, lambda: isinstance(app.screen, Question))  # how long, before it starts
+        await pilot.press("y")
         assert await until(pilot, lambda: isinstance(app.screen, VerdictScreen))
         screen = app.screen
         assert app.lab.running == "ab" or app.lab.finished["ab"] == 1  # started (tiny models are quick)
@@ -112,6 +115,8 @@ async def test_cancel_the_ab_run(server_bin: Path, tiny_models: dict[str, Path],
     app = make_app(options(tiny_models["tiny-mtp"], server_bin, tmp_path, n_predict=2000))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("a")
+        assert await until(pilot, lambda: isinstance(app.screen, Question))
+        await pilot.press("y")
         assert await until(pilot, lambda: isinstance(app.screen, VerdictScreen))
         screen = app.screen
         assert await until(pilot, lambda: screen.view is not None and "requests" in screen.view.message)

@@ -33,6 +33,7 @@ from tui.cli._common import (
     ServerArgsError, check_server_args, experiment_arguments, fail, names_a_model, print_json, run_experiment, save_best,
     saved_json, say_saved,
 )
+from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
 from tui.core.tune.args import UsageError, axis_values, build_request, fixed_tokens, parse_budget
 
 COMMAND = "tune"
@@ -47,8 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "GPUs' free memory, so OOMs and the smallest --fit-target are found for real (CPU speed)")
     p.add_argument("--budget", metavar="DURATION", help="wall-clock budget: 30m, 1h30m, 90s (a bare number is minutes)")
     p.add_argument("--min-ctx", type=int, default=0, metavar="N", help="give every candidate at least this context")
-    p.add_argument("--kv-floor", default="q8_0", metavar="TYPE", help="lowest main KV cache type to consider (default q8_0)")
-    p.add_argument("--draft-kv-floor", default="q4_0", metavar="TYPE", help="lowest draft KV cache type (default q4_0)")
+    p.add_argument("--kv-floor", default=DEFAULT_KV_FLOOR, metavar="TYPE",
+                   help=f"lowest main KV cache type to consider (default {DEFAULT_KV_FLOOR})")
+    p.add_argument("--draft-kv-floor", default=DEFAULT_DRAFT_KV_FLOOR, metavar="TYPE",
+                   help=f"lowest draft KV cache type (default {DEFAULT_DRAFT_KV_FLOOR})")
     p.add_argument("--fixed", action="append", default=[], metavar="FLAG=V",
                    help="pin a setting (an axis such as ubatch=512 or mtp=on, or any llama-server option); repeatable")
     p.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
@@ -59,6 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _progress(ev: Any) -> None:
+    if ev.kind == "measuring" and not sys.stderr.isatty():
+        return  # a line per request is for a person watching, not for a log
     eta = f" ETA ~{ev.eta_s:.0f}s" if ev.eta_s is not None and ev.kind != "trial" else ""
     print(f"[tune {ev.elapsed_s:.0f}s{eta}] {ev.message}", file=sys.stderr, flush=True)
 

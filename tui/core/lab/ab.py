@@ -18,13 +18,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tui.core.lab.launcher import DEFAULT_READY_TIMEOUT, Launcher, SupervisorLauncher, aim_first_decode, equipped
 from tui.core.lab.candidate import Candidate
 from tui.core.lab.runner import Attempt, Lab, Launched, Prober, Step, default_prober, samples_of
+from tui.core.probes.run_types import RunConfig
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
 from tui.core.lab.events import EventFn, LabError, Progress, new_cancel
@@ -37,6 +38,31 @@ def with_mtp(settings: Settings, on: bool) -> Settings:
     """`settings` with draft-mtp switched on or off and every other field identical."""
     types = [t for t in effective_spec_types(settings.spec_type) if t != "draft-mtp"]
     return replace(settings, spec_type=(["draft-mtp"] + types) if on else types)
+
+
+@dataclass(frozen=True)
+class AbSize:
+    """What an A/B of `passes` per side does, before it starts (the question in front of it)."""
+
+    passes: int
+    launches: int
+    requests: int
+    tokens: int  # generated tokens at most, both sides
+
+    def seconds(self, tg_tps: float | None, launch_s: float | None) -> float | None:
+        """Its duration from one measured generation speed and launch time on this machine (None when
+        either is unknown). A floor: prompt processing and MTP's own speed-up are left out."""
+        if not tg_tps or tg_tps <= 0 or launch_s is None:
+            return None
+        return self.launches * launch_s + self.tokens / tg_tps
+
+
+def ab_size(suite: Suite, passes: int, n_predict: int | None) -> AbSize:
+    """2 x `passes` launches, each probing every prompt of `suite` once (`n_predict`: the run's
+    tokens for prompts that do not set their own, RunConfig's default when None)."""
+    per = n_predict or RunConfig().n_predict
+    tokens = sum(p.n_predict or per for p in suite.prompts)
+    return AbSize(passes, 2 * passes, 2 * passes * len(suite.prompts), 2 * passes * tokens)
 
 
 def interleaved(passes: int) -> list[tuple[Side, int]]:

@@ -36,7 +36,7 @@ from tui.core.lab.knob import FIT_STEP_MIB, KNOB_FLAGS, Knob, KnobFinding, KnobT
 from tui.core.lab.launcher import LaunchOutcome, Launcher, equipped
 from tui.core.lab.recovery import choose_knob, with_knob
 from tui.core.lab.runner import Lab, Step
-from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, plan_largest_ctx
+from tui.core.planning.largest_ctx import CTX_STEP, MIN_CTX, ctx_limit, plan_largest_ctx
 from tui.core.planning.resolve import DEFAULT_FIT_TARGET_MIB
 from tui.core.lab.events import EventFn, Progress, new_cancel
 
@@ -151,7 +151,10 @@ def largest_ctx(settings: Settings, devices: list[DeviceSpec] | None = None, *, 
         run = _Run("ctx_size", settings, be, cancel, prog)
         first = run.trial(planned)
         if first.outcome == "ok":
-            msg = f"largest --ctx-size: {planned} tokens (planned, and a launch survived a first decode)."
+            capped = planned >= (upper or ctx_limit(meta, settings))  # the bound stopped it, not memory
+            why = ("the model's training context: llama-server caps a slot there, so the search stops at it"
+                   if capped else "planned")
+            msg = f"largest --ctx-size: {planned} tokens ({why}; a launch survived a first decode)."
             return _done(run, planned, msg, None, planned, seen, prog)
         if first.outcome != "oom":
             return _done(run, None, f"--ctx-size {planned}: {first.detail or first.outcome}; the context does not "

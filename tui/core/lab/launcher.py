@@ -212,8 +212,8 @@ def equipped(launcher: Launcher | None, server_bin: str | Path | None = None, st
              **kw: Any) -> Iterator[tuple[Launcher, Any]]:
     """The launcher and results store of one experiment run, let go of on exit.
 
-    `launcher`: the caller's (only its server is stopped on exit), or None: `SupervisorLauncher(server_bin,
-    **kw)`, closed on exit. `store`: a results store, None (nothing recorded), or "default": the
+    `launcher`: the caller's (only its server is stopped on exit), or None: a `SupervisorLauncher` of (server_bin,
+    **kw), closed on exit. `store`: a results store, None (nothing recorded), or "default": the
     user's (`data_dir()/results.sqlite`), opened here and closed on exit. LabError without a launcher
     or a binary, or when the store cannot be opened."""
     with contextlib.ExitStack() as stack:

@@ -64,8 +64,11 @@ class Measure:
     """The tuner's `measure`: `n` passes of the workload against the running server."""
 
     def __init__(self, spec: WorkloadSpec, launcher: SupervisorLauncher, state: Journal, store: Any, *, tune_id: str,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event, on_request: Callable[[int, int, str], None] | None = None) -> None:
+        """`on_request(i, n, prompt)`: told as request i of n starts (a trial's progress: a measurement
+        takes minutes, and the screen looked frozen without it)."""
         self.launcher, self.state, self.store, self.tune_id, self.cancel = launcher, state, store, tune_id, cancel
+        self.on_request = on_request
         self.spec, self.prober = spec, default_prober(spec.exact_output)
         self.text = state.tune.prompt if spec.shape is not None else None
         self._last: LaunchOutcome | None = None
@@ -94,9 +97,14 @@ class Measure:
         warm, self._last = out is not self._last, out
         label = f"tune {self.tune_id[5:13]} {rs.label() if rs is not None else ''}".rstrip()
         run = self.prober(out.url or "", suite, repeat=n, n_predict=None, label=label, settings=settings,
-                          memory=out.memory, plan=None, cancel=self.cancel, progress=lambda p: None,
+                          memory=out.memory, plan=None, cancel=self.cancel, progress=self._progress,
                           sink=self.store, warmup=warm)
         return samples_of(run)
+
+
+    def _progress(self, ev: Any) -> None:
+        if self.on_request is not None and getattr(ev, "event", "") == "request_started":
+            self.on_request(int(ev.done or 0) + 1, int(ev.total or 0), str(ev.prompt or ""))
 
 
 def planner(req: TuneRequest) -> PlanCheck:

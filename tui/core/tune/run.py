@@ -246,7 +246,8 @@ class TuneRun:
             notes.append(f"--gpus {req.gpus}: candidates are planned against the simulated GPUs but run on this machine, "
                          "which cannot run out of their memory, so no --fit-target is searched (--stand-ins launches "
                          "them on stand-ins capped at the GPUs' memory).")
-        measure = Measure(req.workload, launcher, st, self.store, tune_id=self.tune_id, cancel=self.cancel)
+        measure = Measure(req.workload, launcher, st, self.store, tune_id=self.tune_id, cancel=self.cancel,
+                          on_request=lambda i, n, prompt: self.emit("measuring", f"measuring: request {i} of {n} ({prompt})"))
         if fit and measure.text is None and req.workload.shape is not None:
             # On a GPU the fit-target search's first decodes must see the workload's own prompt.
             self._sizing(st, launcher, "cutting the workload's prompt with the model's tokenizer",
@@ -326,7 +327,7 @@ class TuneRun:
         on, off, n = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes
         if result.stopped in ("cancelled", "budget"):
             return None, f"no A/B yet: the tune {'was cancelled' if result.stopped == 'cancelled' else 'ran out of budget'}; " \
-                         "run the same command again to continue."
+                         "it continues where it stopped when run again with the same settings."
         if on is None or off is None:
             return None, "no A/B: " + ("no MTP-on configuration was measured." if on is None else
                                        "no MTP-off configuration was measured.")

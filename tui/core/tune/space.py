@@ -37,6 +37,7 @@ from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
 from tui.core.options.validate import validate
 from tui.core.sweep.definition import DRAFT_ONLY_FIELDS, normalize, settings_key
+from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
 from tui.core.tune.workload import Workload, beyond_training
 
 #: Fields a request can set without a restart, for the searched axes (none in b11434; see above).
@@ -69,8 +70,8 @@ class SpaceError(ValueError):
 class Floors:
     """The lowest quality a tune may choose, and the smallest context it may leave."""
 
-    kv: str = "q8_0"
-    draft_kv: str = "q4_0"
+    kv: str = DEFAULT_KV_FLOOR
+    draft_kv: str = DEFAULT_DRAFT_KV_FLOOR
     min_ctx: int = 0
 
     def __post_init__(self) -> None:

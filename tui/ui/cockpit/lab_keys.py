@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from tui.core.options.settings import Settings
 from tui.core.options.settings import settings_json
-from tui.ui.lab.confirm import confirm_then
+from tui.core.probes.suites import SuiteError, get_suite
+from tui.ui.lab.confirm import confirm_then, server_label
+from tui.ui.lab.views import clock
+from tui.ui.widgets.question import Answer, Question
 from tui.ui.lab.search_screen import SearchScreen
 from tui.ui.lab.sweep_screen import SweepScreen, default_setup
 from tui.ui.lab.tune_ops import default_setup as default_tune_setup
@@ -39,8 +42,8 @@ def open_sweep(main: MainScreen) -> None:
 
 
 def open_ab(main: MainScreen) -> None:
-    """The verdict screen; starts MTP on vs off (after asking, when the user's server would be stopped)
-    unless one runs or a verdict for these settings exists."""
+    """The verdict screen; starts MTP on vs off after saying how long it takes (and that the user's
+    server will be stopped, when it runs) unless one runs or a verdict for these settings exists."""
     lab = main.lab
     current = lab.verdict is not None and lab.verdict.settings == settings_json(main.plan.settings.redacted())
     main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload))
@@ -51,12 +54,39 @@ def open_ab(main: MainScreen) -> None:
         main.app.notify(reason, title="Cannot run MTP on vs off", severity="warning")
         return
 
-    def go() -> None:
-        reason = main.start_ab()
-        if reason:
+    def answered(choice: str | None) -> None:
+        if choice == "start" and (reason := main.start_ab()):
             main.app.notify(reason, title="Cannot run MTP on vs off", severity="warning")
 
-    confirm_then(main.app, lab.stops_server(), "the MTP on/off run", main.server.running_settings(), go)
+    main.app.push_screen(ab_question(main), answered)
+
+
+def ab_question(main: MainScreen) -> Question:
+    """What the MTP on/off run will do and how long it should take, before it starts (a 7-minute run
+    used to start on one key), and that it stops the user's server when it does."""
+    # lazy: the lab's engine loads the supervisor and httpx, which the first frame does not wait for
+    from tui.core.lab.ab import ab_size
+
+    passes, n_predict = max(1, main.options.probe_repeat), main.options.probe_n_predict
+    lines = []
+    try:
+        size = ab_size(get_suite(main.probe_panel.suite), passes, n_predict)
+    except SuiteError as exc:
+        lines.append(f"The suite cannot be read ({exc}); starting will say why.")
+    else:
+        speeds = [s.tg_median for s in main.probes.state.summaries if s.tg_median]
+        seconds = size.seconds(min(speeds) if speeds else None, main.server.launch_s)
+        lines.append(f"{passes} passes per side, interleaved: {size.launches} launches and {size.requests} requests "
+                     f"of the {main.probe_panel.suite} suite, up to {size.tokens} generated tokens.")
+        lines.append(f"Expected: about {clock(seconds)} at least (from this machine's last launch, "
+                     f"{main.server.launch_s:.0f} s, and its slowest probed speed, {min(speeds):.1f} t/s)."
+                     if seconds is not None else
+                     "Its duration is not known yet: launch and probe once (l, then p) and this says how long.")
+    if main.lab.stops_server():
+        running = main.server.running_settings()
+        lines.append(f"It launches its own servers, so your {server_label(running)} is stopped first; you will "
+                     "be offered to restart it when it ends.")
+    return Question("Run MTP on vs off?", lines, [Answer("start", "Start", key="y", variant="warning")])
 
 
 def with_value(settings: Settings, knob: str, value: int) -> Settings:

@@ -40,6 +40,10 @@ from tui.ui.help_screen import HelpScreen
 from tui.ui.host import Notice
 from tui.ui.lab.confirm import RestartPrompt
 from tui.ui.lab.controller import LabController
+from tui.ui.lab.search_screen import SearchScreen
+from tui.ui.lab.sweep_screen import SweepScreen
+from tui.ui.lab.tune_screen import TuneScreen
+from tui.ui.lab.verdict_screen import VerdictScreen
 from tui.ui.lab.messages import (
     AbFinished, AbProgressed, SearchFinished, SearchProgressed, SweepFinished, SweepProgressed, TuneFinished,
     TuneProgressed, TuningChanged,
@@ -51,6 +55,9 @@ from tui.ui.variants.screen import VariantsScreen
 if TYPE_CHECKING:
     from tui.ui.app import MtpTuneApp
 
+#: The screen that shows an experiment's end itself (a toast is for the user elsewhere).
+OWN_SCREEN: dict[type, type] = {SweepFinished: SweepScreen, TuneFinished: TuneScreen, AbFinished: VerdictScreen,
+                                SearchFinished: SearchScreen}
 NARROW_WIDTH = 110
 SHORT_HEIGHT = 34
 
@@ -282,7 +289,9 @@ class MainScreen(Screen[None]):
     @on(TuneProgressed)
     @on(TuneFinished)
     def _tuning_news(self, message: Message) -> None:
-        self._notice(self.lab.take(message))
+        notice = self.lab.take(message)
+        if not isinstance(self.app.screen, OWN_SCREEN.get(type(message), ())):  # its own screen shows it: a
+            self._notice(notice)  # toast there covered the summary it repeats
         self._show_tuning()
         offer = self.lab.take_offer()
         if offer is not None:  # an experiment stopped the user's server: offer it back, as it ran

@@ -8,6 +8,7 @@ Blocking calls run in thread workers on the host (group "server", "reconcile", "
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 from tui.core.options.settings import Settings
@@ -35,6 +36,9 @@ class ServerController:
         self.backend, self.options, self.host = backend, options, host
         self.status = ServerStatus(attached=bool(options.attach_url))
         self.quitting = False
+        #: The last launch's seconds to ready (None before one): how long an experiment's launches take.
+        self.launch_s: float | None = None
+        self._launch_t0: float | None = None
 
     def watch(self) -> None:
         """Follow the supervisor (its callbacks only post) and read where it stands."""
@@ -77,6 +81,7 @@ class ServerController:
             return Notice(reason, {"launch": "Cannot launch", "restart": "Cannot restart"}.get(action, ""))
         if action == "launch" and self.status.alive:
             return Notice("the server is already running; press r to restart it with these settings", severity="information")
+        self._launch_t0 = time.monotonic() if action in ("launch", "restart") else None
         self.host.run_worker(lambda: self._act(action, settings, stand_ins), thread=True, exclusive=True,
                              exit_on_error=False, group="server")
         return None
@@ -118,6 +123,8 @@ class ServerController:
         """A worker finished: re-read, and after a good launch compare memory with the plan."""
         self.status = self.backend.status()
         if not message.error and message.action in ("launch", "restart") and self.status.state == "ready":
+            if self._launch_t0 is not None:
+                self.launch_s = time.monotonic() - self._launch_t0
             self.host.run_worker(self.backend.reconcile_exact, thread=True, exclusive=True, exit_on_error=False,
                                  group="reconcile")  # notifies: the server panel re-reads its status
 

@@ -195,7 +195,7 @@ class LabController:
         """The largest context or the smallest fit-target; returns why it cannot start."""
         if reason := self.blocked():
             return reason
-        self.search_view = experiments.search_start(knob)
+        self.search_view = experiments.search_start(knob, self.options)
         server_bin, simulate = self.options.server_bin, experiments.simulated(self.options)
 
         def body(cancel: threading.Event) -> Message:

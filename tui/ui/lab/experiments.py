@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.options.settings import Settings
+from tui.ui.options import AppOptions
 from tui.ui.shared_views import ProbePoint
 from tui.ui.lab.views import SWEEP_KNOBS, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView, num
 
@@ -310,11 +311,19 @@ def run_ab(settings: Settings, *, suite: str, workload: tuple[int, int], passes:
 SEARCH_TITLES = {"ctx_size": "Largest context that fits", "fit_target": "Smallest fit-target that survives"}
 
 
-def search_start(knob: str) -> SearchView:
-    """A search about to start: its title, and how its answer is written (the core's flag and unit)."""
+def search_start(knob: str, options: AppOptions) -> SearchView:
+    """A search about to start: its title, how its answer is written (the core's flag and unit), and
+    what its launches run on (a simulated GPU's answer is this machine's, which cannot run out)."""
     from tui.core.lab.knob import KNOB_FLAGS, KNOB_UNITS
 
-    return SearchView(knob, SEARCH_TITLES[knob], KNOB_FLAGS[knob], KNOB_UNITS[knob], running=True, message="starting…")
+    hw = options.hardware if options.simulate else None
+    if hw is not None and hw.devices:
+        where = (f"measured on this machine: the simulated {hw.key} cannot run out of memory here, so the launches "
+                 "only confirm the plan; T (tune) with capped stand-ins measures the card's answer")
+    else:
+        where = "measured on this machine's " + ("GPUs (NVML)" if not options.simulate else "CPU (no GPU)")
+    return SearchView(knob, SEARCH_TITLES[knob], KNOB_FLAGS[knob], KNOB_UNITS[knob], running=True, message="starting…",
+                      measured_on=where)
 
 
 def search_view(v: SearchView, *, ev: Any = None, result: Any = None, error: str | None = None) -> SearchView:

@@ -66,7 +66,8 @@ class SearchScreen(ModalScreen[Any]):
         self.query_one("#search-box").border_title = view.title
         state = "running" if view.running else ("cancelled" if view.cancelled else "done")
         elapsed = f" · {clock(view.elapsed_s)}" if view.elapsed_s else ""
-        self.query_one("#search-message", Static).update(Content(f"{state}{elapsed} · {view.message}"))
+        where = f"\n{view.measured_on}" if view.measured_on else ""
+        self.query_one("#search-message", Static).update(Content(f"{state}{elapsed} · {view.message}{where}"))
         variables = self.app.theme_variables
         rows: list[list[object]] = [
             [str(t.value), Text(t.outcome, style=rich_style(variables, OUTCOME_COLOUR.get(t.outcome, "foreground"))),

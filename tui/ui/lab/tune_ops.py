@@ -113,6 +113,7 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     (`tune_args.build_request`: the GGUF header read once, the space checked before any launch); or
     why it cannot run."""
     # Lazy: the tune's core loads the supervisor and httpx; the check worker pays for them, not the first frame.
+    from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
     from tui.core.tune.space import Floors, SpaceError
     from tui.core.tune.args import UsageError, build_request, parse_budget
     from tui.core.tune.workload import WorkloadError, parse_workload
@@ -127,7 +128,9 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
             raise ValueError("min ctx: give 0 or more tokens, or leave it empty (the workload decides).")
         if setup.ab_passes < 0:
             raise ValueError("A/B passes: give 0 (no A/B) or more.")
-        floors = Floors(setup.kv_floor.strip() or "q4_0", setup.draft_kv_floor.strip() or "q4_0", min_ctx)
+        # an empty field means the core's floor, the CLI's default too
+        floors = Floors(setup.kv_floor.strip() or DEFAULT_KV_FLOOR, setup.draft_kv_floor.strip() or DEFAULT_DRAFT_KV_FLOOR,
+                        min_ctx)
         base, values, notes = fixed_and_values(settings, setup, floors)
         req, space = build_request(base, spec, floors, values, server_bin=Path(options.server_bin), gpus=gpus_of(options),
                                    budget_s=budget, ab_passes=setup.ab_passes, ready_timeout=options.ready_timeout_s,

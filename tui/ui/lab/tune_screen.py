@@ -17,6 +17,7 @@ the PP-vs-TG plot with the Pareto front, and at the end the A/B verdict and the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -27,6 +28,7 @@ from textual.content import Content
 from textual.widgets import Checkbox, Footer, Input, Static
 
 from tui.core.options.settings import Settings
+from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
 from tui.ui.lab import tune_ops
 from tui.ui.lab.charts import TuneChart
 from tui.ui.lab.controller import LabController
@@ -39,8 +41,8 @@ FIELDS = (
     ("tune-workload", "workload", "workload", "tasks, long-prompt or IN:OUT"),
     ("tune-budget", "budget", "budget", "none: until it converges"),
     ("tune-min-ctx", "min ctx", "min_ctx", "what the workload needs"),
-    ("tune-kv-floor", "main KV floor", "kv_floor", "none"),
-    ("tune-draft-kv-floor", "draft KV floor", "draft_kv_floor", "none"),
+    ("tune-kv-floor", "main KV floor", "kv_floor", f"default: {DEFAULT_KV_FLOOR}"),  # the CLI's defaults too
+    ("tune-draft-kv-floor", "draft KV floor", "draft_kv_floor", f"default: {DEFAULT_DRAFT_KV_FLOOR}"),
 )
 
 
@@ -144,7 +146,7 @@ class TuneScreen(SetupScreen):
     # --- showing -------------------------------------------------------------------------------
 
     def show(self, view: TuneView) -> None:
-        self._shown = view
+        self._shown, self._shown_at = view, time.monotonic()
         self.set_class(bool(view.rows), "-trials")  # the setup steps aside for the trials; e brings it back
         self.query_one("#tune-status", Static).update(Content(view.status_text()))
         self.say("#tune-message", view.error or view.message, error=bool(view.error))
@@ -157,6 +159,19 @@ class TuneScreen(SetupScreen):
         if view.workload:
             lines.append(f"Workload {view.workload}.")
         self.query_one("#tune-answer", Static).update(Content("\n".join(lines + list(view.notes))))
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._shown_at = time.monotonic()
+        if self.fixed is None:
+            self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        """The clock moves while a trial measures (its events can be minutes apart)."""
+        view = self._shown
+        if isinstance(view, TuneView) and view.running:
+            since = time.monotonic() - self._shown_at
+            self.query_one("#tune-status", Static).update(Content(view.status_text(since)))
 
     def note(self, row: TuneRowView | None) -> str:
         """The highlighted trial in full: its stage, plan source, passes, launches and the whole reason."""

@@ -32,7 +32,7 @@ class TuneSetup:
     workload: str = "tasks"  # tasks | long-prompt | full | a suite file | IN:OUT
     budget: str = "30m"
     min_ctx: str = ""  # "": the smallest context that holds the workload
-    kv_floor: str = ""  # "": no floor
+    kv_floor: str = ""  # "": the core's default floor (tune.space.Floors, as the CLI's)
     draft_kv_floor: str = ""
     axes: tuple[tuple[str, str], ...] = tuple((a, d) for a, _l, _f, d in TUNE_AXES)
     fit: bool = True  # search the smallest --fit-target where it means something (real GPUs, RPC)
@@ -107,17 +107,19 @@ class TuneView:
     def trials(self) -> int:
         return len(self.rows)
 
-    def status_text(self) -> str:
-        """`7 trials: 4 measured, 2 pruned, 1 failed · 5 launches · best #3 … · 1:02 elapsed · ETA 3:10`."""
+    def status_text(self, since_s: float = 0.0) -> str:
+        """`7 trials: 4 measured, 2 pruned, 1 failed · 5 launches · best #3 … · 1:02 elapsed · ETA 3:10`
+        (`since_s`: seconds since this view arrived, so the clock moves between the tune's events)."""
         parts = [f"{self.trials} trials: {self.measured} measured, {self.pruned} pruned, {self.failed} failed",
                  f"{self.launches} launches"]
         if self.grid_size:
             parts[0] += f" (grid {self.grid_size})"
         parts.append(f"best {self.best_text}" if self.best_text else "best: none yet")
-        if self.elapsed_s:
-            parts.append(f"{clock(self.elapsed_s)} elapsed")
+        elapsed = self.elapsed_s + (since_s if self.running else 0.0)
+        if elapsed:
+            parts.append(f"{clock(elapsed)} elapsed")
         if self.running and self.eta_s is not None:
-            parts.append(f"ETA ~{clock(self.eta_s)}")
+            parts.append(f"ETA ~{clock(max(0.0, self.eta_s - since_s))}")
         if self.running and self.budget_s is not None:
-            parts.append(f"budget left {clock(max(0.0, self.budget_s - self.elapsed_s))}")
+            parts.append(f"budget left {clock(max(0.0, self.budget_s - elapsed))}")
         return " · ".join(parts)

@@ -146,6 +146,7 @@ class SearchView:
     done: bool = False
     cancelled: bool = False
     planned: int | None = None
+    measured_on: str = ""  # where its launches run (this CPU for simulated GPUs, which cannot run out)
     #: the new settings (a core Settings) to offer; not compared
     settings: Any = field(default=None, compare=False, hash=False)
 

@@ -2,7 +2,7 @@
 out of memory, quitting with a run in flight): what will happen and why, then one button per answer.
 
 Why one widget: every "are you sure" in the app looks and answers the same way. The first answer
-holds the focus, so Enter picks it; each answer's own key picks it from anywhere; Escape (and `q`)
+holds the focus, so Enter picks it; each answer's own key picks it from anywhere; Escape (and `q`, `n`)
 go back, which is always the answer that changes nothing (`None`).
 """
 
@@ -32,7 +32,7 @@ class Answer:
 
 class Question(ModalScreen[str | None]):
     """`title`, then `lines` (the reasons, one paragraph each), then the answers' buttons and keys.
-    Dismissed with the chosen answer's `value`, or None for Escape/`q`/the Back button."""
+    Dismissed with the chosen answer's `value`, or None for Escape/`q`/`n`/the Back button."""
 
     DEFAULT_CSS = """
     Question { align: center middle; }
@@ -73,7 +73,7 @@ class Question(ModalScreen[str | None]):
         self.dismiss(None if bid == "question-back" else self.answers[int(bid.rsplit("-", 1)[1])].value)
 
     def on_key(self, event: events.Key) -> None:
-        if event.key in ("escape", "q"):
+        if event.key in ("escape", "q", "n"):
             event.stop()
             self.dismiss(None)
             return

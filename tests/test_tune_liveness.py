@@ -1,0 +1,45 @@
+"""The tune shows life inside a trial and speaks the same defaults in the CLI and the TUI (issue 31):
+the status clock moves between the tune's events, each request of a measurement is announced, and an
+empty KV-floor field means the CLI's default floor."""
+
+from __future__ import annotations
+
+import argparse
+from types import SimpleNamespace
+
+from tui.cli import tune as cli_tune
+from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
+from tui.core.tune.machine import Measure
+from tui.core.tune.space import Floors
+from tui.ui.lab.tune_screen import FIELDS
+from tui.ui.lab.tune_views import TuneView
+
+
+def test_the_status_clock_moves_between_events() -> None:
+    view = TuneView(running=True, elapsed_s=1.0, eta_s=300.0, budget_s=600.0)
+    assert "0:01 elapsed" in view.status_text()
+    later = view.status_text(since_s=90.0)
+    assert "1:31 elapsed" in later and "ETA ~3:30" in later and "budget left 8:29" in later
+    assert "0:01 elapsed" in TuneView(running=False, elapsed_s=1.0).status_text(since_s=90.0)  # an ended tune stays
+
+
+def test_each_request_of_a_measurement_is_announced() -> None:
+    seen: list[tuple[int, int, str]] = []
+    m = Measure.__new__(Measure)  # only its progress hook is exercised: no launcher, no journal
+    m.on_request = lambda i, n, prompt: seen.append((i, n, prompt))
+    m._progress(SimpleNamespace(event="request_started", done=2, total=6, prompt="capital"))
+    m._progress(SimpleNamespace(event="request_done", done=3, total=6, prompt="capital"))
+    assert seen == [(3, 6, "capital")]
+
+
+def test_cli_and_tui_floors_agree() -> None:
+    p = argparse.ArgumentParser()
+    cli_tune.add_arguments(p)
+    args = p.parse_args([])
+    assert (args.kv_floor, args.draft_kv_floor) == (DEFAULT_KV_FLOOR, DEFAULT_DRAFT_KV_FLOOR)
+    assert (Floors().kv, Floors().draft_kv) == (DEFAULT_KV_FLOOR, DEFAULT_DRAFT_KV_FLOOR)
+    hints = {attr: hint for _fid, _label, attr, hint in FIELDS}
+    assert hints["kv_floor"] == f"default: {DEFAULT_KV_FLOOR}"
+    assert hints["draft_kv_floor"] == f"default: {DEFAULT_DRAFT_KV_FLOOR}"
+
+
