@@ -201,3 +201,14 @@ async def test_the_plan_is_marked_stale_while_a_field_is_invalid(tiny_models: di
             words = _plan_words(app)
             assert "STALE" not in words and "last valid settings" not in words, (fixed, words)
             assert app.main.plan.view is not None and app.main.plan.view.stale == ""
+
+
+async def test_the_sweep_axes_hints_read_as_hints() -> None:
+    """The sweep's empty axes showed "2,3" in grey, read as a value; now "e.g. 2,3", dim italic."""
+    app = make_app(samples.fixed_options("idle"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("w")
+        await pilot.pause()
+        field = app.screen.query_one("#axis-1", Input)
+        assert field.value == "" and field.placeholder == "e.g. 2,3"
+        assert field.get_component_rich_style("input--placeholder").italic

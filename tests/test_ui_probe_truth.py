@@ -41,3 +41,11 @@ async def test_warnings_fold_into_one_line_and_plots_keep_their_rows() -> None:
         assert plots.size.height >= before - 1  # one line for the fold, never the plots' rows
         table = app.query_one("#probe-results", DataTable)
         assert "reqs" in str(table.ordered_columns[1].label)
+
+
+def test_one_point_gets_axes_of_its_own_scale() -> None:
+    from tui.ui.lab.charts import pad
+
+    assert pad(1315.0, 1315.0) > 60  # not the ±1 t/s sliver of 1313.5..1316.5
+    assert pad(10.0, 50.0) == 6.0  # a real spread keeps 15 % of itself
+    assert pad(0.0, 0.0) == 1.0

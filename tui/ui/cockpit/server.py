@@ -101,7 +101,7 @@ class ServerController:
         answers = [Answer(action, f"{verb} anyway", variant="warning")]
         if self.options.simulate:
             why_not = self.backend.stand_ins.problem()
-            doubts.append(f"These GPUs are simulated: {SIMULATED_LAUNCHES[:1].upper()}{SIMULATED_LAUNCHES[1:]} "
+            doubts.append(f"These GPUs are simulated: {SIMULATED_LAUNCHES} "
                           + ("For a real out-of-memory, t launches on capped stand-ins instead: ggml-rpc servers "
                              "that can allocate each simulated GPU's free memory and no more (as `tune --stand-ins`)."
                              if why_not is None else f"(Capped stand-ins for a real out-of-memory: {why_not}.)"))

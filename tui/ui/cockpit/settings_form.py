@@ -64,7 +64,6 @@ class SettingsForm(VerticalScroll):
     SettingsForm .row.-restart > .field-label { color: $warning; text-style: bold; }
     SettingsForm .row.-error > .field-label { color: $error; }
     SettingsForm .row > Input { width: 1fr; }
-    SettingsForm .row > Input > .input--placeholder { color: $text-muted; text-style: italic; }
     SettingsForm .row > Switch { border: none; height: 1; padding: 0; width: auto; }
     SettingsForm .problem { padding-left: 2; height: 1; text-wrap: nowrap; text-overflow: ellipsis; color: $error; }
     SettingsForm .problem.-warning { color: $warning; }

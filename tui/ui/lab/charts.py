@@ -11,6 +11,12 @@ from tui.ui.lab.views import SweepRowView
 from tui.ui.widgets.probe_plot import Plot
 
 
+def pad(lo: float, hi: float) -> float:
+    """Room around a range: 15 % of it, and at least 5 % of its size, so one point (or points all
+    alike) sits in axes of its own scale (one trial at 1315 t/s drew axes 1313.5 to 1316.5)."""
+    return max(1.0, (hi - lo) * 0.15, 0.05 * max(abs(lo), abs(hi)))
+
+
 def frame(plt: Any, xs: list[float], ys: list[float], labels: list[tuple[str, float, float, Any]], cells: int) -> None:
     """Axes around the points with room for the labels, each label (text, x, y, colour) beside its
     point on the side with room; `cells` is the width in label steps (redrawn on data, not on resize)."""
@@ -19,7 +25,7 @@ def frame(plt: Any, xs: list[float], ys: list[float], labels: list[tuple[str, fl
         plt.yticks([])
     else:
         lo_x, hi_x, lo_y, hi_y = min(xs), max(xs), min(ys), max(ys)
-        pad_x, pad_y = max(1.0, (hi_x - lo_x) * 0.15), max(1.0, (hi_y - lo_y) * 0.15)
+        pad_x, pad_y = pad(lo_x, hi_x), pad(lo_y, hi_y)
         plt.xlim(lo_x - pad_x, hi_x + pad_x * 2)
         plt.ylim(lo_y - pad_y, hi_y + pad_y)
         cell, middle = (hi_x - lo_x + 3 * pad_x) / cells, (lo_x + hi_x) / 2

@@ -85,7 +85,7 @@ class SweepScreen(SetupScreen):
                 yield Static("Axes (values, comma-separated)", classes="section")
                 given = dict(self.setup.axes)
                 for i, (knob, label, hint) in enumerate(SWEEP_KNOBS):
-                    yield row(f"{i + 1} {label}", text_field(given.get(knob, ""), f"axis-{i}", hint))
+                    yield row(f"{i + 1} {label}", text_field(given.get(knob, ""), f"axis-{i}", f"e.g. {hint}"))
                 yield Static("Run", classes="section")
                 yield row("suite", Select(suite_choices(self.suites), value=self.setup.suite, allow_blank=False,
                                           id="sweep-suite", compact=True))

@@ -10,7 +10,12 @@ def _blink(widget: Input | TextArea) -> bool:
 
 
 class TextInput(Input):
-    """An Input that shows the end of a long value (a model path's file name) until it is edited."""
+    """An Input that shows the end of a long value (a model path's file name) until it is edited; its
+    placeholder is a dim italic hint ("e.g. 2,3", "default: 2048"), never mistaken for a value."""
+
+    DEFAULT_CSS = """
+    TextInput > .input--placeholder { color: $text-muted; text-style: italic; }
+    """
 
     def on_mount(self) -> None:
         self.cursor_blink = _blink(self)

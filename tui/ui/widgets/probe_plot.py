@@ -72,8 +72,12 @@ class ProbePlot(Plot):
             if xs:
                 label = config if self.metric == "tg" else None  # one legend is enough
                 plt.plot(xs, ys, label=label, marker="braille", color=colours[i % len(colours)])
+        values = {v for p in points if (v := get(p)) is not None}
         if self.metric == "acceptance":
             plt.ylim(0, 100)
+        elif len(values) == 1:  # one point, or all alike: axes of its own scale, not a ±0.5 sliver
+            (v,) = values
+            plt.ylim(v * 0.9, v * 1.1) if v else plt.ylim(0, 1)
         n = max((p.index for p in points), default=0) + 1
         step = max(1, n // 4)
         plt.xticks(list(range(0, n, step)))
