@@ -43,3 +43,27 @@ def test_cli_and_tui_floors_agree() -> None:
     assert hints["draft_kv_floor"] == f"default: {DEFAULT_DRAFT_KV_FLOOR}"
 
 
+
+
+def test_a_long_run_says_its_size_and_duration_before_it_starts() -> None:
+    """The MTP on/off run and the sweep say what they will do, and how long, from this machine's last
+    launch and slowest probed speed (a 7-minute A/B used to start on one key)."""
+    from tui.core.lab.ab import ab_size
+    from tui.core.lab.events import work_size
+    from tui.core.probes.suites import get_suite
+    from tui.ui.lab.controller import LabController
+
+    suite = get_suite("tasks")
+    size = ab_size(suite, passes=3, n_predict=100)
+    assert size.launches == 6 and size.requests == 6 * len(suite.prompts)
+    assert size.tokens == 6 * sum(p.n_predict or 100 for p in suite.prompts)
+    assert size.seconds(None, 10.0) is None and size.seconds(50.0, None) is None
+    assert size.seconds(50.0, 10.0) == 60.0 + size.tokens / 50.0
+    assert work_size(4, [10, 20], 3) == type(size)(4, 24, 360)
+
+    lab = LabController.__new__(LabController)  # its `expected` reads two measured figures, nothing else
+    lab.server = SimpleNamespace(launch_s=None)
+    lab.tg_seen = None
+    assert "not known yet" in lab.expected(size)
+    lab.server.launch_s, lab.tg_seen = 10.0, 50.0
+    assert lab.expected(size).startswith("Expected: about ") and "10 s" in lab.expected(size)

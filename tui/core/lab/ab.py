@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from tui.core.lab.runner import Attempt, Lab, Launched, Prober, Step, default_pr
 from tui.core.probes.run_types import RunConfig
 from tui.core.probes.suites import Suite, SuiteError, get_suite
 from tui.core.options.settings import Settings, effective_spec_types, settings_json
-from tui.core.lab.events import EventFn, LabError, Progress, new_cancel
+from tui.core.lab.events import EventFn, LabError, Progress, WorkSize, new_cancel, work_size
 from tui.core.lab.ranking import DEFAULT_WORKLOAD, MtpVerdict, PassSample, Side, decide
 
 DEFAULT_PASSES = 3
@@ -40,29 +40,11 @@ def with_mtp(settings: Settings, on: bool) -> Settings:
     return replace(settings, spec_type=(["draft-mtp"] + types) if on else types)
 
 
-@dataclass(frozen=True)
-class AbSize:
-    """What an A/B of `passes` per side does, before it starts (the question in front of it)."""
-
-    passes: int
-    launches: int
-    requests: int
-    tokens: int  # generated tokens at most, both sides
-
-    def seconds(self, tg_tps: float | None, launch_s: float | None) -> float | None:
-        """Its duration from one measured generation speed and launch time on this machine (None when
-        either is unknown). A floor: prompt processing and MTP's own speed-up are left out."""
-        if not tg_tps or tg_tps <= 0 or launch_s is None:
-            return None
-        return self.launches * launch_s + self.tokens / tg_tps
-
-
-def ab_size(suite: Suite, passes: int, n_predict: int | None) -> AbSize:
+def ab_size(suite: Suite, passes: int, n_predict: int | None) -> WorkSize:
     """2 x `passes` launches, each probing every prompt of `suite` once (`n_predict`: the run's
     tokens for prompts that do not set their own, RunConfig's default when None)."""
     per = n_predict or RunConfig().n_predict
-    tokens = sum(p.n_predict or per for p in suite.prompts)
-    return AbSize(passes, 2 * passes, 2 * passes * len(suite.prompts), 2 * passes * tokens)
+    return work_size(2 * passes, [p.n_predict or per for p in suite.prompts], 1)
 
 
 def interleaved(passes: int) -> list[tuple[Side, int]]:

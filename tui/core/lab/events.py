@@ -132,6 +132,28 @@ def weight(c: Work) -> float:
     return float(c.n_predict or 512)
 
 
+@dataclass(frozen=True)
+class WorkSize:
+    """What an experiment does, before it starts: the question in front of a long run says it."""
+
+    launches: int
+    requests: int
+    tokens: int  # generated tokens at most
+
+    def seconds(self, tg_tps: float | None, launch_s: float | None) -> float | None:
+        """Its duration from one measured generation speed and launch time on this machine (None when
+        either is unknown). A floor: prompt processing and MTP's speed-up are left out."""
+        if not tg_tps or tg_tps <= 0 or launch_s is None:
+            return None
+        return self.launches * launch_s + self.tokens / tg_tps
+
+
+def work_size(launches: int, prompt_tokens: Sequence[int], repeat: int) -> WorkSize:
+    """`launches` servers, each probing every prompt `repeat` times (`prompt_tokens`: each prompt's
+    generated tokens at most)."""
+    return WorkSize(launches, launches * repeat * len(prompt_tokens), launches * repeat * sum(prompt_tokens))
+
+
 class Pace:
     """Measured launch and generation times; the ETA and the budget check read them."""
 

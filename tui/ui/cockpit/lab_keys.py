@@ -14,7 +14,6 @@ from tui.core.options.settings import Settings
 from tui.core.options.settings import settings_json
 from tui.core.probes.suites import SuiteError, get_suite
 from tui.ui.lab.confirm import confirm_then, server_label
-from tui.ui.lab.views import clock
 from tui.ui.widgets.question import Answer, Question
 from tui.ui.lab.search_screen import SearchScreen
 from tui.ui.lab.sweep_screen import SweepScreen, default_setup
@@ -74,14 +73,9 @@ def ab_question(main: MainScreen) -> Question:
     except SuiteError as exc:
         lines.append(f"The suite cannot be read ({exc}); starting will say why.")
     else:
-        speeds = [s.tg_median for s in main.probes.state.summaries if s.tg_median]
-        seconds = size.seconds(min(speeds) if speeds else None, main.server.launch_s)
         lines.append(f"{passes} passes per side, interleaved: {size.launches} launches and {size.requests} requests "
                      f"of the {main.probe_panel.suite} suite, up to {size.tokens} generated tokens.")
-        lines.append(f"Expected: about {clock(seconds)} at least (from this machine's last launch, "
-                     f"{main.server.launch_s:.0f} s, and its slowest probed speed, {min(speeds):.1f} t/s)."
-                     if seconds is not None else
-                     "Its duration is not known yet: launch and probe once (l, then p) and this says how long.")
+        lines.append(main.lab.expected(size))
     if main.lab.stops_server():
         running = main.server.running_settings()
         lines.append(f"It launches its own servers, so your {server_label(running)} is stopped first; you will "

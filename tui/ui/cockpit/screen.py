@@ -272,6 +272,8 @@ class MainScreen(Screen[None]):
     @on(ProbeFinished)
     def _probe_finished(self, message: ProbeFinished) -> None:
         self.probe_panel.show(self.probes.finished(message))
+        speeds = [x.tg_median for x in self.probes.state.summaries if x.tg_median]
+        self.lab.tg_seen = min(speeds) if speeds else self.lab.tg_seen  # a long run's expected duration
         self.key_bar.show(self.server.status, self.probes.state)
         if message.error:
             self._notice(Notice(message.error, "Probe run failed", "error", 12))

@@ -55,6 +55,9 @@ class ServerPort(Protocol):
 
     def stop_now(self) -> None: ...
 
+    #: The user's last launch's seconds to ready (None before one): what an experiment's launches take.
+    launch_s: float | None
+
 
 class ProblemsPort(Protocol):
     """The settings on screen and their problems (a launch with errors is refused)."""
@@ -81,6 +84,7 @@ class LabController:
                  plan: ProblemsPort) -> None:
         self.backend, self.options, self.host, self.server, self.plan = backend, options, host, server, plan
         self.running: str | None = None  # sweep | ab | search | tune
+        self.tg_seen: float | None = None  # the slowest TG a probe measured on this machine (t/s)
         self.finished: Counter[str] = Counter()  # actions ended, by kind (tests wait on it)
         self.sweep_setup: SweepSetup | None = None  # the sweep screen's last setup (kept while the App runs)
         self.sweep_defn: Any = None
@@ -103,6 +107,15 @@ class LabController:
         self._idle.set()
 
     # --- starting --------------------------------------------------------------------------------
+
+    def expected(self, size: Any) -> str:
+        """A long run's expected duration, said before it starts (`size`: a core `WorkSize`), from the
+        user's last launch and the slowest probed speed; how to get one when neither is known yet."""
+        seconds = size.seconds(self.tg_seen, self.server.launch_s)
+        if seconds is None:
+            return "Its duration is not known yet: launch and probe once (l, then p) and this says how long."
+        return (f"Expected: about {clock(seconds)} at least (from this machine's last launch, "
+                f"{self.server.launch_s:.0f} s, and its slowest probed speed, {self.tg_seen:.1f} t/s).")
 
     def blocked(self) -> str | None:
         """Why no tuning action can start now (None: it can)."""

@@ -148,7 +148,24 @@ class SweepScreen(SetupScreen):
             parts.append(f"{oom} predicted to OOM ({'run anyway' if self.setup.try_anyway else 'skipped'})")
         if done:
             parts.append(f"{done} already done (g resumes)")
-        self.show(replace(view, message=" · ".join(parts) + " · g runs"))
+        runs = len(view.rows) - done - (0 if self.setup.try_anyway else oom)
+        self.show(replace(view, message=" · ".join(parts) + self.duration(runs)))
+
+    def duration(self, rows: int) -> str:
+        """What `g` will do and how long it should take, said before it starts (a long run's rule)."""
+        # lazy: the lab's engine loads with the first check (a worker), never with the first frame
+        from tui.core.lab.events import work_size
+        from tui.core.probes.run_types import RunConfig
+        from tui.core.probes.suites import SuiteError, get_suite
+
+        try:
+            prompts = get_suite(self.setup.suite).prompts
+        except SuiteError:
+            return " · g runs"  # the check says why the suite cannot be read
+        per = self.setup.n_predict or RunConfig().n_predict
+        size = work_size(rows, [p.n_predict or per for p in prompts], self.setup.repeat)
+        return (f" · g runs {rows} launch{'es' if rows != 1 else ''} and {size.requests} requests\n"
+                + self.lab.expected(size))
 
     # --- showing -------------------------------------------------------------------------------
 
