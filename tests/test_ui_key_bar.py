@@ -149,3 +149,22 @@ def test_help_lists_every_action_by_section_and_the_other_screens() -> None:
         block = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
         listed = {a.id for a in keys.ACTIONS if f"| {a.id} |" in block}
         assert listed == {a.id for a in keys.ACTIONS if a.section == section}, section
+
+
+async def test_the_memory_screen_scrolls_at_once() -> None:
+    """`m`'s table did not scroll until Tab was pressed, as the help screen did."""
+    from textual.containers import VerticalScroll
+
+    from tui.ui.cockpit.reconcile_screen import ReconcileScreen
+    from tui.ui.cockpit.views import ReconcileRow
+
+    rows = tuple(ReconcileRow(f"CUDA{i // 7}", f"component {i}", 100.0 + i, 101.0 + i) for i in range(70))
+    app = make_app(samples.fixed_options("idle"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.push_screen(ReconcileScreen(rows, None))
+        await pilot.pause()
+        box = app.screen.query_one(VerticalScroll)
+        assert box.scroll_y == 0 and box.max_scroll_y > 0
+        await pilot.press("pagedown")
+        await pilot.wait_for_scheduled_animations()
+        assert box.scroll_y > 0

@@ -96,3 +96,6 @@ class ReconcileScreen(ModalScreen[None]):
             box.border_title = self._title
             yield Static(self._text, id="reconcile-table", markup=False)
         yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()  # arrows, PgUp/PgDn and Home/End scroll at once (no Tab first)
