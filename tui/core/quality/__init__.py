@@ -1,0 +1,1 @@
+"""Output quality, measured: what a setting changes in what the model writes."""
