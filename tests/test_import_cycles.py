@@ -18,7 +18,8 @@ may import only from tiers below its own, never from its own tier or above (`LAY
                                  models not on this disk (header by HTTP ranges, Hub resolution, variants)
     6  lab                       the one trial engine (launcher, failures, recovery, ranking, trial, journal,
                                  the loop) and its small strategies: the MTP on/off A/B, the knob searches
-    7  sweep                     grids of launches and probes (a strategy on the lab)
+    7  sweep quality             grids of launches and probes (a strategy on the lab); output quality
+                                 (KL divergence by llama-perplexity, MTP on/off greedy agreement)
     8  tune                      the tune: its space, search, workload, report (a strategy on the lab)
     9  doctor                    checks everything above, so nothing imports it
 
@@ -43,7 +44,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"planning"}),
     frozenset({"probes", "remote"}),
     frozenset({"lab"}),
-    frozenset({"sweep"}),
+    frozenset({"sweep", "quality"}),
     frozenset({"tune"}),
     frozenset({"doctor"}),
 )
