@@ -15,6 +15,7 @@ from tui.core.gpu.profiles import PROFILES, parse_gpus_spec
 from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
 from tui.core.lab.journal import load_journal
+from tui.ui.widgets.question import Question
 from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.options import AppOptions
 from tui.ui.lab.sweep_screen import SweepScreen
@@ -199,7 +200,9 @@ async def test_quit_while_a_sweep_runs_stops_its_server(server_bin: Path, tiny_m
         assert Path(f"/proc/{pid}").exists()
         await pilot.press("escape")
         t0 = time.monotonic()
-        await pilot.press("q")
+        await pilot.press("q")  # a run in flight: quitting asks first, naming what is lost
+        assert await until(pilot, lambda: isinstance(app.screen, Question))
+        await pilot.press("y")
         assert await until(pilot, lambda: not app.is_running, timeout=30)
         print(f"quit during a sweep row: {time.monotonic() - t0:.2f} s")
     assert sup.state.final, sup.state  # stopped, not left running

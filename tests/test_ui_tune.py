@@ -25,6 +25,7 @@ from tui.core.tune.space import Floors
 from tui.ui.lab import tune_ops as adapter
 from tui.ui.lab.confirm import ConfirmStop, RestartPrompt
 from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.widgets.question import Question
 from tui.ui.options import AppOptions
 from tui.ui.lab.tune_screen import TuneScreen
 from tui.ui.lab.tune_views import TuneSetup
@@ -357,6 +358,9 @@ async def test_quitting_the_app_mid_tune_leaves_no_server(server_bin: Path, tiny
         await pilot.press("escape")
         assert await until(pilot, lambda: not isinstance(app.screen, TuneScreen))
         assert app.lab.running == "tune"  # still running behind the main screen
-        await pilot.press("q")
+        await pilot.press("q")  # a run in flight: quitting asks first, naming what is lost
+        assert await until(pilot, lambda: isinstance(app.screen, Question))
+        assert "resumes it" in " ".join(str(w.render()) for w in app.screen.query("Static"))
+        await pilot.press("y")
         assert await until(pilot, lambda: not app.is_running, 60)
     assert servers_of(model) == []
