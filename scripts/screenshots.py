@@ -105,19 +105,6 @@ async def real_run(work: Path) -> None:
         demo = dataclasses.replace(demo_settings(setup.model), ctx_size=4096)
         app.main.form.load(demo)
         await settle_plan(pilot, app)
-        await pilot.resize_terminal(100, 30)  # the smallest terminal the first hour is walked in
-        await pilot.pause(0.5)
-        save(app, "cockpit-100x30")
-        await pilot.resize_terminal(*SIZE)
-        app.main.form.load(dataclasses.replace(demo, ctx_size=65536))  # past the demo model's training context
-        await settle_plan(pilot, app)
-        await pilot.press("l")
-        await until(pilot, lambda: type(app.screen).__name__ == "Question", "the launch question")
-        await pilot.pause(0.3)
-        save(app, "launch-question")
-        await pilot.press("escape")
-        app.main.form.load(demo)
-        await settle_plan(pilot, app)
         await pilot.press("l")
         await until(pilot, lambda: app.main.server.status.state == "ready", "the demo server")
         done = app.main.probes.runs_finished
@@ -149,7 +136,23 @@ async def real_run(work: Path) -> None:
         await until(pilot, lambda: app.screen.query_one("#compare-table").row_count > 0, "the comparison")
         await pilot.pause(0.3)
         save(app, "runs-compare")
-        await pilot.press("escape", "q")
+        await pilot.press("escape")
+        app.main.form.load(demo)
+        await settle_plan(pilot, app)
+        await pilot.resize_terminal(100, 30)  # the smallest terminal the first hour is walked in
+        await pilot.pause(0.5)
+        save(app, "cockpit-100x30")
+        await pilot.resize_terminal(*SIZE)
+        app.main.form.load(dataclasses.replace(demo, ctx_size=65536))  # past the demo model's training context
+        await settle_plan(pilot, app)
+        await until(pilot, lambda: app.main.plan.settings.ctx_size == 65536 and app.main.plan.view is not None
+                    and bool(app.main.plan.view.context_note), "the plan of -c 65536")  # the form posts it later
+        await pilot.press("r" if app.main.server.alive else "l")  # the demo may have launched already
+        await until(pilot, lambda: type(app.screen).__name__ == "Question", "the launch question")
+        await pilot.pause(0.3)
+        save(app, "launch-question")
+        await pilot.press("escape")
+        await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "the app to quit", 30)
 
 
@@ -184,12 +187,14 @@ async def tuning_run(work: Path) -> None:
         screen.query_one("#axis-4").value = "256,512"  # ubatch: with MTP on,off a 2x2 grid
         await until(pilot, lambda: screen.defn is not None and len(screen.defn.axes) == 2, "the planned grid")
         await pilot.press("g")
-        await until(pilot, lambda: app.lab.sweeps_finished == 1, "the sweep", 900)
+        await until(pilot, lambda: app.lab.finished["sweep"] == 1, "the sweep", 900)
         await pilot.pause(0.5)
         save(app, "sweep")
         await pilot.press("escape", "a")
+        await until(pilot, lambda: type(app.screen).__name__ == "Question", "the question before the A/B")
+        await pilot.press("y")  # it said what it will do and how long it should take
         await until(pilot, lambda: isinstance(app.screen, VerdictScreen), "the verdict screen")
-        await until(pilot, lambda: app.lab.abs_finished == 1, "MTP on vs off", 900)
+        await until(pilot, lambda: app.lab.finished["ab"] == 1, "MTP on vs off", 900)
         await pilot.pause(0.5)
         save(app, "verdict")
         await pilot.press("escape")
@@ -203,7 +208,7 @@ async def tuning_run(work: Path) -> None:
         if tune.problem:
             raise SystemExit(f"screenshots: the tune cannot start: {tune.problem}")
         await pilot.press("g")
-        await until(pilot, lambda: app.lab.tunes_finished == 1, "the tune", 900)
+        await until(pilot, lambda: app.lab.finished["tune"] == 1, "the tune", 900)
         await pilot.pause(0.5)
         save(app, "tune")
         await pilot.press("r")  # the Markdown report, for the README's excerpt
