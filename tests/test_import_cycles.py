@@ -16,8 +16,9 @@ may import only from tiers below its own, never from its own tier or above (`LAY
     4  planning                  GGUF header, device list, estimate, exact mode (dry runs a server)
     5  probes remote             PP/TG/acceptance measurements, statistics, comparison, break-even;
                                  models not on this disk (header by HTTP ranges, Hub resolution, variants)
-    6  lab                       the one trial engine (launcher, failures, recovery, ranking, trial, journal,
-                                 the loop) and its small strategies: the MTP on/off A/B, the knob searches
+    6  lab quality               the one trial engine (launcher, failures, recovery, ranking, trial, journal,
+                                 the loop) and its small strategies: the MTP on/off A/B, the knob searches;
+                                 output quality measured by llama-perplexity (KLD of KV types and quants)
     7  sweep                     grids of launches and probes (a strategy on the lab)
     8  tune                      the tune: its space, search, workload, report (a strategy on the lab)
     9  doctor                    checks everything above, so nothing imports it
@@ -42,7 +43,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"demo"}),
     frozenset({"planning"}),
     frozenset({"probes", "remote"}),
-    frozenset({"lab"}),
+    frozenset({"lab", "quality"}),
     frozenset({"sweep"}),
     frozenset({"tune"}),
     frozenset({"doctor"}),
