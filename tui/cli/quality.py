@@ -129,18 +129,19 @@ def render(report: Any) -> str:
         f"{report.ref_bytes / 1e6:.0f} MB" + (f", {report.ref_seconds:.1f} s" if report.ref_seconds is not None else "")
         + (" (cached)" if report.ref_cached else ""),
         f"text       : {report.text.label}, {report.text.n_bytes / 1000:.0f} kB",
-        f"measured   : -c {report.ctx}, {counted(report.chunks, 'chunk')}, {report.tokens} tokens scored per setting"
-        f" (llama-perplexity {report.oracle.version_string})",
+        f"measured   : -c {report.ctx}, {counted(report.chunks, 'chunk')}, {report.tokens} tokens scored per setting, "
+        f"by llama-perplexity {report.oracle.version_string}",
         "",
         f"{'K/V':<12} {'mean KLD ± unc':>22} {'p99 KLD':>9} {'max KLD':>9} {'same top % ± unc':>17} "
         f"{'Δp % ± unc':>16} {'time':>8}",
     ]
     for r in report.results:
         f = r.figures
+        kld, dp = f.kld_mean.value + 0.0, f.dp_mean_pct.value + 0.0  # llama.cpp may print -0.000000: it is 0
         lines.append(
-            f"{r.kv.label:<12} {f.kld_mean.value:>10.6f} ± {f.kld_mean.uncertainty or 0:<9.6f} {f.kld_p99:>9.6f} "
+            f"{r.kv.label:<12} {kld:>10.6f} ± {f.kld_mean.uncertainty or 0:<9.6f} {f.kld_p99:>9.6f} "
             f"{f.kld_max:>9.6f} {f.same_top_pct.value:>8.3f} ± {f.same_top_pct.uncertainty or 0:<6.3f} "
-            f"{f.dp_mean_pct.value:>7.3f} ± {f.dp_mean_pct.uncertainty or 0:<6.3f} {r.seconds:>6.1f} s"
+            f"{dp:>7.3f} ± {f.dp_mean_pct.uncertainty or 0:<6.3f} {r.seconds:>6.1f} s"
             + ("  cached" if r.cached else ""))
     lines.append("")
     p = report.passes
