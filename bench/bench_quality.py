@@ -45,7 +45,7 @@ def bench_text() -> QualityText:
 
 def table(report: QualityReport, repeat_s: float, again: QualityReport) -> str:
     rows = [
-        f"-c {report.ctx}, {report.chunks} chunks, {report.tokens} tokens scored per setting; reference "
+        f"-c {report.ctx}, {report.chunks} chunk{'s' if report.chunks != 1 else ''}, {report.tokens} tokens scored per setting; reference "
         f"(f16 K/V) {report.ref_seconds:.1f} s, {report.ref_bytes / 1e6:.0f} MB of logits; passes "
         f"{report.passes['reference']} reference + {report.passes['settings']} settings; the same question again: "
         f"{again.passes['reference']} + {again.passes['settings']} passes, {repeat_s:.2f} s, all cached: "

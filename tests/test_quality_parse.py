@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tui.core.quality.parse import (
-    Figure, KldFigures, ParseError, chunk_done, last_error, parse_base, parse_kld, scored_tokens,
+    Figure, KldFigures, ParseError, chunk_done, cut_short, last_error, parse_base, parse_kld, scored_tokens,
 )
 
 DATA = Path(__file__).resolve().parent / "data" / "quality"
@@ -48,4 +48,8 @@ def test_missing_figures_quote_the_last_error() -> None:
     with pytest.raises(ParseError, match="printed no Mean KLD: .*error loading model: tensor 'x' is corrupted"):
         parse_kld(lines)
     assert last_error(["nothing", "at all"]) == "at all" and last_error([]) == "no output"
+    assert not cut_short(lines), "an error is said, not retried"
+    whole = _lines("kld-q4_0-gemma3-270m.txt")
+    for end in (5, 8, 15):  # llama.cpp's logger thread can lose the output's end after any line
+        assert cut_short(whole[:end]), whole[end - 1]
     assert scored_tokens(8192, 1) == 4095 and scored_tokens(512, 6) == 1530

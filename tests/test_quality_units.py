@@ -74,11 +74,13 @@ def test_references_are_pruned_oldest_first_to_the_cap(monkeypatch: pytest.Monke
         (refs / f"{name}.kld").write_bytes(b"x" * 100)
         (refs / f"{name}.json").write_text("{}")
         os.utime(refs / f"{name}.kld", (now - 100 + i, now - 100 + i))
-    (refs / "dead.1.tmp").write_bytes(b"half")  # a pass that died: untouched for over an hour
-    os.utime(refs / "dead.1.tmp", (now - 7200, now - 7200))
+    (refs / "dead.1.tmp").write_bytes(b"half")  # a pass that died: nobody holds its lock
     (refs / "live.2.tmp").write_bytes(b"being written")
-    gone = cache.prune_refs(250, keep={"old"})
-    assert sorted(p.name for p in gone) == ["dead.1.tmp", "mid.kld"]
+    with cache.locked("live"):
+        assert subprocess.run([sys.executable, "-c", "from tui.core.quality import cache; "
+                               "print(sorted(p.name for p in cache.prune_refs(250, keep={'old'})))"],
+                              capture_output=True, text=True, timeout=60).stdout.strip() == "['dead.1.tmp', 'mid.kld']"
+    assert (refs / "live.2.tmp").exists(), "another mtp-tune's reference being written is left alone"
     (refs / "live.2.tmp").unlink()
     assert sorted(p.name for p in refs.iterdir()) == ["new.json", "new.kld", "old.json", "old.kld"]
     assert cache.cached_ref("new") == refs / "new.kld" and cache.cached_ref("mid") is None

@@ -147,6 +147,7 @@ def render(report: Any) -> str:
     p = report.passes
     lines.append(f"passes     : {counted(p['reference'], 'reference pass', 'reference passes')}, "
                  f"{counted(p['settings'], 'setting pass', 'setting passes')} "
-                 f"({counted(sum(r.cached for r in report.results), 'setting')} from the cache)")
+                 + (f"(and {p['repeated']} run again) " if p["repeated"] else "")
+                 + f"({counted(sum(r.cached for r in report.results), 'setting')} from the cache)")
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)

@@ -107,7 +107,7 @@ def choose(*, n_vocab: int, tokens: int, cap_bytes: int, ctx: int | None = None,
     n = min(want, by_text, by_cap)
     if chunks is not None and n < chunks:
         why = "the disk cap (--disk-cap) holds" if by_cap < min(want, by_text) else "the text has"
-        notes.append(f"{n} chunks, not {chunks}: {why} only {n} at -c {chosen}")
+        notes.append(f"{n} chunk{'s' if n != 1 else ''}, not {chunks}: {why} only {n} at -c {chosen}")
     return Budget(chosen, n, ref_bytes(n_vocab, chosen, n), tuple(notes))
 
 

@@ -32,8 +32,6 @@ MAX_RESULTS = 2000
 #: a lock held longer than this (another mtp-tune computing the same reference) is not waited for
 LOCK_WAIT_S = 3600.0
 FORMAT = 1
-#: a temporary reference not written to for this long belongs to a pass that died (mtp-tune killed)
-STALE_TMP_S = 3600.0
 
 
 def root() -> Path:
@@ -102,8 +100,9 @@ def prune_refs(cap_bytes: int, keep: set[str] = frozenset(), room_for: int = 0) 
     if not folder.is_dir():
         return []
     gone: list[Path] = []
-    for tmp in folder.glob("*.tmp"):  # a pass writes its file as it goes: one untouched this long is dead
-        if time.time() - tmp.stat().st_mtime > STALE_TMP_S:
+    for tmp in folder.glob("*.tmp"):  # a pass's files, left by an mtp-tune killed mid-pass: its lock is free
+        owner = tmp.name.split(".", 1)[0]
+        if owner not in keep and _lock_free(owner):
             tmp.unlink(missing_ok=True)
             gone.append(tmp)
     refs = sorted((p for p in folder.glob("*.kld") if p.stem not in keep), key=lambda p: p.stat().st_mtime)
@@ -128,6 +127,21 @@ def write_result(result_key: str, data: dict[str, Any]) -> None:
     entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[MAX_RESULTS:]:
         old.unlink(missing_ok=True)
+
+
+def _lock_free(name: str) -> bool:
+    """True when no mtp-tune holds the lock `name` (so nothing is writing that reference now)."""
+    path = root() / "locks" / f"{name}.lock"
+    try:
+        with open(path, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return True
+    except OSError:
+        return True  # no lock folder: no pass ever held it
 
 
 @contextmanager

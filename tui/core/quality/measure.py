@@ -22,7 +22,7 @@ from tui.core.quality import cache
 from tui.core.quality.models import ModelId, check_reference, model_id
 from tui.core.quality.oracle import OracleError, OracleInfo, PassOutput, run_pass
 from tui.core.quality.parse import (
-    KldFigures, ParseError, chunk_done, last_error, parse_base, parse_kld, scored_tokens,
+    KldFigures, ParseError, chunk_done, cut_short, last_error, parse_base, parse_kld, scored_tokens,
 )
 from tui.core.quality.request import REFERENCE_TYPE, KvPair, PassArgs, perplexity_args
 from tui.core.quality.text import QualityText, with_fallback
@@ -34,6 +34,10 @@ DEFAULT_PASS_TIMEOUT_S = 1800.0
 DISK_MARGIN_BYTES = 256 * 2**20
 
 Progress = Callable[[str], None]
+#: tries of a setting's pass whose output stopped before its statistics (see CUT_NOTE)
+KLD_TRIES = 3
+CUT_NOTE = ("llama-perplexity ended before its statistics reached its output (llama.cpp writes its log from a "
+            "thread that exit can cut short, ggml-org/llama.cpp#22142), so that pass was run again")
 
 
 class QualityError(RuntimeError):
@@ -87,7 +91,7 @@ class QualityReport:
     ref_bytes: int = 0
     ref_seconds: float | None = None
     ref_cached: bool = False
-    passes: dict[str, int] = field(default_factory=lambda: {"reference": 0, "settings": 0})
+    passes: dict[str, int] = field(default_factory=lambda: {"reference": 0, "settings": 0, "repeated": 0})
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -139,19 +143,22 @@ def measure(req: QualityRequest, oracle: OracleInfo, *, progress: Progress | Non
     pargs = perplexity_args(req.server_args, oracle.options)
     text = with_fallback(req.text, budgets.estimate_tokens(req.text.n_bytes), 2 * budgets.MIN_CTX)
     tokens, exact = budgets.estimate_tokens(text.n_bytes), False
+    # every pass that ran: a retried reference included; `repeated`: setting passes run again (`_setting`)
+    passes = {"reference": 0, "settings": 0, "repeated": 0}
     for _attempt in range(3):
         plan = budgets.choose(n_vocab=model.n_vocab, tokens=tokens, cap_bytes=req.cap_bytes, ctx=req.ctx,
                               chunks=req.chunks, n_ctx_train=model.n_ctx_train, tokens_exact=exact)
-        report = QualityReport(model, ref, text, plan, pargs, oracle,
+        report = QualityReport(model, ref, text, plan, pargs, oracle, passes=passes,
                                notes=[n for n in (text.note,) if n] + list(plan.notes))
         if pargs.dropped:
             report.notes.append(f"not passed to llama-perplexity (they change no logit): {', '.join(pargs.dropped)}")
         ref_key = cache.key("ref", ref.digest, cache.binary_id(oracle.path), text.digest, plan.ctx, plan.chunks,
                             pargs.key_args)
         todo = _from_cache(report, req.kv, ref_key)
-        if not todo:
+        if not todo:  # every figure asked for is known: the reference is not even needed
             meta = cache.read_ref_meta(ref_key) or {}
             report.ref_cached, report.ref_bytes, report.ref_seconds = True, int(meta.get("bytes", 0)), meta.get("seconds")
+            report.ref_path = cache.cached_ref(ref_key)
             return report
         short = _ensure_reference(report, req, ref_key, progress, cancel)
         if short is None:
@@ -189,42 +196,52 @@ def _ensure_reference(report: QualityReport, req: QualityRequest, ref_key: str, 
                       cancel: threading.Event | None) -> int | None:
     """The reference's logits, cached or computed now (`report.ref_*` set). Returns the text's real token
     count when the tokenizer found it shorter than two contexts (nothing written then), else None."""
-    with cache.locked(ref_key):
-        path = cache.cached_ref(ref_key)
-        if path is not None:
-            meta = cache.read_ref_meta(ref_key) or {}
-            report.ref_path, report.ref_bytes, report.ref_cached = path, path.stat().st_size, True
-            report.ref_seconds = meta.get("seconds")
-            return None
-        plan = report.budget
-        cache.prune_refs(req.cap_bytes, keep={ref_key}, room_for=plan.ref_bytes)
-        free = shutil.disk_usage(cache.root()).free
-        if free < plan.ref_bytes + DISK_MARGIN_BYTES:
-            raise QualityError(f"{cache.root()}: {free / 1e9:.2f} GB free, and the reference logits need "
-                               f"{plan.ref_bytes / 1e9:.2f} GB; free some disk or lower --disk-cap.")
-        tmp = cache.tmp_ref(ref_key)
-        text_file = tmp.with_suffix(".txt")
-        text_file.write_text(report.text.text, encoding="utf-8")
-        argv = [str(report.oracle.path), "-m", str(report.reference.path), *report.pass_args.args,
-                "-c", str(plan.ctx), "--chunks", str(plan.chunks), "-f", str(text_file),
-                "-ctk", REFERENCE_TYPE, "-ctv", REFERENCE_TYPE, "--kl-divergence-base", str(tmp)]
-        _say(progress, f"reference: {report.reference.path.name} with {REFERENCE_TYPE} K/V at -c {plan.ctx}, "
-                       f"{plan.chunks} chunks ({plan.ref_bytes / 1e6:.0f} MB of logits)")
-        try:
-            out = _run(argv, req, cancel, None)
-            base = parse_base(out.lines)
-            if base.short_tokens is not None:
-                return base.short_tokens
-            report.passes["reference"] += 1
-            size = _check_ref_file(tmp, out)
-            meta = {"bytes": size, "seconds": out.seconds, "chunks": base.chunks, "ctx": base.ctx,
-                    "ppl": base.ppl.value if base.ppl else None, "model": str(report.reference.path)}
-            report.ref_path = cache.finish_ref(ref_key, tmp, meta)
-        finally:
-            tmp.unlink(missing_ok=True)
-            text_file.unlink(missing_ok=True)
-        report.ref_bytes, report.ref_seconds = size, out.seconds
+    try:
+        with cache.locked(ref_key):
+            return _reference_locked(report, req, ref_key, progress, cancel)
+    except TimeoutError as exc:
+        raise QualityError(f"{exc}: another mtp-tune is computing the same reference; try again when it is done.") \
+            from None
+
+
+def _reference_locked(report: QualityReport, req: QualityRequest, ref_key: str, progress: Progress | None,
+                      cancel: threading.Event | None) -> int | None:
+    """`_ensure_reference` under its lock: the cached file, else a reference pass into a temporary file."""
+    path = cache.cached_ref(ref_key)
+    if path is not None:
+        meta = cache.read_ref_meta(ref_key) or {}
+        report.ref_path, report.ref_bytes, report.ref_cached = path, path.stat().st_size, True
+        report.ref_seconds = meta.get("seconds")
         return None
+    plan = report.budget
+    cache.prune_refs(req.cap_bytes, keep={ref_key}, room_for=plan.ref_bytes)
+    free = shutil.disk_usage(cache.root()).free
+    if free < plan.ref_bytes + DISK_MARGIN_BYTES:
+        raise QualityError(f"{cache.root()}: {free / 1e9:.2f} GB free, and the reference logits need "
+                           f"{plan.ref_bytes / 1e9:.2f} GB; free some disk or lower --disk-cap.")
+    tmp = cache.tmp_ref(ref_key)
+    text_file = tmp.with_name(f"{tmp.stem}.text.tmp")  # pruned with the reference's if mtp-tune is killed
+    text_file.write_text(report.text.text, encoding="utf-8")
+    argv = [str(report.oracle.path), "-m", str(report.reference.path), *report.pass_args.args,
+            "-c", str(plan.ctx), "--chunks", str(plan.chunks), "-f", str(text_file),
+            "-ctk", REFERENCE_TYPE, "-ctv", REFERENCE_TYPE, "--kl-divergence-base", str(tmp)]
+    _say(progress, f"reference: {report.reference.path.name} with {REFERENCE_TYPE} K/V at -c {plan.ctx}, "
+                   f"{plan.chunks} chunk{'s' if plan.chunks != 1 else ''} ({plan.ref_bytes / 1e6:.0f} MB of logits)")
+    try:
+        out = _run(argv, req, cancel, None)
+        report.passes["reference"] += 1
+        base = parse_base(out.lines)
+        if base.short_tokens is not None:
+            return base.short_tokens
+        size = _check_ref_file(tmp, out)
+        meta = {"bytes": size, "seconds": out.seconds, "chunks": base.chunks, "ctx": base.ctx,
+                "ppl": base.ppl.value if base.ppl else None, "model": str(report.reference.path)}
+        report.ref_path = cache.finish_ref(ref_key, tmp, meta)
+    finally:
+        tmp.unlink(missing_ok=True)
+        text_file.unlink(missing_ok=True)
+    report.ref_bytes, report.ref_seconds = size, out.seconds
+    return None
 
 
 def _check_ref_file(path: Path, out: PassOutput) -> int:
@@ -235,6 +252,9 @@ def _check_ref_file(path: Path, out: PassOutput) -> int:
         size = path.stat().st_size
     except OSError:
         raise QualityError(f"the reference pass wrote no logits (exit {out.returncode}): {last_error(out.lines)}") from None
+    if len(head) == 12 and head[:8] == b"_logits_":  # the header alone: it stopped at "need at least N tokens"
+        raise QualityError(f"the text is shorter than two contexts of {struct.unpack('<I', head[8:12])[0]} tokens for "
+                           "this model's tokenizer (llama-perplexity wrote no logits); give a longer --text or a smaller -c.")
     if len(head) < 20 or head[:8] != b"_logits_":
         raise QualityError(f"the reference pass wrote no logits (exit {out.returncode}): {last_error(out.lines)}")
     n_ctx, n_vocab, n_chunk = struct.unpack("<Iii", head[8:20])
@@ -258,12 +278,18 @@ def _setting(report: QualityReport, req: QualityRequest, kv: KvPair, ref_key: st
         if n is not None:
             _say(progress, f"{kv.label}: chunk {n}/{report.budget.chunks}")
 
-    out = _run(argv, req, cancel, on_line)
     report.passes["settings"] += 1
-    try:
-        figures = parse_kld(out.lines)
-    except ParseError as exc:
-        raise QualityError(f"-ctk {kv.k} -ctv {kv.v}: {exc} (exit {out.returncode})") from None
+    for attempt in range(1, KLD_TRIES + 1):
+        out = _run(argv, req, cancel, on_line)
+        try:
+            figures = parse_kld(out.lines)
+            break
+        except ParseError as exc:
+            if out.returncode != 0 or not cut_short(out.lines) or attempt == KLD_TRIES:
+                raise QualityError(f"-ctk {kv.k} -ctv {kv.v}: {exc} (exit {out.returncode})") from None
+            report.passes["repeated"] += 1
+            if CUT_NOTE not in report.notes:
+                report.notes.append(CUT_NOTE)
     cache.write_result(_result_key(report, ref_key, kv), {"figures": figures.to_json(), "seconds": out.seconds,
                                                           "model": str(report.model.path), "kv": kv.label})
     return SettingResult(kv, figures, out.seconds, False)

@@ -127,6 +127,12 @@ def chunk_done(line: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def cut_short(lines: Iterable[str]) -> bool:
+    """True when a pass's output says nothing went wrong, yet lacks its statistics: llama.cpp's logger
+    thread lost the end of the output at exit (it can stop after any line, even before the chunk table)."""
+    return not any(_ERROR.search(ln) for ln in lines)
+
+
 def last_error(lines: Iterable[str]) -> str:
     """The last line that reads like an error (what to quote in a one-sentence failure), else the last line."""
     lines = [ln.strip() for ln in lines if ln.strip()]
