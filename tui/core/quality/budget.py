@@ -89,15 +89,16 @@ def choose(*, n_vocab: int, tokens: int, cap_bytes: int, ctx: int | None = None,
         if 2 * chosen > tokens:
             chosen = _pow2_at_most(tokens // 2)
             notes.append(f"measured at -c {chosen}, not {ctx}: the text has {about}{tokens} tokens and llama-perplexity "
-                         f"needs two contexts' worth ({2 * ctx}); give a longer --text to measure at {ctx}")
+                         f"needs two contexts' worth ({2 * ctx}); give a longer --text to measure at {ctx} (the loss usually "
+                         "grows with context)")
         if ref_bytes(n_vocab, chosen, 1) > cap_bytes:
             lowered = one_chunk_max
             notes.append(f"measured at -c {lowered}, not {chosen}: one chunk at {chosen} needs "
                          f"{_gb(ref_bytes(n_vocab, chosen, 1))} of reference logits ({n_vocab} vocabulary), more than "
-                         f"the {_gb(cap_bytes)} cap (--disk-cap)")
+                         f"the {cap_bytes / 2**30:g} GiB cap (--disk-cap); the loss usually grows with context")
             chosen = lowered
     if ref_bytes(n_vocab, chosen, 1) > cap_bytes:
-        raise BudgetError(f"--disk-cap {_gb(cap_bytes)}: one chunk at -c {chosen} needs {_gb(ref_bytes(n_vocab, chosen, 1))} "
+        raise BudgetError(f"--disk-cap {cap_bytes / 2**30:g} GiB: one chunk at -c {chosen} needs {_gb(ref_bytes(n_vocab, chosen, 1))} "
                           f"of reference logits for a {n_vocab}-token vocabulary; raise --disk-cap.")
     by_text = max(1, tokens // chosen)
     by_cap = max(1, (cap_bytes - _HEADER_BYTES) // (ref_bytes(n_vocab, chosen, 1) - _HEADER_BYTES))
