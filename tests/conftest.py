@@ -83,6 +83,7 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         ("MTP_TUNE_EXACT_DIR", "mtp-exact"),  # exact mode's dry runs, not the real cache
         ("MTP_TUNE_REMOTE_DIR", "mtp-remote"),  # remote headers and Hub listings, not the real cache
         ("MTP_TUNE_HEADER_DIR", "mtp-headers"),  # parsed GGUF headers, not the real cache
+        ("MTP_TUNE_QUALITY_DIR", "mtp-quality"),  # reference logits and quality results, not the real cache
     ):
         (root / sub).mkdir()
         monkeypatch.setenv(var, str(root / sub))

@@ -31,6 +31,24 @@ def test_doctor_json_reports_real_server(server_bin: Path, tmp_path: Path) -> No
     assert data["host"]["ram_total_mib"] > 0
 
 
+def test_doctor_names_llama_perplexity_beside_the_server_and_a_build_mismatch(server_bin: Path, tmp_path: Path) -> None:
+    from tui.core.server import provision
+
+    env = dict(os.environ, MTP_TUNE_LLAMA_SERVER=str(server_bin))
+    env.pop(provision.ENV_PERPLEXITY, None)
+    data = json.loads(_doctor(env, "--json").stdout)
+    beside = provision.companion_for(server_bin, provision.PERPLEXITY_NAME)
+    assert beside is not None and data["perplexity"]["path"] == str(beside.path)
+    assert data["perplexity"]["version"] == data["server"]["version"] and data["perplexity"]["same_build_as_server"] is True
+    assert "perplexity   : " + str(beside.path) in _doctor(env).stdout
+    other = tmp_path / "llama-perplexity"
+    other.write_text("#!/bin/sh\necho 'version: 4242 (abc1234)' >&2\n")
+    other.chmod(0o755)
+    data = json.loads(_doctor(env, "--json", "--perplexity-bin", str(other)).stdout)
+    assert data["perplexity"]["build_number"] == 4242 and data["perplexity"]["same_build_as_server"] is False
+    assert any("build 4242" in w and "--perplexity-bin" in w for w in data["warnings"]), data["warnings"]
+
+
 def test_doctor_flags_config_ini_and_env(server_bin: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "xdg" / "llama.cpp" / "config.ini"
     cfg.parent.mkdir(parents=True)

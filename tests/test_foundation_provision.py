@@ -50,6 +50,35 @@ def test_cached_build_is_found_last(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert provision.build_key().startswith(provision.SDIST_VERSION + "-")
 
 
+def test_perplexity_is_found_like_the_server_then_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    monkeypatch.setenv("MTP_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    assert provision.PERPLEXITY_NAME in provision.BUILD_TARGETS, "one cmake invocation builds the oracle too"
+    explicit = _exe(tmp_path / "a" / "llama-perplexity")
+    env = _exe(tmp_path / "b" / "llama-perplexity")
+    server = _exe(tmp_path / "own" / "llama-server")
+    beside = _exe(tmp_path / "own" / "llama-perplexity")
+    cached = _exe(provision.build_root() / "bin" / "llama-perplexity")
+    (provision.build_root() / "build.json").write_text("{}")
+    on_path = _exe(tmp_path / "d" / "llama-perplexity")
+    monkeypatch.setenv(provision.ENV_PERPLEXITY, str(env))
+    assert provision.find_perplexity(explicit, server) == provision.FoundServer(explicit, "--perplexity-bin")
+    assert provision.find_perplexity(None, server) == provision.FoundServer(env, "env")
+    monkeypatch.delenv(provision.ENV_PERPLEXITY)
+    assert provision.find_perplexity(None, server) == provision.FoundServer(beside, "beside the server")
+    beside.unlink()
+    assert provision.find_perplexity(None, server) == provision.FoundServer(cached, "cache")
+    assert provision.ensure_perplexity(None, server) == provision.FoundServer(cached, "cache")
+    cached.unlink()
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert provision.find_perplexity(None, None) == provision.FoundServer(on_path, "PATH")
+    with pytest.raises(provision.ProvisionError, match="--perplexity-bin .*no executable"):
+        provision.find_perplexity(tmp_path / "missing")
+    monkeypatch.setenv(provision.ENV_PERPLEXITY, str(tmp_path / "nope"))
+    with pytest.raises(provision.ProvisionError, match="MTP_TUNE_LLAMA_PERPLEXITY"):
+        provision.find_perplexity()
+
+
 def test_bad_explicit_paths_are_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(provision.ProvisionError, match="--server-bin .*no executable"):
         provision.find_server(tmp_path / "missing")

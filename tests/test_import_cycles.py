@@ -19,7 +19,8 @@ may import only from tiers below its own, never from its own tier or above (`LAY
     6  lab                       the one trial engine (launcher, failures, recovery, ranking, trial, journal,
                                  the loop) and its small strategies: the MTP on/off A/B, the knob searches
     7  sweep quality             grids of launches and probes (a strategy on the lab); output quality
-                                 (KL divergence by llama-perplexity, MTP on/off greedy agreement)
+                                 measured: KLD of KV types and quants by llama-perplexity, and the MTP
+                                 on/off greedy agreement (which launches through the lab)
     8  tune                      the tune: its space, search, workload, report (a strategy on the lab)
     9  doctor                    checks everything above, so nothing imports it
 

@@ -63,6 +63,14 @@ examples:
   mtp-tune plan -hf unsloth/Qwen3.6-35B-A3B-GGUF:Q4_K_M -c 100000 --gpus 2x16GiB
   # llama.cpp's own dry run instead of the estimate, as JSON
   mtp-tune plan -m model.gguf -c 32768 -ctk q8_0 -ctv q8_0 --exact --json""",
+    "quality": """\
+examples:
+  # what q8_0 and q4_0 K/V cost against f16, on your workload, at your context
+  mtp-tune quality -m model.gguf -c 4096 -fa on
+  # K and V apart, on your own text, two chunks
+  mtp-tune quality -m model.gguf --kv q8_0,q8_0/q4_0,q8_0/q5_0 --text notes.txt -c 2048 --chunks 2
+  # a weight quant against a higher quant of the same model, as JSON
+  mtp-tune quality -m model-Q4_K_M.gguf --ref model-Q8_0.gguf --json""",
     "probe": """\
 examples:
   # launch the model, measure PP, TG and acceptance, stop it

