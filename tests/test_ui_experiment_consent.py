@@ -73,7 +73,7 @@ async def test_cancelling_the_confirmation_leaves_the_server_running(tiny_models
         await launched(pilot, app, backend)
         await pilot.press("a")
         assert await until(pilot, lambda: isinstance(app.screen, Question))
-        question = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        question = app.screen.text
         assert "MTP on vs off" in question and "stopped first" in question and "tiny-mtp.gguf" in question
         assert "launches and" in question  # what it will do, and how long (or how to know) before it starts
         await pilot.press("n")

@@ -42,7 +42,7 @@ async def test_an_oom_plan_asks_and_esc_launches_nothing(tiny_models: dict[str, 
         app.main.action_launch()
         await pilot.pause()
         assert isinstance(app.screen, Question)
-        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        text = app.screen.text
         assert "runs out of memory, short by" in text
         assert "simulated" in text and "cannot run out of the simulated memory" in text
         assert "stand-ins" in text
@@ -70,7 +70,7 @@ async def test_past_the_training_context_asks_and_says_the_cap(tiny_models: dict
         app.main.action_restart()
         await pilot.pause()
         assert isinstance(app.screen, Question)
-        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        text = app.screen.text
         assert "training context" in text and "Restart anyway" in text
         await pilot.press("enter")
         await pilot.pause()
@@ -102,7 +102,7 @@ async def test_stand_ins_make_the_predicted_oom_real(tiny_models: dict[str, Path
         app.main.action_launch()
         await pilot.pause()
         assert isinstance(app.screen, Question)
-        assert "t launches on capped stand-ins" in " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "t launches on capped stand-ins" in app.screen.text
         await pilot.press("t")
         status = app.main.server
         assert await until(pilot, lambda: status.status.state in ("failed", "exited", "ready"), 120)

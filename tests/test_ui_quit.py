@@ -51,7 +51,7 @@ async def test_quitting_with_a_run_in_flight_asks_and_names_the_loss(tiny_models
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, Question)
-        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        text = app.screen.text
         assert "MTP on/off run is stopped" in text and "cannot be resumed" in text
         await pilot.press("escape")
         await pilot.pause()
@@ -60,7 +60,7 @@ async def test_quitting_with_a_run_in_flight_asks_and_names_the_loss(tiny_models
         await pilot.press("ctrl+q")
         await pilot.pause()
         assert isinstance(app.screen, Question)
-        assert "resumes it" in " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "resumes it" in app.screen.text
         await pilot.press("y")
         await pilot.pause()
         assert exits == [0]

@@ -161,14 +161,14 @@ LOST = {
 
 def in_flight(app: MtpTuneApp) -> list[str]:
     """What quitting now would lose, one sentence each ([] when nothing runs)."""
-    out = [LOST[app.lab.running]] if app.lab.running in LOST else []
     probes = app.main.probes.state
+    out = [LOST[app.lab.running]] if app.lab.running in LOST else []
     if probes.running:
         out.append(f"The probe run is cancelled at {probes.done} of {probes.total} requests "
                    "(it is kept in Runs as cancelled; the verdict needs a whole run).")
-    if app.main.server.alive and not app.options.attach_url:
+    if out and app.main.server.alive and not app.options.attach_url:  # said only beside a run's loss
         out.append("llama-server, which mtp-tune started, is stopped.")
-    return out if out and (app.lab.running or probes.running) else []
+    return out
 
 
 def load_keymap() -> tuple[dict[str, str], tuple[KeymapProblem, ...]]:

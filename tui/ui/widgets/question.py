@@ -63,6 +63,11 @@ class Question(ModalScreen[str | None]):
                 for i, a in enumerate(self.answers):
                     yield Button(a.label, id=f"question-{i}", variant=a.variant)  # type: ignore[arg-type]
 
+    @property
+    def text(self) -> str:
+        """What the question says (its title and reasons), as plain text: what a test or a capture reads."""
+        return "\n".join((self.title_text, *self.lines))
+
     def on_mount(self) -> None:
         if self.answers:
             self.query_one("#question-0", Button).focus()
