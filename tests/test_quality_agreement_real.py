@@ -13,6 +13,10 @@ server (tests/test_quality_agreement.py).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -60,3 +64,26 @@ def test_a_model_without_mtp_fails_on_its_first_side(server_bin: Path, tiny_mode
     print(a.text())
     assert a.status == "failed" and a.error is not None and a.error.startswith("MTP on did not start: ")
     assert a.prompts == [] and a.percent is None
+
+
+def test_cli_quality_mtp_compares_on_and_off(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """`mtp-tune quality --mtp` is the agreement above from the command line: the user's flags through the one
+    validator, a suite file as the workload, the JSON the same object `Agreement.to_json` gives."""
+    suite = tmp_path / "two.jsonl"
+    suite.write_text('{"name": "fox", "prompt": "The quick brown fox", "n_predict": 12}\n'
+                     '{"name": "story", "prompt": "Once upon a time"}\n', encoding="utf-8")
+    env = {**os.environ, "MTP_TUNE_DATA_DIR": str(tmp_path / "data"), "MTP_TUNE_CONFIG_DIR": str(tmp_path / "cfg")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "quality", "--mtp", "--workload", str(suite), "--n-predict", "16",
+         "--server-bin", str(server_bin), "--ready-timeout", "60", "--json",
+         "-m", str(tiny_models["tiny-mtp"]), "-c", "2048", "-t", "1", "-tb", "1", "--spec-draft-n-max", "3"],
+        capture_output=True, text=True, env=env, timeout=200)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "complete" and out["identical"] is True
+    assert [(p["name"], p["compared"]) for p in out["prompts"]] == [("fox", 12), ("story", 16)]
+    assert out["draft_n"] > 0 and out["agreed"] == out["compared"] == 28
+    # A flag the validator refuses exits 2 with its one line, before anything launches.
+    bad = subprocess.run([sys.executable, "-m", "tui.cli", "quality", "--mtp", "-m", str(tiny_models["tiny-mtp"]),
+                          "-ctk", "q9"], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "cache-type-k" in bad.stderr and "Traceback" not in bad.stderr

@@ -70,7 +70,9 @@ examples:
   # K and V apart, on your own text, two chunks
   mtp-tune quality -m model.gguf --kv q8_0,q8_0/q4_0,q8_0/q5_0 --text notes.txt -c 2048 --chunks 2
   # a weight quant against a higher quant of the same model, as JSON
-  mtp-tune quality -m model-Q4_K_M.gguf --ref model-Q8_0.gguf --json""",
+  mtp-tune quality -m model-Q4_K_M.gguf --ref model-Q8_0.gguf --json
+  # does MTP change the greedy output? the task prompts with MTP on and off, token for token
+  mtp-tune quality --mtp -m model.gguf --spec-type draft-mtp -c 4096""",
     "probe": """\
 examples:
   # launch the model, measure PP, TG and acceptance, stop it

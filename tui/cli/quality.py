@@ -13,6 +13,11 @@ workload), or --text FILE; it must hold two contexts' worth of tokens. The conte
 longest the text allows, lowered when the text or the disk cap needs it (said). The reference's
 logits (n_vocab x 2 bytes per scored token) are kept under the cache dir within --disk-cap, and each
 result too: asking again is instant and says "cached"; a new setting costs one pass.
+
+`--mtp` asks the other quality question: does MTP change the output? Speculative decoding must not
+change what a greedy model writes, so the workload's prompts are generated with temperature 0 with
+your flags' MTP on, then off (two launches of llama-server), and compared token for token; a
+difference is printed as a finding with its first diverging position and both tokens.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sys
 from typing import Any
 
 from tui.cli._common import (
-    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json,
+    ServerArgsError, check_server_args, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
 )
 
 COMMAND = "quality"
@@ -45,6 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pass-timeout", type=float, default=1800.0, metavar="S", help="seconds one llama-perplexity pass may take (default 1800)")
     p.add_argument("--perplexity-bin", metavar="PATH", help="llama-perplexity binary (default: beside the server, else mtp-tune's build)")
     p.add_argument("--server-bin", metavar="PATH", help="the llama-server whose llama-perplexity to use")
+    p.add_argument("--mtp", action="store_true",
+                   help="instead: generate the workload greedily with MTP on and off and compare the outputs token for token")
+    p.add_argument("--n-predict", type=int, default=128, metavar="N",
+                   help="with --mtp: tokens per prompt that sets none (default 128)")
+    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S",
+                   help="with --mtp: seconds to wait for each load (default 180)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     pass_unknown_to_server(p)
 
@@ -90,6 +101,8 @@ def _request(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mtp:
+        return _run_mtp(args)
     from tui.core.quality.measure import QualityError, identify, measure
     from tui.core.quality.oracle import OracleError, oracle_info
     from tui.core.server import provision
@@ -115,6 +128,45 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(render(report))
     return 0
+
+
+def _run_mtp(args: argparse.Namespace) -> int:
+    """MTP on against off, greedy, on the workload's prompts (quality.agreement): the flags checked by the
+    one validator first, the K/V options refused (they belong to the KL divergence question)."""
+    from tui.core.lab.events import LabError, LabEvent  # the lab stays out of `--help`
+    from tui.core.quality.agreement import mtp_agreement
+
+    server_args = [a for a in args.server_args if a != "--"]
+    if args.kv or args.ref or args.text:
+        return fail("--mtp compares MTP on and off on the same settings; --kv, --ref and --text belong to the KL "
+                    "divergence question (ask it without --mtp).")
+    if not names_a_model(server_args):
+        return fail("quality --mtp needs a model: `mtp-tune quality --mtp -m FILE.gguf [llama-server flags]`.")
+    if args.n_predict < 1:
+        return fail(f"--n-predict {args.n_predict}: give at least 1 token.")
+    try:
+        settings = check_server_args(server_args)
+    except ServerArgsError as exc:
+        return fail(str(exc))
+    found = server_or_fail(args.server_bin)
+    if isinstance(found, int):
+        return found
+
+    def on_event(ev: LabEvent) -> None:
+        if ev.kind in {"started", "launching", "ready", "launch_failed", "probe"} and not args.json:
+            _progress(ev.message)
+
+    try:
+        agreement = mtp_agreement(settings, args.workload or "tasks", server_bin=found.path,
+                                  n_predict=args.n_predict, cancel=None, on_event=on_event,
+                                  ready_timeout=args.ready_timeout)
+    except LabError as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json(agreement.to_json())
+    else:
+        print(agreement.text())
+    return 0 if agreement.status == "complete" else 1
 
 
 def render(report: Any) -> str:
