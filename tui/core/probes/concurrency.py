@@ -112,10 +112,16 @@ def with_slots(settings: Settings, concurrency: int) -> Settings:
     already). Settings that already give `-np` are the user's choice and are kept as they are."""
     if concurrency <= 1 or settings.parallel not in (None, 1):
         return settings
+    return rescale_slots(settings, 1, concurrency)
+
+
+def rescale_slots(settings: Settings, slots: int, to: int) -> Settings:
+    """`settings` made for `slots` slots, remade for `to` (the context per slot kept): how a tune run
+    for N users gives its answer at one user too."""
     ctx = settings.ctx_size
     if ctx and not kv_unified(settings):
-        ctx = int(ctx) * concurrency
-    return replace(settings, parallel=concurrency, ctx_size=ctx)
+        ctx = max(1, int(ctx) * to // max(1, slots))
+    return replace(settings, parallel=to, ctx_size=ctx)
 
 
 def slots_memory_text(at_one: dict[str, float] | None, at_n: dict[str, float] | None, concurrency: int) -> str | None:
@@ -128,6 +134,6 @@ def slots_memory_text(at_one: dict[str, float] | None, at_n: dict[str, float] | 
     n = {k: float(at_n.get(k, 0.0) or 0.0) for k in keys}
     total, extra = sum(n.values()), sum(n.values()) - sum(one.values())
     parts = [f"{name} {n[k] - one[k]:+.0f}" for name, k in (("KV", "kv_mib"), ("draft KV", "draft_kv_mib"),
-                                                           ("recurrent", "recurrent_mib")) if n[k] != one[k]]
+                                                           ("recurrent", "recurrent_mib")) if round(n[k] - one[k])]
     return (f"planned KV + recurrent state at -np {concurrency}: {total:.0f} MiB ({extra:+.0f} MiB over -np 1"
             + (f": {', '.join(parts)} MiB" if parts else "") + ")")
