@@ -103,13 +103,28 @@ def test_slots_problem_names_the_flag_and_the_fix() -> None:
     assert slots_problem(-1, 4) is None and slots_problem(-1, 5) is not None  # auto is 4 slots
 
 
-def test_slots_memory_text_shows_the_difference_over_one_slot() -> None:
-    one = {"kv_mib": 100.0, "draft_kv_mib": 10.0, "recurrent_mib": 5.0}
-    four = {"kv_mib": 400.0, "draft_kv_mib": 40.0, "recurrent_mib": 20.0}
-    text = slots_memory_text(one, four, 4)
+class FakePlan:
+    def __init__(self, totals: dict[str, float]) -> None:
+        self.totals = totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"totals": self.totals}
+
+
+def test_slots_memory_text_plans_one_slot_with_the_same_context_per_slot() -> None:
+    asked: list[tuple[int | None, int | None]] = []
+
+    def plan_of(s: Settings) -> FakePlan:
+        asked.append((s.parallel, s.ctx_size))
+        k = float(s.parallel or 1)
+        return FakePlan({"kv_mib": 100.0 * k, "draft_kv_mib": 10.0 * k, "recurrent_mib": 5.0 * k, "weights_mib": 999.0})
+
+    text = slots_memory_text(with_slots(Settings(model="m.gguf", ctx_size=1024), 4), plan_of)
+    assert sorted(asked) == [(1, 1024), (4, 4096)]
     assert text == ("planned KV + recurrent state at -np 4: 460 MiB (+345 MiB over -np 1: KV +300, draft KV +30, "
                     "recurrent +15 MiB)")
-    assert slots_memory_text(None, four, 4) is None
+    assert slots_memory_text(Settings(model="m.gguf", parallel=4), lambda s: None) is None  # no plan, no line
+    assert slots_memory_text(Settings(model="m.gguf"), plan_of) is None  # one slot costs nothing extra
 
 
 def test_hygiene_expects_as_many_slots_as_the_concurrency() -> None:

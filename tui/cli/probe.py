@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from dataclasses import replace
 from typing import Any
 
 from tui.cli._common import (
@@ -191,9 +190,7 @@ def launch_slots(server_args: list[str], settings: Any, concurrency: int, simula
     if wide.ctx_size is not None:
         out += ["-c", str(wide.ctx_size)]
     per_slot = f" ({settings.ctx_size} tokens per slot)" if wide.ctx_size and wide.ctx_size != settings.ctx_size else ""
-    one, many = predict_memory(replace(settings, parallel=1), simulate)[0], predict_memory(wide, simulate)[0]
-    mem = slots_memory_text(one.to_dict()["totals"] if one else None, many.to_dict()["totals"] if many else None,
-                            concurrency)
+    mem = slots_memory_text(wide, lambda s: predict_memory(s, simulate)[0])
     ctx = f" -c {wide.ctx_size}" if wide.ctx_size is not None else ""
     print(f"concurrency {concurrency}: launching with -np {concurrency}{ctx}{per_slot}" + (f"; {mem}" if mem else ""),
           file=sys.stderr, flush=True)

@@ -25,7 +25,7 @@ context, and with it the planned KV cache, grows N-fold, and a hybrid model's re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -124,16 +124,20 @@ def rescale_slots(settings: Settings, slots: int, to: int) -> Settings:
     return replace(settings, parallel=to, ctx_size=ctx)
 
 
-def slots_memory_text(at_one: dict[str, float] | None, at_n: dict[str, float] | None, concurrency: int) -> str | None:
-    """`planned KV + recurrent state at -np 4: 512 MiB (+384 MiB over -np 1: KV +300, recurrent +84)`
-    from two plans' totals (`Plan.totals()`), or None when either plan is missing."""
-    if not at_one or not at_n:
+def slots_memory_text(settings: Settings, plan_of: Callable[[Settings], Any]) -> str | None:
+    """`planned KV + recurrent state at -np 4: 460 MiB (+345 MiB over -np 1: KV +300, ...)`: what the
+    slots of `settings` cost over one slot with the same context per slot, from two of the planner's
+    predictions (`plan_of(settings)` gives a `Plan` or None); None when either is missing."""
+    slots = settings.parallel or 1
+    if slots <= 1:
         return None
-    keys = ("kv_mib", "draft_kv_mib", "recurrent_mib")
-    one = {k: float(at_one.get(k, 0.0) or 0.0) for k in keys}
-    n = {k: float(at_n.get(k, 0.0) or 0.0) for k in keys}
-    total, extra = sum(n.values()), sum(n.values()) - sum(one.values())
-    parts = [f"{name} {n[k] - one[k]:+.0f}" for name, k in (("KV", "kv_mib"), ("draft KV", "draft_kv_mib"),
-                                                           ("recurrent", "recurrent_mib")) if round(n[k] - one[k])]
-    return (f"planned KV + recurrent state at -np {concurrency}: {total:.0f} MiB ({extra:+.0f} MiB over -np 1"
+    one_plan, n_plan = plan_of(rescale_slots(settings, slots, 1)), plan_of(settings)
+    if one_plan is None or n_plan is None:
+        return None
+    keys = (("KV", "kv_mib"), ("draft KV", "draft_kv_mib"), ("recurrent", "recurrent_mib"))
+    one, n = (p.to_dict()["totals"] for p in (one_plan, n_plan))
+    diff = {k: float(n.get(k) or 0.0) - float(one.get(k) or 0.0) for _, k in keys}
+    total = sum(float(n.get(k) or 0.0) for _, k in keys)
+    parts = [f"{name} {diff[k]:+.0f}" for name, k in keys if round(diff[k])]
+    return (f"planned KV + recurrent state at -np {slots}: {total:.0f} MiB ({sum(diff.values()):+.0f} MiB over -np 1"
             + (f": {', '.join(parts)} MiB" if parts else "") + ")")

@@ -40,7 +40,8 @@ from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
 from tui.core.lab.runner import default_prober
 from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
-from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
+from tui.core.tune.workload import (Workload, WorkloadError, WorkloadSpec, concurrency_note, count_suite,
+                                    sizing_settings)
 from tui.core.tune.search import TuneOptions, Tuner
 from tui.core.lab.ranking import MtpVerdict
 from tui.core.lab.ab_load import LoadVerdict, levels_for, run_ab_levels
@@ -243,6 +244,10 @@ class TuneRun:
         self._space = space
         fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
         notes = [*space.notes, *(req.model.notes if req.model else ())]
+        if workload.concurrency > 1:
+            grid = space.grid()
+            notes.append(concurrency_note(space.ctx, workload.concurrency, grid[-1].settings if grid else None, meta,
+                                          self.devices))
         if launcher.stand_ins is not None:
             notes.append(stand_in_note(launcher.stand_ins.simulated))
         elif req.gpus not in (None, "cpu") and not fit:

@@ -39,7 +39,10 @@ from typing import Any
 import httpx
 
 from tui.core.options.settings import Settings
+from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.planning.largest_ctx import CTX_STEP
+from tui.core.planning.plan import plan
+from tui.core.probes.concurrency import slots_memory_text
 from tui.core.probes.compare import e2e_seconds
 from tui.core.probes.run_types import RunConfig
 from tui.core.probes.suites import BUILTIN, ProbePrompt, Suite, SuiteError, get_suite, long_document
@@ -207,6 +210,24 @@ def placeholder(spec: WorkloadSpec) -> Workload:
     if spec.shape is not None:
         return spec.shape
     return Workload(spec.text, 0.0, 1.0, 1, spec.concurrency)
+
+
+def concurrency_note(ctx: int, n: int, settings: Settings | None, meta: GGUFMeta, devices: Any) -> str:
+    """What serving `n` at once costs, for the tune's notes: the slots, the context, and the planned KV
+    and recurrent state of `settings` (a candidate: the last of the grid, MTP on when searched) over
+    one slot, by the planner's estimate on `devices` (a DeviceSet; exact mode plans every launch)."""
+
+    def plan_of(s: Settings) -> Any:
+        try:
+            return plan(meta, s, list(getattr(devices, "devices", ())), getattr(devices, "host_total_mib", None),
+                        getattr(devices, "host_free_mib", None))
+        except Exception:  # a note must not stop the tune
+            return None
+
+    mem = slots_memory_text(settings, plan_of) if settings is not None else None
+    per = f"context {ctx} ({ctx // n} per slot)" if ctx else "the model's training context per slot"
+    return (f"--concurrency {n}: every candidate launches with -np {n} and {per} and is probed with {n} requests "
+            "at once" + (f"; {mem}" if mem else "") + ".")
 
 
 def sizing_settings(base: Settings) -> Settings:
