@@ -79,3 +79,20 @@ def test_the_verdict_at_one_and_at_n_side_by_side() -> None:
 def test_an_unfinished_level_makes_the_whole_unfinished() -> None:
     at1 = decide(_samples([(1000.0, 20.0)], [(990.0, 30.0)]), status="cancelled")
     assert LoadVerdict([(1, at1)]).status == "cancelled"
+
+
+def test_the_tune_screen_reads_its_at_once_field_and_words_the_levels() -> None:
+    from types import SimpleNamespace
+
+    from tui.ui.lab import tune_ops
+    from tui.ui.lab.tune_views import TuneSetup
+
+    options = SimpleNamespace(server_bin="/nonexistent/llama-server")
+    why = tune_ops.prepare(Settings(model="m.gguf"), TuneSetup(workload="64:32", concurrency="four"), options)
+    assert why == "at once: a whole number of requests (1 or more), not 'four'."
+    why = tune_ops.prepare(Settings(model="m.gguf"), TuneSetup(workload="64:32", concurrency="0"), options)
+    assert why == "at once: a whole number of requests (1 or more), not '0'."
+    at1 = decide(_samples([(1000.0, 20.0), (1010.0, 20.2)], [(990.0, 30.0), (1000.0, 30.3)]), (100, 500))
+    text = tune_ops.levels_text(LoadVerdict([(1, at1), (4, at1)]))
+    assert text.startswith(" By concurrency: 1: MTP WINS (") and "; 4: MTP WINS (" in text
+    assert tune_ops.levels_text(None) == ""
