@@ -14,7 +14,7 @@ import pytest
 from tui.core.options.settings import Settings
 from tui.core.probes import hygiene
 from tui.core.probes.concurrency import (
-    concurrency_summary, of_summary, pass_aggregate, phase_wall_s, slots_memory_text, slots_problem, stream_order,
+    concurrency_summary, pass_aggregate, phase_wall_s, slots_memory_text, slots_problem, stream_order,
     with_slots,
 )
 from tui.core.probes.records import RequestRecord
@@ -63,7 +63,6 @@ def test_summary_gives_aggregate_per_pass_and_per_request_medians_and_spread() -
     assert (tg["n"], tg["median"], tg["min"], tg["max"]) == (4, 55.0, 40.0, 70.0)
     acc = s["request_acceptance"]
     assert (acc["median"], acc["min"], acc["max"]) == pytest.approx((0.75, 0.5, 1.0))
-    assert of_summary({"concurrency": s}) == 2
 
 
 def test_summary_without_requests_or_drafts_and_old_runs() -> None:
@@ -71,7 +70,6 @@ def test_summary_without_requests_or_drafts_and_old_runs() -> None:
     assert s == {"n": 3, "aggregate_tg_tps": None, "request_tg_tps": None, "request_acceptance": None, "passes": []}
     no_mtp = concurrency_summary([rec(0, 0, 0.0, 1.0, 10, 10.0)], 1)
     assert no_mtp["request_acceptance"] is None and no_mtp["aggregate_tg_tps"]["median"] == pytest.approx(10.0)
-    assert of_summary({"tg_tps_median": 3.0}) == 1 and of_summary(None) == 1  # stored before concurrency was
 
 
 def test_stream_order_rotates_so_streams_start_on_different_prompts() -> None:
@@ -238,3 +236,22 @@ def test_cancel_stops_every_stream_within_the_poll() -> None:
 
     run = asyncio.run(go())
     assert run.status == "cancelled" and client.in_flight == 0
+
+
+# --------------------------------------------------------------------------- probe -m --concurrency N
+
+
+def test_probe_launch_gets_n_slots_each_keeping_c_and_says_the_planned_cost(
+        tiny_models: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli._common import check_server_args
+    from tui.cli.probe import launch_slots
+    from tui.core.options import reader
+
+    args = ["-m", str(tiny_models["tiny-mtp"]), "-c", "1024", "--spec-type", "draft-mtp", "-t", "1"]
+    out = launch_slots(args, check_server_args(args), 4, None)
+    assert reader.value(out, "--parallel") == "4" and reader.value(out, "--ctx-size") == "4096"
+    assert reader.values(out, "--ctx-size") == ["4096"]  # replaced, not given twice
+    line = capsys.readouterr().err
+    assert line.startswith("concurrency 4: launching with -np 4 -c 4096 (1024 tokens per slot); planned KV + "
+                           "recurrent state at -np 4: "), line
+    assert "over -np 1: KV +" in line and line.count("\n") == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.core.lab.ab_load import LoadVerdict, levels_for, parse_levels
+from tui.core.lab.ab_load import LoadVerdict, levels_for
 from tui.core.lab.ranking import PassSample, decide
 from tui.core.options.settings import Settings
 from tui.core.probes.concurrency import rescale_slots, with_slots
@@ -43,10 +43,6 @@ def test_rescaling_slots_keeps_the_context_per_slot_both_ways() -> None:
 
 def test_levels() -> None:
     assert levels_for(1) == [1] and levels_for(4) == [1, 4]
-    assert parse_levels("1,4") == [1, 4] and parse_levels("2") == [2]
-    for bad in ("0", "1,x", "2,2", ""):
-        with pytest.raises(ValueError, match="--concurrency"):
-            parse_levels(bad)
 
 
 def _samples(off: list[tuple[float, float]], on: list[tuple[float, float]]) -> list[PassSample]:

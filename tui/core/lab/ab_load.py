@@ -32,18 +32,6 @@ def levels_for(concurrency: int) -> list[int]:
     return [1] if concurrency <= 1 else [1, int(concurrency)]
 
 
-def parse_levels(text: str, what: str = "--concurrency") -> list[int]:
-    """`4` or `1,4`: whole numbers of 1 or more, each once, in the order given."""
-    out: list[int] = []
-    for part in (p.strip() for p in str(text).split(",")):
-        if not part.isdigit() or int(part) < 1:
-            raise ValueError(f"{what} {text!r}: give whole numbers of 1 or more, e.g. 4 or 1,4.")
-        if int(part) in out:
-            raise ValueError(f"{what} {text!r}: give each concurrency once.")
-        out.append(int(part))
-    return out
-
-
 @dataclass
 class LoadVerdict:
     """MTP on against off at each concurrency, in the order run."""

@@ -79,13 +79,6 @@ def concurrency_summary(records: Sequence[RequestRecord], concurrency: int) -> d
     }
 
 
-def of_summary(summary: dict[str, Any] | None) -> int:
-    """The concurrency a stored run ran at: 1 for runs stored before it was recorded."""
-    block = (summary or {}).get("concurrency") or {}
-    n = block.get("n") if isinstance(block, dict) else None
-    return int(n) if isinstance(n, int) and n >= 1 else 1
-
-
 # --------------------------------------------------------------------------- the slots it takes
 
 
