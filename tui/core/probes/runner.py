@@ -6,7 +6,9 @@ and bracketed by `/metrics` scrapes (mean acceptance length = 1 + accepted / dra
 
 At concurrency N (`RunConfig.concurrency`) each pass is N streams at once (`concurrency`: which
 prompts each sends, what the run reports); a server with fewer slots is refused at the start, in
-one sentence. What a run takes and returns is `run_types`. The run is recorded as it goes through a `RunSink` (the
+one sentence.
+
+What a run takes and returns is `run_types`. The run is recorded as it goes through a `RunSink` (the
 results store): if the server dies, the run ends `failed` with every request done so far; if it is
 cancelled (a `threading.Event`, or asyncio cancellation), it ends `cancelled` the same way.
 """
