@@ -19,6 +19,8 @@ from tui.cli._common import (
     ServerArgsError, check_server_args, counted, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
     store_or_fail, workload_problem,
 )
+from tui.core.options import reader
+from tui.core.probes.concurrency import slots_memory_text, slots_problem, with_slots
 from tui.core.probes.run_types import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
@@ -37,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=42, help="sampling seed (default 42; temperature is 0)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate exactly --n-predict tokens")
     p.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up request")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help="requests in flight at once (default 1); with -m the server is launched with -np N, each slot "
+                        "keeping the context -c gives one request; reports the aggregate TG and per-request medians")
     p.add_argument("--label", help="a name for this run in `runs list` and exports")
     p.add_argument("--json", action="store_true", help="print one JSON object (run_id, summary, requests, warnings)")
     p.add_argument("--api-key", help="API key of the server (attach mode)")
@@ -86,10 +91,14 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(exc))
         if why := workload_problem(settings.model, [(f"--n-predict {args.n_predict}", args.n_predict)]):
             return fail(why)
+        if args.concurrency > 1:
+            if why := slots_problem(settings.parallel, args.concurrency):
+                return fail(why)
+            server_args = launch_slots(server_args, settings, args.concurrency, args.simulate)
     try:
         suite = get_suite(args.suite)
         config = RunConfig(repeat=args.repeat, n_predict=args.n_predict, seed=args.seed,
-                           ignore_eos=args.ignore_eos, warmup=not args.no_warmup)
+                           ignore_eos=args.ignore_eos, warmup=not args.no_warmup, concurrency=args.concurrency)
     except SuiteError as exc:
         return fail(str(exc))
     except ValueError as exc:
@@ -150,6 +159,7 @@ def render_run(result: ProbeRun) -> str:
         "  acceptance " + ("-" if acc is None else f"{acc:.3f} ({s.get('draft_n_accepted')}/{s.get('draft_n')} drafted)")
         + ("" if mal is None else f", mean acceptance length {mal:.2f}")
     )
+    lines += concurrency_lines(s)
     ttft = Summary.from_json(s.get("ttft_ms"))
     lines.append(f"  TTFT {fmt_summary(ttft, 0)} ms;  {s.get('n_ok', 0)}/{s.get('n_requests', 0)} requests ok")
     prompts = s.get("prompts") or []
@@ -167,3 +177,38 @@ def render_run(result: ProbeRun) -> str:
         lines.append("")
         lines += [f"! {safe_text(w.message, keep_lines=True)}" for w in result.warnings]
     return "\n".join(lines)
+
+
+def launch_slots(server_args: list[str], settings: Any, concurrency: int, simulate: str | None) -> list[str]:
+    """`server_args` launched for `concurrency` requests at once (`concurrency.with_slots`: -np N, each
+    slot keeping -c), said in one line on stderr with the planned KV and recurrent-state memory it
+    costs over -np 1 (the planner's prediction; nothing when the model cannot be read here)."""
+    from tui.core.probes.session import predict_memory  # the planner and the supervisor: only for a launch
+
+    wide = with_slots(settings, concurrency)
+    out = reader.without(server_args, "--parallel", "--ctx-size") + ["-np", str(concurrency)]
+    if wide.ctx_size is not None:
+        out += ["-c", str(wide.ctx_size)]
+    per_slot = f" ({settings.ctx_size} tokens per slot)" if wide.ctx_size and wide.ctx_size != settings.ctx_size else ""
+    mem = slots_memory_text(wide, lambda s: predict_memory(s, simulate)[0])
+    ctx = f" -c {wide.ctx_size}" if wide.ctx_size is not None else ""
+    print(f"concurrency {concurrency}: launching with -np {concurrency}{ctx}{per_slot}" + (f"; {mem}" if mem else ""),
+          file=sys.stderr, flush=True)
+    return out
+
+
+def concurrency_lines(s: dict[str, Any]) -> list[str]:
+    """The summary's concurrency block in words (nothing at concurrency 1)."""
+    c = s.get("concurrency") or {}
+    n = int(c.get("n") or 1)
+    if n <= 1:
+        return []
+    agg, tg = Summary.from_json(c.get("aggregate_tg_tps")), Summary.from_json(c.get("request_tg_tps"))
+    acc = Summary.from_json(c.get("request_acceptance"))
+    spread = "" if tg is None or tg.n < 2 else f", spread {tg.spread:.0%}"
+    return [
+        f"  concurrency {n}: aggregate TG {fmt_summary(agg)} t/s (all tokens generated / wall time of each pass's "
+        f"{n} requests at once, over {counted(agg.n if agg else 0, 'pass', 'passes')})",
+        f"  per request: TG {fmt_summary(tg)} t/s{spread}, acceptance {fmt_summary(acc, 2)} "
+        f"(median [min-max] over {counted(tg.n if tg else 0, 'request')})",
+    ]

@@ -1,6 +1,7 @@
 """Find the best llama-server configuration for a workload, unattended: an MTP-aware search, not a grid.
 
-`mtp-tune tune -m FILE | -hf REPO[:QUANT] | -mu URL [llama-server flags] --workload tasks|long-prompt|full|FILE|IN:OUT [--gpus SPEC]
+`mtp-tune tune -m FILE | -hf REPO[:QUANT] | -mu URL [llama-server flags] --workload tasks|long-prompt|full|FILE|IN:OUT
+[--concurrency N] [--gpus SPEC]
 [--budget 30m] [--min-ctx N] [--kv-floor q8_0] [--draft-kv-floor q4_0] [--fixed FLAG=V ...]
 [--axis NAME=V1,V2 ...] [--save-best NAME] [--report FILE.md] [--json]`
 
@@ -42,6 +43,9 @@ HELP = "search the best configuration for a workload, MTP on and off (-m FILE | 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", metavar="tasks|long-prompt|full|FILE|IN:OUT",
                    help="what to optimise for: a probe suite, or one request shape (e.g. 2000:500, 12k:800)")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help="requests at once (default 1): every candidate launches with -np N, each slot holding the "
+                        "longest request, and is probed with N in flight; the final A/B reports N and 1 side by side")
     p.add_argument("--gpus", metavar="SPEC", help="plan against simulated GPUs (a profile, 2x16GiB, or cpu) instead of the real ones")
     p.add_argument("--stand-ins", action="store_true",
                    help="with --gpus SPEC: launch every candidate on loopback ggml-rpc-servers capped at the simulated "
@@ -84,7 +88,7 @@ def _prepare(args: argparse.Namespace) -> Any:
     if not args.workload:
         return fail("tune needs --workload: tasks, long-prompt, full, a suite file, or a request shape IN:OUT (e.g. 2000:500).")
     try:
-        spec = parse_workload(args.workload)
+        spec = parse_workload(args.workload, args.concurrency)
         floors = Floors(args.kv_floor, args.draft_kv_floor, max(0, int(args.min_ctx)))
         if args.min_ctx < 0:
             raise UsageError(f"--min-ctx {args.min_ctx}: give 0 or more tokens.")
@@ -145,11 +149,15 @@ def run(args: argparse.Namespace) -> int:
                     "launches_total": outcome.launches_total, "grid_size": res.grid_size, "hardware": outcome.hardware,
                     "workload": outcome.workload.to_json(), "ctx": outcome.space.ctx, "result": res.to_json(),
                     "ab": outcome.ab.to_json() if outcome.ab else None, "ab_note": outcome.ab_note,
+                    "ab_by_concurrency": outcome.ab_levels.to_json() if outcome.ab_levels else None,
                     "break_even": be.to_json() if be else None, "notes": outcome.notes,
                     "state": str(outcome.state_path) if outcome.state_path else None, "report": args.report,
                     "saved": saved_json(saved)})
     else:
         print(report)
+        if outcome.ab_levels is not None:
+            print("\nMTP on against off by concurrency (interleaved A/B at each; the lab's noise rule):")
+            print("\n".join("  " + line for line in outcome.ab_levels.table()))
         say_saved(saved)
     if ran.interrupted or res.stopped == "cancelled":
         return 130

@@ -334,16 +334,17 @@ class Prober(Protocol):
         ...
 
 
-def default_prober(ignore_eos: bool = False) -> Prober:
+def default_prober(ignore_eos: bool = False, concurrency: int = 1) -> Prober:
     """The real probe runner, on its own event loop in the experiment's thread. `ignore_eos`: every
-    request generates its full length (a tune's exact-output workload); `warmup=False` on a call
-    skips the warm-up (a launch's later passes need none)."""
+    request generates its full length (a tune's exact-output workload); `concurrency`: requests in
+    flight at once (the server launched with that many slots); `warmup=False` on a call skips the
+    warm-up (a launch's later passes need none)."""
     from tui.core.probes.runner import run_probe_sync  # the runner pulls in asyncio and httpx: lazy
 
     def probe(url: str, suite: Suite, *, repeat: int, n_predict: int | None, label: str, settings: Settings,
               memory: dict[str, Any] | None, plan: dict[str, Any] | None, cancel: threading.Event,
               progress: Callable[[Any], None], sink: Any = None, warmup: bool = True) -> Any:
-        cfg = RunConfig(repeat=repeat, ignore_eos=ignore_eos, warmup=warmup,
+        cfg = RunConfig(repeat=repeat, ignore_eos=ignore_eos, warmup=warmup, concurrency=concurrency,
                         **({"n_predict": n_predict} if n_predict is not None else {}))
         ctx = RunContext(url=url, label=label, model=settings.model, plan=plan, memory=memory,
                          settings=settings_json(settings.redacted(), only_set=False),

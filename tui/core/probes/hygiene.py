@@ -56,17 +56,19 @@ def dedupe(warnings: Iterable[ProbeWarning]) -> list[ProbeWarning]:
     return list(seen.values())
 
 
-def check_parallel(total_slots: int | None, configured: int | None = None) -> list[ProbeWarning]:
-    """-np must be 1: speculative decoding is single-stream, and auto -np means 4 slots."""
+def check_parallel(total_slots: int | None, configured: int | None = None, concurrency: int = 1) -> list[ProbeWarning]:
+    """-np must be the concurrency probed (1 by default): speculative decoding is measured single-stream
+    unless a concurrency is asked for, and auto -np means 4 slots."""
     n = total_slots if total_slots is not None else configured
     if n is None:
-        return [ProbeWarning(PARALLEL, "the number of server slots is unknown (no /props); run llama-server with -np 1", "info")]
-    if n != 1:
+        return [ProbeWarning(PARALLEL, f"the number of server slots is unknown (no /props); run llama-server with -np {concurrency}", "info")]
+    if n > concurrency:
+        probed = "single-stream" if concurrency == 1 else f"at concurrency {concurrency}"
         return [
             ProbeWarning(
                 PARALLEL,
-                f"the server has {n} slots (-np {n}); speculative decoding is measured single-stream, and "
-                "extra slots multiply the recurrent state and KV. Restart it with -np 1.",
+                f"the server has {n} slots (-np {n}); speculative decoding is measured {probed}, and "
+                f"extra slots multiply the recurrent state and KV. Restart it with -np {concurrency}.",
             )
         ]
     return []
@@ -167,12 +169,13 @@ def check_requests(
     repeat: int,
     total_slots: int | None,
     configured_parallel: int | None = None,
+    concurrency: int = 1,
     metrics_error: str | None = None,
     min_generation: int = MIN_GENERATION,
 ) -> list[ProbeWarning]:
     """All checks that need only the run's own data."""
     return dedupe(
-        check_parallel(total_slots, configured_parallel)
+        check_parallel(total_slots, configured_parallel, concurrency)
         + check_repeats(repeat)
         + check_generation_length(requests, min_generation)
         + check_cache(requests)

@@ -32,7 +32,10 @@ class RunSink(Protocol):
 
 @dataclass
 class RunConfig:
-    """Probe options. `n_predict` applies to prompts that don't set their own (the long prompt does)."""
+    """Probe options. `n_predict` applies to prompts that don't set their own (the long prompt does).
+
+    `concurrency`: requests in flight at once (`concurrency` module); the server needs that many slots.
+    Kept in the run's stored config (`config_json`), so a store written before it reads as 1."""
 
     repeat: int = 3
     n_predict: int = 512
@@ -41,12 +44,15 @@ class RunConfig:
     warmup: bool = True
     ignore_eos: bool = False  # True forces exactly n_predict tokens (less realistic text, exact lengths)
     min_generation: int = hygiene.MIN_GENERATION
+    concurrency: int = 1
 
     def __post_init__(self) -> None:
         if self.repeat < 1:
             raise ValueError(f"repeat must be at least 1, not {self.repeat}")
         if self.n_predict < 1:
             raise ValueError(f"n_predict must be at least 1, not {self.n_predict}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -4,6 +4,10 @@ Order: a short warm-up request (not recorded), then passes: pass r sends every p
 drift (clocks, thermals) spreads over all prompts instead of biasing one. How one request is sent
 and bracketed by `/metrics` scrapes (mean acceptance length = 1 + accepted / drafts) is `transport`.
 
+At concurrency N (`RunConfig.concurrency`) each pass is N streams at once (`concurrency`: which
+prompts each sends, what the run reports); a server with fewer slots is refused at the start, in
+one sentence.
+
 What a run takes and returns is `run_types`. The run is recorded as it goes through a `RunSink` (the
 results store): if the server dies, the run ends `failed` with every request done so far; if it is
 cancelled (a `threading.Event`, or asyncio cancellation), it ends `cancelled` the same way.
@@ -13,13 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from tui.core.probes import hygiene
+from tui.core.probes.concurrency import concurrency_summary, stream_order
 from tui.core.probes.hygiene import ProbeWarning
 from tui.core.probes.records import RequestRecord, summarize_run
 from tui.core.options.settings import mtp_from_settings
@@ -67,7 +73,7 @@ class ProbeRunner:
 
     @property
     def total(self) -> int:
-        return len(self.suite.prompts) * self.config.repeat
+        return len(self.suite.prompts) * self.config.repeat * self.config.concurrency
 
     def _emit(self, event: str, **kw: Any) -> None:
         if self.progress is None:
@@ -117,6 +123,7 @@ class ProbeRunner:
 
     def _finish(self, status: str, error: str | None, started: float) -> ProbeRun:
         summary = summarize_run(self.records, [p.name for p in self.suite.prompts])
+        summary["concurrency"] = concurrency_summary(self.records, self.config.concurrency)
         warnings = self._warnings()
         if self.sink is not None and self.run_id is not None:
             self.sink.finish_run(
@@ -142,6 +149,7 @@ class ProbeRunner:
                 repeat=self.config.repeat,
                 total_slots=total_slots if isinstance(total_slots, int) else None,
                 configured_parallel=self.context.configured_parallel,
+                concurrency=self.config.concurrency,
                 metrics_error=self._metrics.error,
                 min_generation=self.config.min_generation,
             )
@@ -178,6 +186,10 @@ class ProbeRunner:
         except ServerHTTPError:
             found["speculative"] = None
         self._server.update({k: v for k, v in found.items() if v is not None})
+        n, slots = self.config.concurrency, found.get("total_slots")
+        if isinstance(slots, int) and slots < n:  # each request would wait for a slot: no longer N at once
+            raise RunFailed(f"the server at {self.context.url} has {slots} slot{'s' if slots != 1 else ''}, fewer than "
+                            f"the concurrency {n}: relaunch it with -np {n}, or probe with --concurrency {slots}.")
         if self.sink is not None and self.run_id is not None:
             fields: dict[str, Any] = {"server": self._server}
             if mtp_from_settings(self.context.settings) is None and found.get("speculative") is not None:
@@ -227,24 +239,51 @@ class ProbeRunner:
             pass  # a real problem shows up again, and is recorded, on the first probe request
 
     async def _passes(self) -> None:
+        """Pass after pass; within a pass, one stream (N = 1) or N streams at once (`concurrency`)."""
         broken: set[str] = set()
-        seq = 0
+        seq = itertools.count()
+        n = self.config.concurrency
         for rep in range(self.config.repeat):
-            for p in self.suite.prompts:
-                if self.cancel is not None and self.cancel.is_set():
-                    raise Cancelled()
-                if p.name in broken:
-                    continue
-                rec = await self._one(seq, rep, p)
-                seq += 1
-                if rec.error is not None:
-                    broken.add(p.name)
+            if n == 1:
+                await self._stream(rep, self.suite.prompts, broken, seq, scrape=True)
+            else:
+                await self._together([self._stream(rep, stream_order(self.suite.prompts, k), broken, seq, scrape=False)
+                                      for k in range(n)])
 
-    async def _one(self, seq: int, rep: int, p: ProbePrompt) -> RequestRecord:
+    async def _stream(self, rep: int, prompts: Sequence[ProbePrompt], broken: set[str], seq: Iterator[int], *,
+                      scrape: bool) -> None:
+        """Send `prompts` one after another (a prompt the server refused is skipped from then on)."""
+        for p in prompts:
+            if self.cancel is not None and self.cancel.is_set():
+                raise Cancelled()
+            if p.name in broken:
+                continue
+            rec = await self._one(next(seq), rep, p, scrape=scrape)
+            if rec.error is not None:
+                broken.add(p.name)
+
+    @staticmethod
+    async def _together(streams: list[Awaitable[None]]) -> None:
+        """Run the streams at once; the first that fails (the server gone, a cancel) stops the others,
+        which abandon their requests, and its error is the run's. Each stream's own waits are bounded
+        (the client's timeouts, the cancel poll), so this is too."""
+        tasks = [asyncio.ensure_future(s) for s in streams]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:  # also when this run itself is cancelled: no stream outlives it
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for t in tasks:
+            if not t.cancelled() and t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+
+    async def _one(self, seq: int, rep: int, p: ProbePrompt, *, scrape: bool = True) -> RequestRecord:
+        """One request, recorded; `scrape`: bracket it with /metrics (only when it runs alone)."""
         n_predict = p.n_predict or self.config.n_predict
         rec = RequestRecord(seq=seq, prompt=p.name, kind=p.kind, repeat=rep, n_predict=n_predict, started_at=time.time())
         self._emit("request_started", prompt=p.name, repeat=rep)
-        before = await self._metrics.scrape()
+        before = await self._metrics.scrape() if scrape else None
         first_seen = False
 
         def on_first(_: str) -> None:
@@ -275,7 +314,7 @@ class ProbeRunner:
         rec.content_chars = len(res.text)
         pn = rec.predicted_n
         rec.finish_reason = None if pn is None else ("length" if pn >= n_predict else "stop")
-        after = await self._metrics.scrape()
+        after = await self._metrics.scrape() if scrape else None
         if before is not None and after is not None:
             rec.metrics_delta = {k: after[k] - before.get(k, 0.0) for k in after}
         if not rec.timings:

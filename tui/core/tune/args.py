@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tui.core.options.argv import settings_from_argv
 from tui.core.options.settings import Settings
 from tui.core.options.validate import value_errors
+from tui.core.probes.concurrency import with_slots
 
 if TYPE_CHECKING:  # the request's modules load the supervisor: imported when a tune is built, not for --help
     from tui.core.tune.space import Floors, Space
@@ -181,6 +182,11 @@ def build_request(base: Settings, spec: WorkloadSpec, floors: Floors, values: di
 
     if stand_ins and (why := stand_ins_problem(gpus, devices)):
         raise UsageError(why)
+    if spec.concurrency > 1:  # every candidate serves N at once: -np N, each slot holding the longest request
+        if base.parallel not in (None, 1, spec.concurrency):
+            raise UsageError(f"-np {base.parallel} with --concurrency {spec.concurrency}: the tune launches "
+                             f"-np {spec.concurrency}; drop -np.")
+        base = with_slots(base, spec.concurrency)  # a -c given is one request's, as at -np 1
     try:
         model = tune_model(base, where=where, progress=progress)
         meta = read_gguf(str(model.path))

@@ -69,7 +69,7 @@ class Measure:
         takes minutes, and the screen looked frozen without it)."""
         self.launcher, self.state, self.store, self.tune_id, self.cancel = launcher, state, store, tune_id, cancel
         self.on_request = on_request
-        self.spec, self.prober = spec, default_prober(spec.exact_output)
+        self.spec, self.prober = spec, default_prober(spec.exact_output, spec.concurrency)
         self.text = state.tune.prompt if spec.shape is not None else None
         self._last: LaunchOutcome | None = None
         if self.text is not None:

@@ -40,9 +40,12 @@ from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
 from tui.core.lab.runner import default_prober
 from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
-from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
+from tui.core.tune.workload import (Workload, WorkloadError, WorkloadSpec, concurrency_note, count_suite,
+                                    sizing_settings)
 from tui.core.tune.search import TuneOptions, Tuner
 from tui.core.lab.ranking import MtpVerdict
+from tui.core.lab.ab_load import LoadVerdict, levels_for, run_ab_levels
+from tui.core.probes.concurrency import rescale_slots
 
 
 T = TypeVar("T")
@@ -103,6 +106,7 @@ class TuneOutcome:
     state_path: Path | None
     notes: list[str] = field(default_factory=list)
     hygiene_checked: bool = False  # the GPUs' hygiene was checked before each launch (NVML sees them)
+    ab_levels: LoadVerdict | None = None  # at a concurrency above 1: the A/B at 1 and at it, side by side
 
     def settings_of(self, rec: Trial | None) -> Settings | None:
         """What a record launched, unredacted (the fit-target it found included)."""
@@ -214,11 +218,11 @@ class TuneRun:
         if spec.shape is not None:
             return spec.shape
         if st.tune.workload is not None:
-            return Workload.from_json(st.tune.workload)
+            return spec.sized(Workload.from_json(st.tune.workload))
         suite = spec.suite
         assert suite is not None
         w = self._sizing(st, launcher, "sizing the suite with the model's tokenizer",
-                         lambda url: count_suite(url, suite, api_key=self.req.base.api_key))
+                         lambda url: spec.sized(count_suite(url, suite, api_key=self.req.base.api_key)))
         st.tune.workload = w.to_json()
         st.save()
         self.emit("sized", f"workload {w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per "
@@ -240,6 +244,10 @@ class TuneRun:
         self._space = space
         fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
         notes = [*space.notes, *(req.model.notes if req.model else ())]
+        if workload.concurrency > 1:
+            grid = space.grid()
+            notes.append(concurrency_note(space.ctx, workload.concurrency, grid[-1].settings if grid else None, meta,
+                                          self.devices))
         if launcher.stand_ins is not None:
             notes.append(stand_in_note(launcher.stand_ins.simulated))
         elif req.gpus not in (None, "cpu") and not fit:
@@ -269,14 +277,14 @@ class TuneRun:
                 hygiene.close()
         if self._error is not None:
             raise LabError(str(self._error))
-        ab, ab_note = self._ab(st, launcher, space, workload, result, measure)
+        ab, ab_note, ab_levels = self._ab(st, launcher, space, workload, result, measure)
         if ab is not None:  # the A/B is the stronger evidence on MTP on against off: the answer says it
             result = build_result(result.records, self.req.options.rungs, result.launches, result.grid_size, result.stopped,
                                   result.elapsed_s, workload, ab)
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.launches,
                            self._prog.elapsed(), str(self.devices.source), fit, st.path, notes,
-                           hygiene_checked=hygiene is not None)
+                           hygiene_checked=hygiene is not None, ab_levels=ab_levels)
 
     def _on_trial(self, st: Journal, ev: LabEvent) -> None:
         if ev.kind == "hygiene":
@@ -321,25 +329,32 @@ class TuneRun:
         return round(left, 1)
 
     def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
-            measure: Measure) -> tuple[MtpVerdict | None, str]:
+            measure: Measure) -> tuple[MtpVerdict | None, str, LoadVerdict | None]:
+        """The final A/B: (the verdict at the workload's concurrency, where it came from, and at a
+        concurrency above 1 the verdicts at 1 and at it side by side)."""
         from tui.core.lab.ab import run_ab
 
         on, off, n = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes
         if result.stopped in ("cancelled", "budget"):
             return None, f"no A/B yet: the tune {'was cancelled' if result.stopped == 'cancelled' else 'ran out of budget'}; " \
-                         "it continues where it stopped when run again with the same settings."
+                         "it continues where it stopped when run again with the same settings.", None
         if on is None or off is None:
             return None, "no A/B: " + ("no MTP-on configuration was measured." if on is None else
-                                       "no MTP-off configuration was measured.")
+                                       "no MTP-off configuration was measured."), None
         if n <= 0:
-            return None, "no A/B (--ab-passes 0)."
+            return None, "no A/B (--ab-passes 0).", None
+        load = workload.concurrency
         known = st.tune.ab_verdict(on.key, off.key, n)
         if known is not None:
-            return MtpVerdict.from_json(known), f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
+            saved = f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
+            if load > 1:
+                levels = LoadVerdict.from_json(known)
+                return levels.at(load), saved, levels
+            return MtpVerdict.from_json(known), saved, None
         try:
             suite = measure.suite(None, self.req.base.api_key)
         except WorkloadError as e:
-            return None, f"no A/B: {e}."
+            return None, f"no A/B: {e}.", None
         self.emit("ab", f"final step: MTP on #{on.number} against MTP off #{off.number}, {n} interleaved passes each")
 
         def on_ab(ev: LabEvent) -> None:
@@ -349,12 +364,22 @@ class TuneRun:
             if ev.kind in ("launching", "pass_done", "launch_failed"):
                 self.emit("ab", f"A/B: {ev.message}", eta_s=ev.eta_s)
 
-        v = run_ab(launch_settings(space, on), suite, (round(workload.in_tokens), round(workload.out_tokens)), n,
+        shape, note = (round(workload.in_tokens), round(workload.out_tokens)), \
+            f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
+        if load > 1:  # the answer at one request at a time beside the tune's own load
+            levels = run_ab_levels(rescale_slots(launch_settings(space, on), load, 1), suite, shape, n,
+                                   levels_for(load), ignore_eos=self.req.workload.exact_output,
+                                   off_settings=rescale_slots(launch_settings(space, off), load, 1), launcher=launcher,
+                                   on_event=on_ab, cancel=self.cancel, store=self.store)
+            if levels.status == "complete":
+                st.tune.set_ab(on.key, off.key, n, levels.to_json())
+            return levels.at(load), note + f", at concurrency {' and '.join(str(k) for k, _ in levels.levels)}", levels
+        v = run_ab(launch_settings(space, on), suite, shape, n,
                    launcher=launcher, prober=default_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
                    cancel=self.cancel, store=self.store, off_settings=launch_settings(space, off))
         if v.status == "complete":
             st.tune.set_ab(on.key, off.key, n, v.to_json())
-        return v, f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
+        return v, note, None
 
 
 def _brief(s: Settings) -> str:

@@ -19,6 +19,10 @@ the longest single request instead, so no request of the workload is ever cut.
   a tokenizer differs by model by a factor of four (the tiny test models: ~0.75 tokens per byte; a
   Qwen-class model: ~0.25) and the context must hold the longest request without guessing.
 
+`--concurrency N` makes the workload N such requests at once: every candidate launches with `-np N`
+and N times the context (each slot holds the longest request), and is probed with N requests in
+flight, so the objective is a request's end-to-end time under that load.
+
 Why the server and not a guess: both `IN:OUT` prompts and suite counts come from the tokenizer the
 candidates run, so the context every candidate gets holds every request of the workload exactly.
 """
@@ -35,7 +39,10 @@ from typing import Any
 import httpx
 
 from tui.core.options.settings import Settings
+from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.planning.largest_ctx import CTX_STEP
+from tui.core.planning.plan import plan
+from tui.core.probes.concurrency import slots_memory_text
 from tui.core.probes.compare import e2e_seconds
 from tui.core.probes.run_types import RunConfig
 from tui.core.probes.suites import BUILTIN, ProbePrompt, Suite, SuiteError, get_suite, long_document
@@ -44,12 +51,14 @@ from tui.core.sweep.axes import Objective, SweepDefinitionError, parse_objective
 
 @dataclass(frozen=True)
 class Workload:
-    """Mean prompt and output tokens per request, and the longest request (prompt + output)."""
+    """Mean prompt and output tokens per request, the longest request (prompt + output), and how many
+    requests run at once."""
 
     label: str
     in_tokens: float
     out_tokens: float
     longest: int
+    concurrency: int = 1
 
     def seconds(self, pp_tps: float | None, tg_tps: float | None) -> float | None:
         """End-to-end seconds of one mean request at these speeds (None when a needed speed is missing)."""
@@ -61,16 +70,20 @@ class Workload:
         return Objective("workload", round(self.in_tokens), max(1, round(self.out_tokens)))
 
     def ctx_needed(self, min_ctx: int = 0) -> int:
-        """The context that holds the longest request (and `min_ctx`), up to a whole 256-cell block."""
+        """The context that holds the longest request (and `min_ctx`) in each of the `concurrency` slots,
+        each up to a whole 256-cell block."""
         need = max(int(min_ctx), int(self.longest), 1)
-        return -(-need // CTX_STEP) * CTX_STEP
+        return -(-need // CTX_STEP) * CTX_STEP * self.concurrency
 
     def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "in_tokens": self.in_tokens, "out_tokens": self.out_tokens, "longest": self.longest}
+        d: dict[str, Any] = {"label": self.label, "in_tokens": self.in_tokens, "out_tokens": self.out_tokens,
+                             "longest": self.longest}
+        return {**d, "concurrency": self.concurrency} if self.concurrency > 1 else d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Workload:
-        return cls(str(d["label"]), float(d["in_tokens"]), float(d["out_tokens"]), int(d["longest"]))
+        return cls(str(d["label"]), float(d["in_tokens"]), float(d["out_tokens"]), int(d["longest"]),
+                   int(d.get("concurrency") or 1))
 
 
 def shape(in_tokens: int, out_tokens: int, label: str | None = None) -> Workload:
@@ -128,11 +141,12 @@ class WorkloadError(ValueError):
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """What `--workload` named: a shape (`shape` set) or a suite (`suite` set)."""
+    """What `--workload` named: a shape (`shape` set) or a suite (`suite` set), and `--concurrency`."""
 
     text: str
     shape: Workload | None = None
     suite: Suite | None = None
+    concurrency: int = 1
 
     @property
     def exact_output(self) -> bool:
@@ -140,13 +154,19 @@ class WorkloadSpec:
         return self.shape is not None
 
     def identity(self) -> dict[str, Any]:
-        """What a tune id hashes: the shape, or the suite's prompts (a file edited is a new tune)."""
+        """What a tune id hashes: the shape, or the suite's prompts (a file edited is a new tune), and
+        the concurrency when above 1 (so a tune at concurrency 1 keeps the id it always had)."""
+        load = {"concurrency": self.concurrency} if self.concurrency > 1 else {}
         if self.shape is not None:
-            return {"shape": self.shape.to_json()}
+            return {"shape": self.shape.to_json(), **load}
         assert self.suite is not None
         body = [[p.name, p.kind, p.n_predict, list(p.messages or ()), p.raw] for p in self.suite.prompts]
         digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        return {"suite": self.suite.name, "prompts": digest}
+        return {"suite": self.suite.name, "prompts": digest, **load}
+
+    def sized(self, w: Workload) -> Workload:
+        """`w` (a suite counted, or the shape) at this spec's concurrency."""
+        return replace(w, concurrency=self.concurrency)
 
     def first_decode(self) -> ProbePrompt | None:
         """The suite's longest prompt: what the launch's first-decode check sends (OOMs at the first
@@ -156,8 +176,17 @@ class WorkloadSpec:
         return max(self.suite.prompts, key=lambda p: p.text_chars)
 
 
-def parse_workload(text: str) -> WorkloadSpec:
-    """`tasks`, `long-prompt`, `full`, a suite file, or `IN:OUT`; WorkloadError naming the problem."""
+def parse_workload(text: str, concurrency: int = 1) -> WorkloadSpec:
+    """`tasks`, `long-prompt`, `full`, a suite file, or `IN:OUT`, with `concurrency` requests at once;
+    WorkloadError naming the problem."""
+    if concurrency < 1:
+        raise WorkloadError(f"--concurrency {concurrency}: give 1 or more requests at once.")
+    spec = _parse_workload(text)
+    shape = None if spec.shape is None else replace(spec.shape, concurrency=concurrency)
+    return replace(spec, concurrency=concurrency, shape=shape)
+
+
+def _parse_workload(text: str) -> WorkloadSpec:
     t = (text or "").strip()
     if not t:
         raise WorkloadError("--workload: give tasks, long-prompt, full, a suite file (.toml/.jsonl) or IN:OUT (e.g. 2000:500).")
@@ -180,7 +209,25 @@ def placeholder(spec: WorkloadSpec) -> Workload:
     """The workload before a suite is counted: for checking the fixed flags, not for sizing."""
     if spec.shape is not None:
         return spec.shape
-    return Workload(spec.text, 0.0, 1.0, 1)
+    return Workload(spec.text, 0.0, 1.0, 1, spec.concurrency)
+
+
+def concurrency_note(ctx: int, n: int, settings: Settings | None, meta: GGUFMeta, devices: Any) -> str:
+    """What serving `n` at once costs, for the tune's notes: the slots, the context, and the planned KV
+    and recurrent state of `settings` (a candidate: the last of the grid, MTP on when searched) over
+    one slot, by the planner's estimate on `devices` (a DeviceSet; exact mode plans every launch)."""
+
+    def plan_of(s: Settings) -> Any:
+        try:
+            return plan(meta, s, list(getattr(devices, "devices", ())), getattr(devices, "host_total_mib", None),
+                        getattr(devices, "host_free_mib", None))
+        except Exception:  # a note must not stop the tune
+            return None
+
+    mem = slots_memory_text(settings, plan_of) if settings is not None else None
+    per = f"context {ctx} ({ctx // n} per slot)" if ctx else "the model's training context per slot"
+    return (f"--concurrency {n}: every candidate launches with -np {n} and {per} and is probed with {n} requests "
+            "at once" + (f"; {mem}" if mem else "") + ".")
 
 
 def sizing_settings(base: Settings) -> Settings:

@@ -121,7 +121,10 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     if options.server_bin is None:
         return "no llama-server binary: give --server-bin PATH or run `mtp-tune doctor --build`."
     try:
-        spec = parse_workload(setup.workload)
+        concurrency = setup.concurrency.strip() or "1"
+        if not concurrency.isdigit() or int(concurrency) < 1:
+            raise ValueError(f"at once: a whole number of requests (1 or more), not {concurrency!r}.")
+        spec = parse_workload(setup.workload, int(concurrency))
         budget = parse_budget(setup.budget.strip() or None)
         min_ctx = int(setup.min_ctx.strip() or 0)
         if min_ctx < 0:
@@ -230,6 +233,16 @@ def ab_text(ab: Any, note: str) -> str:
             f"({fmt_rel(ab.e2e.rel_change)}, {ab.e2e.label}).")
 
 
+def levels_text(levels: Any) -> str:
+    """At a concurrency above 1, the A/B's verdict at each concurrency in a few words (`lab.ab_load`)."""
+    from tui.core.probes.stats import fmt_rel
+
+    if levels is None:
+        return ""
+    return " By concurrency: " + "; ".join(f"{n}: {HEADLINES.get(v.label, v.label)} ({fmt_rel(v.e2e.rel_change)} time)"
+                                           for n, v in levels.levels) + "."
+
+
 def final_view(outcome: Any, *, budget_s: float | None = None, message: str = "") -> TuneView:
     """A finished (or cancelled, or out of budget) tune: the answer, the A/B and the break-even."""
     from tui.core.tune.result import tune_break_even
@@ -245,7 +258,8 @@ def final_view(outcome: Any, *, budget_s: float | None = None, message: str = ""
                      elapsed_s=outcome.elapsed_s, budget_s=budget_s, message=message or ends.get(res.stopped, res.stopped),
                      workload=f"{w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request "
                               f"on average, the longest {w.longest}",
-                     result=res, ab=ab_text(outcome.ab, outcome.ab_note), notes=tuple(outcome.notes),
+                     result=res, ab=ab_text(outcome.ab, outcome.ab_note) + levels_text(outcome.ab_levels),
+                     notes=tuple(outcome.notes),
                      break_even=f"Break-even output length (from {src}): {be.text()}" if be is not None else "")
 
 

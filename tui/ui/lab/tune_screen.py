@@ -39,6 +39,7 @@ from tui.ui.lab.tune_views import TUNE_AXES, TuneRowView, TuneSetup, TuneView
 #: (field id, label, TuneSetup attribute, placeholder) of the setup's text fields besides the axes.
 FIELDS = (
     ("tune-workload", "workload", "workload", "tasks, long-prompt or IN:OUT"),
+    ("tune-concurrency", "at once", "concurrency", "1 request (N: -np N, A/B at 1 and N)"),
     ("tune-budget", "budget", "budget", "none: until it converges"),
     ("tune-min-ctx", "min ctx", "min_ctx", "what the workload needs"),
     ("tune-kv-floor", "main KV floor", "kv_floor", f"default: {DEFAULT_KV_FLOOR}"),  # the CLI's defaults too

@@ -30,6 +30,7 @@ class TuneSetup:
     value of that setting is not fixed); an empty one keeps the form's value, fixed."""
 
     workload: str = "tasks"  # tasks | long-prompt | full | a suite file | IN:OUT
+    concurrency: str = ""  # requests at once (`--concurrency`); "": one
     budget: str = "30m"
     min_ctx: str = ""  # "": the smallest context that holds the workload
     kv_floor: str = ""  # "": the core's default floor (tune.space.Floors, as the CLI's)

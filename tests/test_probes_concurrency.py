@@ -1,0 +1,257 @@
+"""Concurrency, fast tier: the aggregation (aggregate TG over the concurrent phase, per-request TG and
+acceptance), the slots a concurrency takes (-np N, the context per slot kept), and the runner's
+concurrent send against a stand-in client that proves N requests are in flight at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tui.core.options.settings import Settings
+from tui.core.probes import hygiene
+from tui.core.probes.concurrency import (
+    concurrency_summary, pass_aggregate, phase_wall_s, slots_memory_text, slots_problem, stream_order,
+    with_slots,
+)
+from tui.core.probes.records import RequestRecord
+from tui.core.probes.run_types import RunConfig
+from tui.core.probes.runner import ProbeRunner
+from tui.core.probes.suites import ProbePrompt, Suite
+from tui.core.server.client_errors import ServerGone
+from tui.core.server.metrics import Metrics
+from tui.core.server.replies import CompletionResult
+
+
+def rec(seq: int, repeat: int, start: float, wall_s: float, tokens: int, tps: float, drafted: int = 0,
+        accepted: int = 0, error: str | None = None) -> RequestRecord:
+    timings = {"predicted_n": tokens, "predicted_per_second": tps, "draft_n": drafted, "draft_n_accepted": accepted}
+    return RequestRecord(seq=seq, prompt=f"p{seq}", kind="tg", repeat=repeat, n_predict=tokens, started_at=start,
+                         wall_ms=wall_s * 1000.0, timings=None if error else timings, error=error)
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+def test_aggregate_tg_is_all_tokens_over_the_concurrent_phase() -> None:
+    # Two requests side by side: 0..2 s and 0.5..3 s -> the phase is 3 s, 100 + 200 tokens.
+    pass0 = [rec(0, 0, 100.0, 2.0, 100, 50.0, 10, 8), rec(1, 0, 100.5, 2.5, 200, 80.0, 20, 10)]
+    assert phase_wall_s(pass0) == pytest.approx(3.0)
+    agg = pass_aggregate(pass0, 0)
+    assert agg["tokens"] == 300 and agg["requests"] == 2
+    assert agg["aggregate_tg_tps"] == pytest.approx(100.0)
+    # Higher than either request's own speed: what N users get together, not what one sees.
+    assert agg["aggregate_tg_tps"] > 80.0
+
+
+def test_summary_gives_aggregate_per_pass_and_per_request_medians_and_spread() -> None:
+    records = [
+        rec(0, 0, 0.0, 2.0, 100, 50.0, 10, 5), rec(1, 0, 0.0, 2.0, 100, 60.0, 10, 10),  # pass 0: 200 tok / 2 s
+        rec(2, 1, 10.0, 4.0, 100, 40.0, 10, 6), rec(3, 1, 10.0, 4.0, 100, 70.0, 10, 9),  # pass 1: 200 tok / 4 s
+        rec(4, 1, 10.0, 1.0, 5, 1.0, error="HTTP 500: boom"),  # a failed request counts nowhere
+    ]
+    s = concurrency_summary(records, 2)
+    assert s["n"] == 2
+    assert [p["aggregate_tg_tps"] for p in s["passes"]] == pytest.approx([100.0, 50.0])
+    agg = s["aggregate_tg_tps"]
+    assert (agg["n"], agg["median"], agg["min"], agg["max"]) == (2, 75.0, 50.0, 100.0)
+    assert agg["spread"] == pytest.approx(50.0 / 75.0)
+    tg = s["request_tg_tps"]
+    assert (tg["n"], tg["median"], tg["min"], tg["max"]) == (4, 55.0, 40.0, 70.0)
+    acc = s["request_acceptance"]
+    assert (acc["median"], acc["min"], acc["max"]) == pytest.approx((0.75, 0.5, 1.0))
+
+
+def test_summary_without_requests_or_drafts_and_old_runs() -> None:
+    s = concurrency_summary([], 3)
+    assert s == {"n": 3, "aggregate_tg_tps": None, "request_tg_tps": None, "request_acceptance": None, "passes": []}
+    no_mtp = concurrency_summary([rec(0, 0, 0.0, 1.0, 10, 10.0)], 1)
+    assert no_mtp["request_acceptance"] is None and no_mtp["aggregate_tg_tps"]["median"] == pytest.approx(10.0)
+
+
+def test_stream_order_rotates_so_streams_start_on_different_prompts() -> None:
+    assert stream_order(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert stream_order(["a", "b", "c"], 1) == ["b", "c", "a"]
+    assert stream_order(["a", "b", "c"], 4) == ["b", "c", "a"]
+    assert stream_order(["only"], 3) == ["only"]  # a one-request shape: N copies of it at once
+
+
+# --------------------------------------------------------------------------- the slots
+
+
+def test_with_slots_keeps_each_slots_context() -> None:
+    s = Settings(model="m.gguf", ctx_size=4096)
+    four = with_slots(s, 4)
+    assert (four.parallel, four.ctx_size) == (4, 16384)
+    assert with_slots(s, 1) is s
+    assert with_slots(Settings(model="m.gguf", ctx_size=0), 2).ctx_size == 0  # the model's own context, per slot
+    unified = Settings(model="m.gguf", ctx_size=4096, extra_args=["--kv-unified"])
+    assert with_slots(unified, 2).ctx_size == 4096  # shared cells: -c is not split
+    given = Settings(model="m.gguf", ctx_size=4096, parallel=8)
+    assert with_slots(given, 4) is given  # the user's -np is kept
+
+
+def test_slots_problem_names_the_flag_and_the_fix() -> None:
+    assert slots_problem(None, 4) is None and slots_problem(4, 4) is None and slots_problem(1, 1) is None
+    why = slots_problem(2, 4)
+    assert why is not None and "-np 2" in why and "2 slots" in why and "concurrency 4" in why and "-np 4" in why
+    assert slots_problem(-1, 4) is None and slots_problem(-1, 5) is not None  # auto is 4 slots
+
+
+class FakePlan:
+    def __init__(self, totals: dict[str, float]) -> None:
+        self.totals = totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"totals": self.totals}
+
+
+def test_slots_memory_text_plans_one_slot_with_the_same_context_per_slot() -> None:
+    asked: list[tuple[int | None, int | None]] = []
+
+    def plan_of(s: Settings) -> FakePlan:
+        asked.append((s.parallel, s.ctx_size))
+        k = float(s.parallel or 1)
+        return FakePlan({"kv_mib": 100.0 * k, "draft_kv_mib": 10.0 * k, "recurrent_mib": 5.0 * k, "weights_mib": 999.0})
+
+    text = slots_memory_text(with_slots(Settings(model="m.gguf", ctx_size=1024), 4), plan_of)
+    assert sorted(asked) == [(1, 1024), (4, 4096)]
+    assert text == ("planned KV + recurrent state at -np 4: 460 MiB (+345 MiB over -np 1: KV +300, draft KV +30, "
+                    "recurrent +15 MiB)")
+    assert slots_memory_text(Settings(model="m.gguf", parallel=4), lambda s: None) is None  # no plan, no line
+    assert slots_memory_text(Settings(model="m.gguf"), plan_of) is None  # one slot costs nothing extra
+
+
+def test_hygiene_expects_as_many_slots_as_the_concurrency() -> None:
+    assert hygiene.check_parallel(4, None, concurrency=4) == []
+    (w,) = hygiene.check_parallel(8, None, concurrency=4)
+    assert "-np 8" in w.message and "concurrency 4" in w.message and "-np 4" in w.message
+
+
+# --------------------------------------------------------------------------- the runner's concurrent send
+
+
+class StandIn:
+    """A client whose requests all wait until `n` are in flight at once (bounded), then answer."""
+
+    def __init__(self, n: int, slots: int | None = None, die_on: int | None = None) -> None:
+        self.n, self.n_slots, self.die_on = n, slots if slots is not None else n, die_on
+        self.in_flight = self.peak = self.sent = 0
+        self._all_in: asyncio.Event | None = None
+        self.metrics_calls = 0
+
+    async def _request(self) -> CompletionResult:
+        self._all_in = self._all_in or asyncio.Event()
+        self.sent += 1
+        if self.die_on is not None and self.sent == self.die_on:
+            raise ServerGone("the server went away", "http://127.0.0.1:1", "stream")
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        if self.in_flight >= self.n:
+            self._all_in.set()
+        try:
+            await asyncio.wait_for(self._all_in.wait(), timeout=5.0)
+        finally:
+            self.in_flight -= 1
+        if self.in_flight == 0:
+            self._all_in.clear()
+        timings = {"predicted_n": 8, "predicted_per_second": 20.0, "prompt_n": 4, "prompt_ms": 1.0,
+                   "predicted_ms": 400.0, "draft_n": 4, "draft_n_accepted": 3}
+        return CompletionResult("text", timings, 0.01, 0.4, {}, True)
+
+    async def chat(self, messages: Any, **kw: Any) -> CompletionResult:
+        return await self._request()
+
+    async def complete(self, prompt: Any, **kw: Any) -> CompletionResult:
+        if kw.get("n_predict") == 8 and prompt == "Name three primary colours.":
+            return CompletionResult("w", {"predicted_n": 1}, 0.0, 0.0, {}, True)  # the warm-up, alone
+        return await self._request()
+
+    async def metrics(self) -> Metrics:
+        self.metrics_calls += 1
+        return Metrics()
+
+    async def props(self) -> dict[str, Any]:
+        return {"total_slots": self.n_slots}
+
+    async def slots(self) -> list[dict[str, Any]]:
+        return []
+
+
+SUITE = Suite("two", (ProbePrompt("a", raw="one"), ProbePrompt("b", raw="two")), "two raw prompts")
+
+
+def test_runner_keeps_n_requests_in_flight_and_reports_the_aggregate() -> None:
+    client = StandIn(3)
+    run = asyncio.run(ProbeRunner(client, SUITE, RunConfig(repeat=2, n_predict=8, concurrency=3)).run())
+    assert run.status == "ok", run.error
+    assert client.peak == 3  # every request waited for the other two: all three were in flight at once
+    assert len(run.requests) == 2 * 2 * 3 and len({r.seq for r in run.requests}) == 12
+    assert all(r.metrics_delta is None for r in run.requests)  # server-wide counters: no per-request bracket
+    block = run.summary["concurrency"]
+    assert block["n"] == 3 and [p["requests"] for p in block["passes"]] == [6, 6]
+    assert block["request_acceptance"]["median"] == pytest.approx(0.75)
+    assert run.config.to_json()["concurrency"] == 3
+    assert not [w for w in run.warnings if w.code == hygiene.PARALLEL]
+
+
+def test_runner_refuses_a_server_with_fewer_slots_in_one_sentence() -> None:
+    run = asyncio.run(ProbeRunner(StandIn(4, slots=2), SUITE, RunConfig(repeat=1, concurrency=4)).run())
+    assert run.status == "failed" and not run.requests
+    assert run.error is not None and "2 slots" in run.error and "concurrency 4" in run.error and "-np 4" in run.error
+
+
+def test_one_stream_failing_stops_the_others_and_fails_the_run() -> None:
+    client = StandIn(2, die_on=3)
+    t0 = time.monotonic()
+    run = asyncio.run(ProbeRunner(client, SUITE, RunConfig(repeat=2, n_predict=8, concurrency=2, warmup=False)).run())
+    assert run.status == "failed" and "went away" in (run.error or "")
+    # The other stream's request (waiting for a partner that never comes) was abandoned at once, not
+    # left to the stand-in's own 5 s bound.
+    assert client.in_flight == 0 and time.monotonic() - t0 < 4.0
+
+
+def test_cancel_stops_every_stream_within_the_poll() -> None:
+    cancel = threading.Event()
+
+    class Stuck(StandIn):
+        async def _request(self) -> CompletionResult:
+            self.in_flight += 1
+            if self.in_flight == self.n:
+                cancel.set()  # both in flight: now cancel
+            try:
+                await asyncio.sleep(30)  # never answers; the cancel must abandon it
+            finally:
+                self.in_flight -= 1
+            raise AssertionError("not reached")
+
+    client = Stuck(2)
+
+    async def go() -> Any:
+        return await asyncio.wait_for(ProbeRunner(client, SUITE, RunConfig(repeat=1, concurrency=2, warmup=False),
+                                                  cancel=cancel).run(), timeout=5.0)
+
+    run = asyncio.run(go())
+    assert run.status == "cancelled" and client.in_flight == 0
+
+
+# --------------------------------------------------------------------------- probe -m --concurrency N
+
+
+def test_probe_launch_gets_n_slots_each_keeping_c_and_says_the_planned_cost(
+        tiny_models: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli._common import check_server_args
+    from tui.cli.probe import launch_slots
+    from tui.core.options import reader
+
+    args = ["-m", str(tiny_models["tiny-mtp"]), "-c", "1024", "--spec-type", "draft-mtp", "-t", "1"]
+    out = launch_slots(args, check_server_args(args), 4, None)
+    assert reader.value(out, "--parallel") == "4" and reader.value(out, "--ctx-size") == "4096"
+    assert reader.values(out, "--ctx-size") == ["4096"]  # replaced, not given twice
+    line = capsys.readouterr().err
+    assert line.startswith("concurrency 4: launching with -np 4 -c 4096 (1024 tokens per slot); planned KV + "
+                           "recurrent state at -np 4: "), line
+    assert "over -np 1: KV +" in line and line.count("\n") == 1
