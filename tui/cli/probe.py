@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import threading
 from typing import Any
 
@@ -19,6 +20,7 @@ from tui.cli._common import (
     ServerArgsError, check_server_args, counted, fail, names_a_model, pass_unknown_to_server, print_json, server_or_fail,
     store_or_fail, workload_problem,
 )
+from tui.core.probes.positions import DraftPositions, shares_text
 from tui.core.probes.run_types import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
@@ -127,13 +129,27 @@ def run(args: argparse.Namespace) -> int:
 
 def probe_json(result: ProbeRun) -> dict[str, Any]:
     """The `probe --json` object: run_id, status, summary (tg_tps_median, pp_tps_median, acceptance,
-    n_requests, ...), requests (each with the server's timings verbatim), warnings."""
+    n_requests, positions, draft_advice, ...), requests (each with the server's timings verbatim), warnings."""
     d = result.to_json()
     return {
         "run_id": d["run_id"], "status": d["status"], "error": d["error"], "suite": d["suite"],
         "config": d["config"], "server": d["server"], "summary": d["summary"], "requests": d["requests"],
         "warnings": d["warnings"],
     }
+
+
+def position_lines(s: dict[str, Any]) -> list[str]:
+    """Acceptance by draft position and the n-max advice, when the run drafted."""
+    pos = DraftPositions.from_json(s.get("positions"))
+    if pos is None:
+        if s.get("acceptance") is None:
+            return []
+        return ["  by draft position  - (needs /metrics: llama-server was started without --metrics)"]
+    out = [f"  by draft position  {shares_text(pos)}  (share of {pos.steps} drafts whose first i tokens were accepted)"]
+    advice = (s.get("draft_advice") or {}).get("text")
+    if advice:
+        out.append(textwrap.fill(advice, 100, initial_indent="  advice: ", subsequent_indent=" " * 10))
+    return out
 
 
 def render_run(result: ProbeRun) -> str:
@@ -150,6 +166,7 @@ def render_run(result: ProbeRun) -> str:
         "  acceptance " + ("-" if acc is None else f"{acc:.3f} ({s.get('draft_n_accepted')}/{s.get('draft_n')} drafted)")
         + ("" if mal is None else f", mean acceptance length {mal:.2f}")
     )
+    lines += position_lines(s)
     ttft = Summary.from_json(s.get("ttft_ms"))
     lines.append(f"  TTFT {fmt_summary(ttft, 0)} ms;  {s.get('n_ok', 0)}/{s.get('n_requests', 0)} requests ok")
     prompts = s.get("prompts") or []

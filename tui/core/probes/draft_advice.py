@@ -78,9 +78,24 @@ class DraftAdvice:
             "speed": self.step_cost(n) / self.step_cost(m) - 1.0,
         }
 
+    @property
+    def headline(self) -> str:
+        """The advice in one short line (a panel's folded title); `text` has the evidence."""
+        n, m = self.n_max, self.best
+        if m < n:
+            ch = self.change(m)
+            return f"n-max {m}: {_pct(-ch['drafted'])} fewer drafted tokens, about {_pct(ch['speed'])} faster"
+        if self.step_cost(n) >= 1.0:
+            return f"n-max {n}, but drafting does not pay at a {_cost_pct(self.cost)} draft cost"
+        pays = self.pays_below[n - 1]
+        more = pays is None or pays > 2.0 * self.cost
+        return f"keep n-max {n}" + (f"; n-max {n + 1} may pay too" if more else
+                                    f": position {n} pays below a {_cost_pct(pays or 0.0)} draft cost")
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["change"] = self.change(self.best) if self.best != self.n_max else None
+        d["headline"] = self.headline
         return d
 
 
