@@ -58,10 +58,7 @@ def test_no_axis_where_p_min_cannot_pay_or_is_not_ours() -> None:
 
 
 class PMinMachine(FakeBackendBase):
-    """Seconds per request and accepted tokens per position by p-min; every pass the base time times a
-    fixed spread pattern."""
-
-    SPREAD = (1.0, 1.01, 0.995, 1.005)
+    """Seconds per request by p-min, the same accepted tokens per position at every p-min."""
 
     def __init__(self, seconds: dict[float | None, float], accepted: tuple[int, ...]) -> None:
         self.seconds, self.accepted, self.now = seconds, accepted, 0.0
@@ -76,13 +73,8 @@ class PMinMachine(FakeBackendBase):
 
     def measure(self, out: LaunchOutcome, wl: Any, n: int) -> Samples:
         assert self.current is not None
-        base = self.seconds[self.current.spec_draft_p_min]
-        got = Samples(positions=DraftPositions(100 * n, 300 * n, tuple(a * n for a in self.accepted)).to_json())
-        for i in range(n):
-            e = base * self.SPREAD[i % len(self.SPREAD)]
-            got.pp_tps.append(1000.0), got.tg_tps.append(100.0), got.acceptance.append(0.5), got.e2e_s.append(e)
-            self.now += e
-        return got
+        pos = DraftPositions(100 * n, 300 * n, tuple(a * n for a in self.accepted))
+        return self.passes(self.seconds[self.current.spec_draft_p_min], n, Samples(positions=pos.to_json()))
 
     def machine(self) -> Machine:
         return Machine(self, self.measure, None, None, lambda: self.now)
