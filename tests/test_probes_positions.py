@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tui.cli.probe import position_lines
 from tui.core.probes.draft_advice import DEFAULT_DRAFT_COST, MIN_GAIN, advise, measured_cost
 from tui.core.probes.positions import DraftPositions, position_counters, position_key, shares_text, total
 from tui.core.probes.records import RequestRecord, summarize_run
@@ -162,3 +163,14 @@ def test_draft_cost_measured_from_mtp_off() -> None:
     assert measured_cost(pos, 30.0, 100.0) == 0.0  # faster than the model allows: noise, not a negative cost
     assert measured_cost(pos, None, 100.0) is None
     assert advise(None) is None and advise(DraftPositions(0, 0, (0,))) is None
+
+
+def test_probe_output_says_the_positions_or_why_there_are_none() -> None:
+    s = {"acceptance": 0.4, "verify_steps": 61, "positions": DraftPositions(61, 181, (36, 20, 10)).to_json(),
+         "draft_advice": {"text": "keep n-max 3: position 3 accepts 16 % of drafts"}}
+    shown = position_lines(s)
+    assert shown[0] == "  by draft position  1: 59 %  2: 33 %  3: 16 %  (share of 61 drafts whose first i tokens were accepted)"
+    assert shown[1] == "  advice: keep n-max 3: position 3 accepts 16 % of drafts"
+    assert position_lines({"acceptance": None}) == []  # MTP off: nothing to say
+    assert "--metrics" in position_lines({"acceptance": 0.4, "verify_steps": None})[0]
+    assert "does not count" in position_lines({"acceptance": 0.4, "verify_steps": 61})[0]  # an older build

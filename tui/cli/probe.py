@@ -144,7 +144,9 @@ def position_lines(s: dict[str, Any]) -> list[str]:
     if pos is None:
         if s.get("acceptance") is None:
             return []
-        return ["  by draft position  - (needs /metrics: llama-server was started without --metrics)"]
+        why = "needs /metrics: llama-server runs without --metrics" if s.get("verify_steps") is None else \
+            "this llama-server does not count acceptance per draft position"
+        return [f"  by draft position  - ({why})"]
     out = [f"  by draft position  {shares_text(pos)}  (share of {pos.steps} drafts whose first i tokens were accepted)"]
     advice = (s.get("draft_advice") or {}).get("text")
     if advice:
