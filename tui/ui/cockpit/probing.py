@@ -206,7 +206,10 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
         config = context.label
     tracker.raw[config] = result.summary
     final_summary = _summary(config, result.summary, result.run_id, tracker.state.points, tracker.raw)
-    summaries = (*tracker.base_summaries, final_summary)
+    # an MTP row measured before this MTP-off run gets its advice again, priced against it
+    earlier = tuple(dataclasses.replace(b, **_draft(b.config, tracker.raw.get(b.config) or {}, tracker.raw))
+                    if b.positions else b for b in tracker.base_summaries)
+    summaries = (*earlier, final_summary)
     state = dataclasses.replace(
         tracker.state, running=False, summaries=summaries,
         warnings=tuple(dict.fromkeys(w.message for w in result.warnings)),  # one line per distinct warning
