@@ -22,6 +22,7 @@ import pytest
 from tests.helpers.llama import Running, llama_server
 from tui.core.server.client import LlamaClient
 from tui.core.probes import hygiene
+from tui.core.probes.positions import DraftPositions
 from tui.core.probes.records import records_from_json
 from tui.core.probes.run_types import ProbeProgress, RunConfig, RunContext
 from tui.core.probes.runner import ProbeRunner, run_probe, run_probe_sync
@@ -84,6 +85,38 @@ def test_acceptance_in_the_band_the_generator_implies(a50_server: Running, tmp_p
     assert row.mtp is True and row.status == "ok"
     codes = [w["code"] for w in row.warnings if w["code"] != hygiene.HOST_BUSY]  # busy CI hosts are real too
     assert codes == [hygiene.FEW_REPEATS, hygiene.SHORT_GENERATION]
+
+
+def test_acceptance_by_draft_position_follows_the_generator(a50_server: Running, tmp_path: Path) -> None:
+    """The per-position figures, from each request's /metrics delta, are the server's exact counts and
+    show the acceptance the tiny model was generated with falling off position by position."""
+    with Store(tmp_path / "r.sqlite") as store:
+        run = run_probe_sync(a50_server.url, task_suite(), RunConfig(repeat=1, n_predict=64), sink=store)
+        row = store.require(run.run_id or 0)
+    assert run.status == "ok", run.error
+    s = run.summary
+    pos = DraftPositions.from_json(s["positions"])
+    assert pos is not None and pos.n_max == N_MAX  # the server sizes the series to its n-max
+    # Exact: the positions add up to the accepted tokens the server's timings report, the drafts and
+    # drafted tokens are its own counters, and a longer accepted prefix is never more frequent.
+    assert sum(pos.accepted) == s["draft_n_accepted"] and pos.steps == s["verify_steps"] and pos.drafted == s["draft_n"]
+    assert list(pos.accepted) == sorted(pos.accepted, reverse=True) and pos.accepted[0] <= pos.steps
+    for r in run.requests:
+        rp = r.positions
+        assert rp is not None and rp.n_max == N_MAX and sum(rp.accepted) == r.draft_n_accepted
+    # Against the generator: position i is accepted when the MTP head agrees with the trunk on i tokens in
+    # a row, about F^i of drafts for agreement F. Tolerance: the head's agreement map is drawn at random over
+    # the vocabulary and a greedy text visits only part of it, so F along the text is taken within +-0.15
+    # of nominal, as `expected_acceptance_band` does (measured 0.59 for F = 0.5); position i then lies in
+    # [(F-0.15)^i, (F+0.15)^i]. The nine requests pool ~250 drafts, so counting noise (about +-0.03 at
+    # position 1) is well inside that band.
+    f = PRESETS["tiny-mtp-a50"].mtp_agree
+    for i, share in enumerate(pos.shares, start=1):
+        assert (f - 0.15) ** i <= share <= (f + 0.15) ** i, (i, pos.shares)
+    assert s["draft_advice"]["n_max"] == N_MAX and s["draft_advice"]["text"]
+    # Stored: the run's summary and each request's delta give the same figures back.
+    assert row.summary is not None and DraftPositions.from_json(row.summary["positions"]) == pos
+    assert [r.positions for r in records_from_json(row.requests)] == [r.positions for r in run.requests]
 
 
 def _templated_length(url: str, messages: list[dict[str, str]]) -> int:
@@ -246,6 +279,7 @@ def test_cli_probe_launches_probes_and_records_json(tiny_models: dict[str, Path]
     assert {"tg_tps_median", "pp_tps_median", "acceptance", "n_requests"} <= set(s)
     assert s["n_requests"] == 9 and s["tg_tps_median"] > 0 and s["pp_tps_median"] > 0
     assert s["acceptance"] >= expected_acceptance_band(PRESETS["tiny-mtp"], 2)[0]
+    assert len(s["positions"]["accepted"]) == 2 and s["draft_advice"]["n_max"] == 2  # by draft position, in --json
     assert all(r["timings"]["predicted_n"] == 16 for r in data["requests"])
     assert {"few_repeats", "short_generation"} <= {w["code"] for w in data["warnings"]}
     with Store(db) as store:

@@ -26,8 +26,6 @@ FIXED = Settings(model="m.gguf", spec_type=["draft-mtp"], ubatch_size=512, batch
 class OneAxis(FakeBackendBase):
     """Seconds per request by n-max; each pass is the base time times a fixed spread pattern."""
 
-    SPREAD = (1.0, 1.01, 0.995, 1.005)
-
     def __init__(self, seconds: dict[int, float]) -> None:
         self.seconds, self.now, self.current = seconds, 0.0, None
         self.launched: list[int] = []
@@ -40,13 +38,7 @@ class OneAxis(FakeBackendBase):
 
     def measure(self, out: LaunchOutcome, wl: Any, n: int) -> Samples:
         assert self.current is not None
-        base = self.seconds[int(self.current.spec_draft_n_max or 0)]
-        got = Samples()
-        for i in range(n):
-            e = base * self.SPREAD[i % len(self.SPREAD)]
-            got.pp_tps.append(1000.0), got.tg_tps.append(100.0), got.acceptance.append(0.8), got.e2e_s.append(e)
-            self.now += e
-        return got
+        return self.passes(self.seconds[int(self.current.spec_draft_n_max or 0)], n, Samples())
 
     def machine(self) -> Machine:
         return Machine(self, self.measure, None, None, lambda: self.now)

@@ -63,6 +63,10 @@ async def test_probe_mtp_on_and_off(server_bin: Path, tiny_models: dict[str, Pat
         first = on.summaries[0]
         assert first.n == 4 and first.tg_median and first.tg_median > 0
         assert first.acceptance == pytest.approx(1.0)  # the tiny model's draft always agrees
+        # By draft position, live beside the plots: every draft's first token accepted (the last positions
+        # of a request's final drafts are cut by its end, so later shares may fall a little short of 1).
+        assert len(first.positions) == 3 and first.positions[0] == pytest.approx(1.0) and min(first.positions) > 0.8
+        assert app.query_one("#probe-positions").display and first.advice and "assumed" in first.advice
         assert first.tg_min is not None and first.tg_min <= first.tg_median <= first.tg_max
         assert len(on.points) == 4
         # Reconciled memory appeared once the launch was ready.
@@ -77,6 +81,8 @@ async def test_probe_mtp_on_and_off(server_bin: Path, tiny_models: dict[str, Pat
         await run_suite(pilot, app)
         configs = [s.config for s in app.main.probes.state.summaries]
         assert configs == ["MTP n3 c1024", "no MTP c1024"]
+        mtp_row = app.main.probes.state.summaries[0]  # its draft cost now measured against the MTP-off run
+        assert mtp_row.positions == first.positions and "measured against MTP off" in mtp_row.advice
         assert {p.config for p in app.main.probes.state.points} == set(configs)
         off = app.main.probes.state.summaries[1]
         assert off.acceptance is None

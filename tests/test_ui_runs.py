@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Static
 from tests.helpers import ui_samples as samples
 from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings, mtp_from_settings, settings_json
+from tui.core.probes.positions import position_key
 from tui.core.probes.records import records_from_json, summarize_run
 from tui.core.results.store import Store, StoreError, default_path
 from tui.ui.app import MtpTuneApp, make_app
@@ -43,6 +44,8 @@ def test_lists_compares_and_exports_stored_runs(tmp_path: Path) -> None:
         rows, error = runs.list_runs()
         assert error is None and [r.run_id for r in rows] == [on, off]
         assert rows[0] == RunRow(on, rows[0].when, "MTP n-max 2 · ub 512", 30.0, 400.0, None, 1)
+        detail, error = runs.detail(on)  # stored without per-position figures: nothing to draw
+        assert error is None and detail is not None and detail.positions == () and detail.advice == ""
         view, error = runs.compare(str(off), str(on))  # the screen's ids may be strings
         assert error is None and view is not None and view.rows
         assert {r.verdict for r in view.rows} <= {"better", "worse", "same", "inconclusive"}
@@ -73,11 +76,16 @@ LONG_NOTE = ("generations shorter than 400 tokens understate MTP's gain (n_predi
              "count of this warning, the opened run shows every word of it, down to this last one: END")
 
 
-def _probe_run(store: Store, settings: dict, tg: float, *, warnings: list | None = None, label: str | None = None) -> int:
-    """A finished three-pass run as a probe stores it: requests, the summary built from them, warnings."""
+def _probe_run(store: Store, settings: dict, tg: float, *, warnings: list | None = None, label: str | None = None,
+               accepted: tuple[int, ...] = ()) -> int:
+    """A finished three-pass run as a probe stores it: requests, the summary built from them, warnings;
+    `accepted`: each request's accepted tokens per draft position over 100 full drafts (its /metrics delta)."""
+    delta = {"spec_decode_num_drafts_total": 100.0, "spec_decode_num_draft_tokens_total": 100.0 * len(accepted),
+             **{position_key(i): float(v) for i, v in enumerate(accepted)}} if accepted else None
     reqs = [{"seq": i, "prompt": "p", "kind": "tg", "repeat": i, "n_predict": 512, "ttft_ms": 100.0,
              "timings": {"prompt_n": 800, "prompt_ms": 1000.0, "prompt_per_second": 800.0, "predicted_n": 512,
-                         "predicted_ms": 511 / (tg + i) * 1000.0, "predicted_per_second": tg + i}} for i in range(3)]
+                         "predicted_ms": 511 / (tg + i) * 1000.0, "predicted_per_second": tg + i},
+             "metrics_delta": delta} for i in range(3)]
     run_id = store.begin_run(suite="tasks", model=MODEL, mtp=mtp_from_settings(settings), settings=settings,
                              label=label, config={"repeat": 3, "n_predict": 512, "suite": {"prompts": [{"name": "p"}]}})
     for r in reqs:
@@ -140,7 +148,8 @@ async def test_enter_opens_a_run_with_its_notes_in_full_and_escape_goes_back() -
     with Store(default_path()) as store:
         _probe_run(store, settings_json(Settings(model=MODEL)), 30.0)
         opened = _probe_run(store, settings_json(Settings(model=MODEL, spec_type=["draft-mtp"], api_key="sk-secret")),
-                            40.0, label="MTP on", warnings=[{"code": "short", "message": LONG_NOTE, "severity": "warn"}])
+                            40.0, label="MTP on", warnings=[{"code": "short", "message": LONG_NOTE, "severity": "warn"}],
+                            accepted=(82, 51, 12, 4))
     app = _app()
     async with app.run_test(size=(100, 30)) as pilot:
         runs = await _open_runs(pilot, app, 2)
@@ -155,6 +164,10 @@ async def test_enter_opens_a_run_with_its_notes_in_full_and_escape_goes_back() -
             assert command.startswith(f"llama-server --model {MODEL} --spec-type draft-mtp") and "sk-secret" not in command
             table = detail.query_one("#run-measurements", DataTable)
             assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)][0] == "TG (generation) t/s"
+            bars = _text(detail, "#run-positions")  # the share per position, and where drafting stops paying
+            assert [ln.split()[-2] for ln in bars.splitlines()] == ["82", "51", "12", "4"]
+            assert _text(detail, "#run-advice").replace("\n", " ").startswith(
+                "positions 3-4 accept 12 % and 4 % of drafts: n-max 2 would draft 47 % fewer tokens")
             await pilot.press(back)
             assert await until(pilot, lambda: app.screen is runs)
         assert app.is_running  # q went back, it did not quit

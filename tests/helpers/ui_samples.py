@@ -12,6 +12,8 @@ from tui.core.gpu.types import (
     NA, GpuDevice, GpuProcess, GpuSnapshot, HostMemory, ProcessKind, ProcessMemory, Source, Status,
 )
 from tui.core.options.settings import Settings
+from tui.core.probes.draft_advice import advise, measured_cost
+from tui.core.probes.positions import DraftPositions
 from tui.ui.options import AppOptions, FixedScreen
 from tui.ui.cockpit.views import (
     EXACT_LABEL, DevicePlan, PlanView, ProbeState, ProbeSummary, ReconcileRow, ServerStatus,
@@ -128,13 +130,22 @@ def _points() -> tuple[ProbePoint, ...]:
     return tuple(pts)
 
 
+def _positions() -> dict[str, object]:
+    """The MTP row's acceptance by draft position and its advice, as the core makes them (cost measured
+    against the MTP-off row beside it)."""
+    pos = DraftPositions(1200, 2400, (1056, 816))
+    adv = advise(pos, measured_cost(pos, 26.1, 34.0))
+    assert adv is not None
+    return {"positions": pos.shares, "advised_n_max": adv.best, "advice_headline": adv.headline, "advice": adv.text}
+
+
 def probes_running() -> ProbeState:
     return ProbeState(
         running=True, done=20, total=27, message="tasks suite: stepwise_math, repeat 2 of 3 (MTP n-max 2)",
         points=_points(),
         summaries=(
             ProbeSummary("no MTP", 12, 26.1, 25.8, 26.3, 436.0, 431.2, 440.1, None),
-            ProbeSummary("MTP n-max 2", 12, 34.0, 29.7, 36.4, 143.0, 141.9, 145.0, 0.78),
+            ProbeSummary("MTP n-max 2", 12, 34.0, 29.7, 36.4, 143.0, 141.9, 145.0, 0.78, **_positions()),
         ),
         verdict="TG +30 % with MTP (above the measured noise of 4 %); PP −67 %.",
         warnings=("generations shorter than 400 tokens understate MTP's gain (n_predict 192)",),

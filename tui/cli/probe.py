@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import threading
 from typing import Any
 
@@ -21,6 +22,7 @@ from tui.cli._common import (
 )
 from tui.core.options import reader
 from tui.core.probes.concurrency import slots_memory_text, slots_problem, with_slots
+from tui.core.probes.positions import DraftPositions, shares_text
 from tui.core.probes.run_types import ProbeProgress, ProbeRun, RunConfig
 from tui.core.probes.stats import Summary, fmt_summary
 from tui.core.probes.suites import SuiteError, get_suite
@@ -136,13 +138,29 @@ def run(args: argparse.Namespace) -> int:
 
 def probe_json(result: ProbeRun) -> dict[str, Any]:
     """The `probe --json` object: run_id, status, summary (tg_tps_median, pp_tps_median, acceptance,
-    n_requests, ...), requests (each with the server's timings verbatim), warnings."""
+    n_requests, positions, draft_advice, ...), requests (each with the server's timings verbatim), warnings."""
     d = result.to_json()
     return {
         "run_id": d["run_id"], "status": d["status"], "error": d["error"], "suite": d["suite"],
         "config": d["config"], "server": d["server"], "summary": d["summary"], "requests": d["requests"],
         "warnings": d["warnings"],
     }
+
+
+def position_lines(s: dict[str, Any]) -> list[str]:
+    """Acceptance by draft position and the n-max advice, when the run drafted."""
+    pos = DraftPositions.from_json(s.get("positions"))
+    if pos is None:
+        if s.get("acceptance") is None:
+            return []
+        why = "needs /metrics: llama-server runs without --metrics" if s.get("verify_steps") is None else \
+            "this llama-server does not count acceptance per draft position"
+        return [f"  by draft position  - ({why})"]
+    out = [f"  by draft position  {shares_text(pos)}  (share of {pos.steps} drafts whose first i tokens were accepted)"]
+    advice = (s.get("draft_advice") or {}).get("text")
+    if advice:
+        out.append(textwrap.fill(advice, 100, initial_indent="  advice: ", subsequent_indent=" " * 10))
+    return out
 
 
 def render_run(result: ProbeRun) -> str:
@@ -160,6 +178,7 @@ def render_run(result: ProbeRun) -> str:
         + ("" if mal is None else f", mean acceptance length {mal:.2f}")
     )
     lines += concurrency_lines(s)
+    lines += position_lines(s)
     ttft = Summary.from_json(s.get("ttft_ms"))
     lines.append(f"  TTFT {fmt_summary(ttft, 0)} ms;  {s.get('n_ok', 0)}/{s.get('n_requests', 0)} requests ok")
     prompts = s.get("prompts") or []

@@ -356,8 +356,10 @@ def default_prober(ignore_eos: bool = False, concurrency: int = 1) -> Prober:
 
 
 def samples_of(run: Any) -> Samples:
-    """A probe run's complete passes as per-pass samples (`error` when it failed)."""
+    """A probe run's complete passes as per-pass samples (`error` when it failed), with its accepted
+    tokens per draft position."""
     s = Samples.of_passes([p for p in (run.summary or {}).get("passes") or [] if p.get("complete", True)])
+    s.positions = (run.summary or {}).get("positions")
     if run.status == "failed":
         s.error = run.error or "the probe failed"
     return s

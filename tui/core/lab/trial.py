@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from tui.core.config.jsonshape import fields
 from tui.core.lab.failures import FailureClass
+from tui.core.probes.positions import DraftPositions, total
 from tui.core.probes.stats import Summary, summarize
 
 #: `ok`: measured (a tune's: still in the running); `eliminated`: measured and clearly slower than its
@@ -49,6 +50,9 @@ class Samples:
     acceptance: list[float | None] = field(default_factory=list)
     e2e_s: list[float | None] = field(default_factory=list)  # seconds of one mean request, per pass
     error: str | None = None
+    #: Accepted tokens per draft position over every measured pass (`probes.positions.DraftPositions`
+    #: as stored): counts, so the measurements of one trial add up.
+    positions: dict[str, Any] | None = None
 
     @property
     def n(self) -> int:
@@ -66,6 +70,8 @@ class Samples:
         self.acceptance += more.acceptance
         self.e2e_s += more.e2e_s
         self.error = more.error or self.error
+        both = total(DraftPositions.from_json(p) for p in (self.positions, more.positions))
+        self.positions = both.to_json() if both else None
 
     def fill_e2e(self, workload: Timed) -> None:
         """Per-pass end-to-end seconds from PP and TG where the measurement gave none."""

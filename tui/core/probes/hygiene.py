@@ -156,8 +156,8 @@ def check_metrics(requests: Sequence[RequestRecord], metrics_error: str | None) 
     return [
         ProbeWarning(
             METRICS_UNAVAILABLE,
-            f"/metrics is unavailable ({metrics_error}), so verification steps and the mean acceptance length "
-            "are unknown; start llama-server with --metrics.",
+            f"/metrics is unavailable ({metrics_error}), so verification steps, the mean acceptance length "
+            "and the acceptance by draft position are unknown; start llama-server with --metrics.",
             "info",
         )
     ]

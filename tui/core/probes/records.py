@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any
 
+from tui.core.probes.draft_advice import advise
+from tui.core.probes.positions import DraftPositions, total
 from tui.core.probes.stats import Summary, summarize
 
 #: /metrics counters whose per-request delta is recorded (names without the `llamacpp:` prefix).
@@ -108,6 +110,11 @@ class RequestRecord:
             return None
         acc = self.metrics_delta.get("spec_decode_num_accepted_tokens_total", 0.0)
         return 1.0 + float(acc) / steps
+
+    @property
+    def positions(self) -> DraftPositions | None:
+        """Accepted tokens per draft position over this request, from the /metrics delta."""
+        return DraftPositions.from_delta(self.metrics_delta)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,7 +240,9 @@ def summarize_run(requests: list[RequestRecord], prompt_names: list[str] | None 
 
     Keys: n_requests, n_ok, n_failed, tg_tps_median, pp_tps_median, acceptance (accepted/drafted over
     the run), mean_accept_len (1 + accepted/verification steps, from /metrics), tg_tps / pp_tps /
-    acceptance_by_pass (Summary over complete passes), ttft_ms, pp_source, passes, prompts.
+    acceptance_by_pass (Summary over complete passes), ttft_ms, pp_source, passes, prompts;
+    positions (`DraftPositions` over the successful requests, None without /metrics or drafts) and
+    draft_advice (`draft_advice.advise` of it at the assumed draft cost).
     """
     if prompt_names is None:
         prompt_names = list(dict.fromkeys(r.prompt for r in requests))
@@ -248,6 +257,8 @@ def summarize_run(requests: list[RequestRecord], prompt_names: list[str] | None 
     ]
     tg = summarize([p.tg_tps for p in use])
     pp = summarize([p.pp_tps for p in use])
+    positions = total(r.positions for r in ok)
+    advice = advise(positions)
     return {
         "n_requests": len(requests),
         "n_ok": len(ok),
@@ -270,6 +281,8 @@ def summarize_run(requests: list[RequestRecord], prompt_names: list[str] | None 
         "pp_source": "pp" if any(r.kind == "pp" for r in requests) else "all",
         "passes": [p.to_json() for p in passes],
         "prompts": [s.to_json() for s in prompt_stats(requests)],
+        "positions": positions.to_json() if positions else None,
+        "draft_advice": advice.to_json() if advice else None,
     }
 
 

@@ -2,7 +2,7 @@
 
 Every request uses a fixed seed, temperature 0 and `cache_prompt: false` and streams (for the
 client-side time to first token); the `/metrics` counters scraped before and after it give the
-verification steps. A set cancel event abandons the request in flight within `CANCEL_POLL_S`.
+verification steps and the accepted tokens per draft position. A set cancel event abandons the request in flight within `CANCEL_POLL_S`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from tui.core.probes.positions import position_counters
 from tui.core.probes.records import METRIC_COUNTERS
 from tui.core.probes.suites import ProbePrompt
 from tui.core.server.client_errors import ServerGone, ServerHTTPError
@@ -51,8 +52,9 @@ class RunFailed(Exception):
 
 
 def metric_counters(m: Metrics) -> dict[str, float]:
-    """The counters a run diffs, 0 for those the server has not emitted yet."""
-    return {name: float(m.value(name, 0.0) or 0.0) for name in METRIC_COUNTERS}
+    """The counters a run diffs, 0 for those the server has not emitted yet, and the accepted
+    tokens per draft position (`positions`: absent until the first speculative request ends)."""
+    return {**{name: float(m.value(name, 0.0) or 0.0) for name in METRIC_COUNTERS}, **position_counters(m)}
 
 
 async def cancellable(aw: Any, cancel: threading.Event | None) -> Any:

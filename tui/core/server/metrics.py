@@ -50,6 +50,12 @@ class Metrics:
 
     @property
     def accepted_per_position(self) -> dict[int, float]:
+        """Position (0-based, as labelled) -> drafts whose first position+1 tokens were all accepted.
+
+        llama-server b11434 adds one to positions 0..n-1 of a slot's vector when verification keeps
+        n draft tokens (the accepted prefix), and adds the slot's vector to this series when the
+        request ends; the vector has n-max entries, so the series' length is the server's n-max.
+        How many drafts reached a position is not counted (`probes.positions` says more)."""
         raw = self.by_label("spec_decode_num_accepted_tokens_per_pos_total", "position")
         return {int(k): v for k, v in sorted(raw.items(), key=lambda kv: int(kv[0])) if k.isdigit()}
 

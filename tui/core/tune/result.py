@@ -29,6 +29,8 @@ from tui.core.lab.candidate import value_text, values_label
 from tui.core.lab.ranking import MtpVerdict
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.probes.breakeven import BreakEven, break_even
+from tui.core.probes.draft_advice import advise, measured_cost
+from tui.core.probes.positions import DraftPositions, shares_text
 from tui.core.probes.stats import Summary, fmt_rel, fmt_summary
 from tui.core.tune.workload import Workload
 
@@ -174,7 +176,7 @@ def pp_tg_plot(records: Sequence[Trial], front: Sequence[Trial], best: Trial | N
     return out
 
 
-SHORT = {"draft-n-max": "n-max", "ubatch": "ub", "batch": "b", "draft-kv": "dkv", "flash-attn": "fa",
+SHORT = {"draft-n-max": "n-max", "draft-p-min": "p-min", "ubatch": "ub", "batch": "b", "draft-kv": "dkv", "flash-attn": "fa",
          "n-cpu-moe": "ncmoe", "threads": "t"}
 
 
@@ -277,6 +279,17 @@ def tune_break_even(result: TuneResult, workload: Workload, ab: MtpVerdict | Non
                       on.median("tg_tps"))
 
 
+def position_lines(on: Trial | None, off: Trial | None) -> list[str]:
+    """The best MTP-on trial's acceptance by draft position and the n-max advice, a drafted token's
+    cost measured from the best MTP-off trial's TG (`probes.draft_advice`); [] without the figures."""
+    pos = DraftPositions.from_json(on.samples.positions) if on is not None and on.samples is not None else None
+    if on is None or pos is None:
+        return []
+    adv = advise(pos, measured_cost(pos, off.median("tg_tps") if off else None, on.median("tg_tps")))
+    assert adv is not None  # from_json keeps only counts with drafts
+    return [f"Acceptance by draft position (#{on.number}, {pos.steps} drafts): {shares_text(pos)}. {adv.text}", ""]
+
+
 def render_report(result: TuneResult, facts: ReportFacts) -> str:
     w = facts.workload
     lines = [f"# mtp-tune tune: {facts.model}", ""]
@@ -312,6 +325,7 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
     if be is not None:
         src = "the A/B" if facts.ab is not None else "the tune's medians"
         lines += [f"Break-even output length (from {src}): {be.text()}", ""]
+    lines += position_lines(result.best_mtp_on, result.best_mtp_off)
     if result.pareto:
         lines += ["PP-vs-TG front (no other trial is faster at both): "
                   + ", ".join(f"#{r.number}" for r in result.pareto) + ".", ""]

@@ -167,6 +167,8 @@ class Tuner:
             walked[ax.name] = ctx
             self._walk(ax, lead, mtp)
             unchanged = unchanged + 1 if self._leader(mtp) is lead else 0
+        if mtp and self.space.add_p_min(self._leader(mtp)):  # late positions rarely accepted (`space`)
+            self._descend(mtp)  # walks the new axis; the other axes' candidates are known records
 
     def _walk(self, ax: Axis, lead: Trial, mtp: bool) -> None:
         """Ordered axes step from the leader's value while each step leads, in the first direction

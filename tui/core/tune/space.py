@@ -21,6 +21,13 @@ the one validator refuses it) has two keys:
 Memory is also ordered: `needs_at_least(a, b)` says `a` allocates at least what `b` does (same
 memory-relevant settings off the axes, and every axis at least as large), so one out-of-memory
 failure prunes every candidate above it without a launch.
+
+Draft p-min joins the axes only where it pays (`Space.add_p_min`): `--spec-draft-p-min P` stops a
+draft at the first token the MTP head gives less than P, so it saves drafting and verifying the tokens
+least likely to be accepted, and lets a longer draft run where the head is sure. That is worth launches
+when the MTP side's leader shows late positions rarely accepted (its last draft position accepted in
+under `LATE_SHARE` of drafts: a fixed n-max spends a token there that mostly goes to waste); when late
+positions are accepted most of the time, stopping drafts early would only lose accepted tokens.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
 from tui.core.options.settings import Settings
 from tui.core.options.validate import validate
+from tui.core.probes.positions import DraftPositions
 from tui.core.sweep.definition import DRAFT_ONLY_FIELDS, normalize, settings_key
 from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
 from tui.core.tune.workload import Workload, beyond_training
@@ -60,6 +68,20 @@ DEFAULT_VALUES: dict[str, tuple[Any, ...]] = {
     "draft-kv": ("f16", "q8_0", "q4_0"),
     "flash-attn": ("auto", "off"),
 }
+
+
+#: The p-min values tried once late positions are rarely accepted (None: the server's 0.0, every draft
+#: runs to n-max; the walk starts there, so the candidates measured before stay the same launches).
+P_MIN_VALUES: tuple[float | None, ...] = (None, 0.5, 0.75, 0.9)
+#: "Rarely accepted": the leader's last draft position accepted in under this share of drafts.
+LATE_SHARE = 0.25
+
+
+def late_positions_rare(rec: Trial | None) -> bool:
+    """The trial's last draft position was accepted in under `LATE_SHARE` of its drafts (per-position
+    figures counted by the probe; False without them)."""
+    pos = DraftPositions.from_json(rec.samples.positions) if rec is not None and rec.samples is not None else None
+    return pos is not None and pos.shares[-1] < LATE_SHARE
 
 
 class SpaceError(ValueError):
@@ -123,6 +145,22 @@ class Space:
     notes: list[str] = field(default_factory=list)
     fit_fixed: bool = False  # the user gave --fit-target or --fit off: no fit-target search
     _cache: dict[tuple[tuple[str, Any], ...], Candidate] = field(default_factory=dict, repr=False)
+
+    def add_p_min(self, leader: Trial | None) -> bool:
+        """Add the draft p-min axis when the MTP side's `leader` rarely accepts its late positions (the
+        rule is in the module docstring); True when added, so the search walks it. Never with MTP not
+        searched, p-min fixed by the user, or the axis already there."""
+        if (True not in self.branches or "spec_draft_p_min" in given_fields(self.base)
+                or any(a.name == "draft-p-min" for a in self.axes) or not late_positions_rare(leader)):
+            return False
+        self.axes = (*self.axes, Axis("draft-p-min", ("spec_draft_p_min",), P_MIN_VALUES, start=None, ordered=True,
+                                      mtp_only=True))
+        assert leader is not None and leader.samples is not None  # late_positions_rare said so
+        pos = DraftPositions.from_json(leader.samples.positions)
+        share = 100.0 * pos.shares[-1] if pos else 0.0
+        self.notes.append(f"draft p-min searched: #{leader.number} accepted its last draft position in "
+                          f"{share:.0f} % of drafts.")
+        return True
 
     def axes_for(self, mtp: bool) -> tuple[Axis, ...]:
         return tuple(a for a in self.axes if mtp or not a.mtp_only)

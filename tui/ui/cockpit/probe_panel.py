@@ -1,4 +1,5 @@
-"""Probes: choose a suite, run, cancel, progress; live plots of TG, PP and acceptance; last results."""
+"""Probes: choose a suite, run, cancel, progress; live plots of TG, PP and acceptance, the acceptance by
+draft position beside them; last results and the n-max advice."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from textual.widgets import Button, Collapsible, DataTable, ProgressBar, Select,
 from tui.ui.format import markup_safe, pct, plain, spread
 from tui.ui.theme_colors import series_rgb
 from tui.ui.cockpit.views import ProbeState
+from tui.ui.widgets.position_bars import PositionBars
 
 
 class ProbePanel(Vertical):
@@ -32,6 +34,11 @@ class ProbePanel(Vertical):
     ProbePanel > #probe-plots { height: 1fr; min-height: 6; }
     ProbePanel > #probe-results { height: auto; max-height: 6; }
     ProbePanel > #probe-verdict { height: auto; color: $foreground; }
+    ProbePanel > #probe-advice { height: auto; max-height: 6; border: none; padding: 0; margin: 0;
+                                 background: transparent; }
+    ProbePanel > #probe-advice CollapsibleTitle { color: $foreground-muted; padding: 0; }
+    ProbePanel > #probe-advice Contents { padding: 0 0 0 2; }
+    ProbePanel #probe-advice-text { color: $foreground-muted; height: auto; }
     ProbePanel > #probe-warnings { height: auto; max-height: 8; border: none; padding: 0; margin: 0;
                                    background: transparent; }
     ProbePanel > #probe-warnings CollapsibleTitle { color: $warning; padding: 0; }
@@ -57,8 +64,12 @@ class ProbePanel(Vertical):
         with Horizontal(id="probe-plots"):
             if not self._defer_plots:
                 yield from self._plots()
+            yield PositionBars(id="probe-positions")
         yield DataTable(id="probe-results", cursor_type="none", zebra_stripes=True)
         yield Static("", id="probe-verdict")
+        # the n-max advice folds into one line, as the warnings do, so the plots keep their rows
+        with Collapsible(title="", collapsed=True, id="probe-advice"):
+            yield Static("", id="probe-advice-text")
         # warnings fold into one line: three of them used to squeeze every plot to two rows
         with Collapsible(title="", collapsed=True, id="probe-warnings"):
             yield Static("", id="probe-warnings-text")
@@ -81,7 +92,7 @@ class ProbePanel(Vertical):
 
     def _mount_plots(self) -> None:
         plots = self._plots()
-        self.query_one("#probe-plots", Horizontal).mount_all(plots)
+        self.query_one("#probe-plots", Horizontal).mount_all(plots, before="#probe-positions")
         if self._last is not None:
             for plot in plots:
                 plot.show(self._last.points)
@@ -118,12 +129,28 @@ class ProbePanel(Vertical):
         message = state.message or ("running…" if state.running else "choose a suite and press p")
         self.query_one("#probe-message", Static).update(plain(message, keep_lines=True))  # a server's error body
         if last is None or last.points != state.points:
-            for plot in self.query("#probe-plots > *"):
+            for plot in self.query("#probe-plots > ProbePlot"):
                 plot.show(state.points)  # type: ignore[attr-defined]
         if last is None or last.summaries != state.summaries or last.points != state.points:
             self._fill_table(state)
         self.query_one("#probe-verdict", Static).update(Content(state.verdict))
+        self._show_positions(state)
         self._show_warnings(state.warnings)
+
+    def _show_positions(self, state: ProbeState) -> None:
+        """The newest configuration with per-position figures: its bars beside the acceptance plot
+        (app.tcss hides them on a narrow screen, as the PP plot), its n-max advice under the verdict, one line that unfolds to the
+        evidence (hidden when no configuration drafted with /metrics on)."""
+        row = next((s for s in reversed(state.summaries) if s.positions), None)
+        self.query_one("#probe-positions", PositionBars).show(row.positions if row else (),
+                                                               row.advised_n_max if row else None)
+        box = self.query_one("#probe-advice", Collapsible)
+        box.display = bool(row and row.advice)
+        if row is None or not row.advice:
+            return
+        box.title = markup_safe(f"{row.config}: {row.advice_headline}")
+        # "57 %" never breaks across lines
+        self.query_one("#probe-advice-text", Static).update(plain(row.advice.replace(" %", "\u00a0%")))
 
     def _show_warnings(self, warnings: tuple[str, ...]) -> None:
         """One collapsed line ("⚠ 2 warnings: the first…"); Enter or a click unfolds all of them."""

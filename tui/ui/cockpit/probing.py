@@ -13,6 +13,8 @@ from typing import Any
 
 from tui.core.config.paths import config_dir
 from tui.core.options.settings import Settings
+from tui.core.probes.draft_advice import advise, measured_cost
+from tui.core.probes.positions import DraftPositions
 from tui.core.probes.suites import BUILTIN, SuiteError, get_suite
 from tui.core.server.handle import DEFAULT_N_MAX, RunningSettings
 from tui.ui.cockpit.views import PlanView, ProbeState, ProbeSummary
@@ -47,7 +49,21 @@ def config_label(settings: Settings, running: RunningSettings | None = None) -> 
     return " ".join(parts)
 
 
-def _summary(config: str, summary: dict[str, Any], run_id: Any, points: tuple[ProbePoint, ...]) -> ProbeSummary:
+def _draft(config: str, summary: dict[str, Any], raw: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A row's acceptance by draft position and the n-max advice; the cost of a drafted token is
+    measured against the newest MTP-off configuration when one ran beside it (same server, the
+    verdict's pairing), else the core's assumed cost."""
+    pos = DraftPositions.from_json(summary.get("positions"))
+    if pos is None:
+        return {}
+    off = next((v for k, v in reversed(raw.items()) if k != config and k.startswith("no MTP")), None)
+    adv = advise(pos, measured_cost(pos, (off or {}).get("tg_tps_median"), summary.get("tg_tps_median")))
+    return {} if adv is None else {"positions": pos.shares, "advised_n_max": adv.best,
+                                   "advice_headline": adv.headline, "advice": adv.text}
+
+
+def _summary(config: str, summary: dict[str, Any], run_id: Any, points: tuple[ProbePoint, ...],
+             raw: dict[str, dict[str, Any]]) -> ProbeSummary:
     """The table's row for one configuration, from the same samples its plots draw (one point per
     request): a per-pass spread beside a per-request plot read as two different runs ("57.3 (57.3–57.3)"
     next to a plot spanning 13–202 t/s). The verdict line keeps the pass-level statistics."""
@@ -63,7 +79,7 @@ def _summary(config: str, summary: dict[str, Any], run_id: Any, points: tuple[Pr
     tg, pp = stats([p.tg_tps for p in mine]), stats([p.pp_tps for p in mine])
     return ProbeSummary(config=config, n=len(mine), tg_median=tg[0], tg_min=tg[1], tg_max=tg[2],
                         pp_median=pp[0], pp_min=pp[1], pp_max=pp[2], acceptance=summary.get("acceptance"),
-                        run_id=run_id)
+                        run_id=run_id, **_draft(config, summary, raw))
 
 
 def verdict_text(summaries: tuple[ProbeSummary, ...], raw: dict[str, dict[str, Any]]) -> str:
@@ -126,7 +142,7 @@ class _Progress:
             summary = summarize_run(self.records, self.names)
             self.raw[self.config] = summary
             points = (*s.points, point)
-            summaries = (*self.base_summaries, _summary(self.config, summary, ev.run_id, points))
+            summaries = (*self.base_summaries, _summary(self.config, summary, ev.run_id, points, self.raw))
             s = dataclasses.replace(
                 s, done=ev.done, total=ev.total, points=points, summaries=summaries,
                 verdict=verdict_text(summaries, self.raw), raw_summaries=dict(self.raw),
@@ -188,9 +204,12 @@ def run(*, url: str, api_key: str | None, suite: str, settings: Settings, previo
                        for p in tracker.state.points)
         tracker.state = dataclasses.replace(tracker.state, points=points)
         config = context.label
-    final_summary = _summary(config, result.summary, result.run_id, tracker.state.points)
     tracker.raw[config] = result.summary
-    summaries = (*tracker.base_summaries, final_summary)
+    final_summary = _summary(config, result.summary, result.run_id, tracker.state.points, tracker.raw)
+    # an MTP row measured before this MTP-off run gets its advice again, priced against it
+    earlier = tuple(dataclasses.replace(b, **_draft(b.config, tracker.raw.get(b.config) or {}, tracker.raw))
+                    if b.positions else b for b in tracker.base_summaries)
+    summaries = (*earlier, final_summary)
     state = dataclasses.replace(
         tracker.state, running=False, summaries=summaries,
         warnings=tuple(dict.fromkeys(w.message for w in result.warnings)),  # one line per distinct warning

@@ -215,6 +215,13 @@ class ProbeSummary:
     pp_max: float | None
     acceptance: float | None
     run_id: int | str | None = None
+    #: Acceptance by draft position (share of drafts whose first i tokens were accepted), the advised
+    #: n-max, the advice in one line and with its evidence (`core.probes.draft_advice`); empty without
+    #: MTP or /metrics.
+    positions: tuple[float, ...] = ()
+    advised_n_max: int | None = None
+    advice_headline: str = ""
+    advice: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from tui.core.config.paths import data_dir
 from tui.core.options.argv import command_line, settings_to_argv
 from tui.core.options.lookup import default
 from tui.core.options.settings import settings_from_json
+from tui.core.probes.draft_advice import advise
+from tui.core.probes.positions import DraftPositions
 from tui.ui.format import pct
 from tui.ui.runs.preview import RunsPreview
 from tui.ui.runs.views import CompareRow, CompareView, RunDetail, RunRow
@@ -165,8 +167,12 @@ def run_detail(r: Any) -> RunDetail:
     if r.error:
         notes.append(f"{r.status}: {r.error}")
     notes += [f"⚠ {w.get('message', w)}" if isinstance(w, dict) else f"⚠ {w}" for w in r.warnings]
+    pos = DraftPositions.from_json(s.get("positions"))
+    adv = advise(pos)
     return RunDetail(r.id, run_label(r), tuple(facts), _command(r.settings), measurements,
-                     tuple(notes) or ("no notes: the run finished without a warning",))
+                     tuple(notes) or ("no notes: the run finished without a warning",),
+                     positions=pos.shares if pos else (), advised_n_max=adv.best if adv else None,
+                     advice=f"{adv.text} ({pos.steps} drafts)" if adv and pos else "")
 
 
 def _command(settings: dict[str, Any] | None) -> str:

@@ -1,4 +1,5 @@
-"""One stored run opened from the runs table (Enter): what ran, what it measured, every note in full.
+"""One stored run opened from the runs table (Enter): what ran, what it measured (acceptance by draft
+position and the n-max advice included), every note in full.
 
 Why a screen of its own: the runs table has one line per run, so a warning or a failure's reason is
 cut to a count ("⚠ 1"); here nothing is cut and the settings read as the llama-server command line
@@ -15,6 +16,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from tui.ui.format import plain
 from tui.ui.runs.views import RunDetail
+from tui.ui.widgets.position_bars import PositionBars
 
 
 class RunDetailScreen(ModalScreen[None]):
@@ -28,6 +30,8 @@ class RunDetailScreen(ModalScreen[None]):
     RunDetailScreen #run-title { text-style: bold; }
     RunDetailScreen #run-facts { color: $foreground-muted; }
     RunDetailScreen #run-measurements { height: auto; }
+    RunDetailScreen #run-positions { padding: 0; }
+    RunDetailScreen #run-advice { color: $foreground-muted; }
     """
     BINDINGS = [Binding("escape,q", "dismiss", "Back", id="run_screen.close")]
 
@@ -44,6 +48,11 @@ class RunDetailScreen(ModalScreen[None]):
             yield Static(plain(d.command), id="run-command")
             yield Static(plain("Measurements (median [min-max] over passes)"), classes="run-heading")
             yield DataTable(id="run-measurements", cursor_type="none", show_cursor=False, show_header=False)
+            if d.positions:
+                yield Static(plain("Acceptance by draft position (share of drafts whose first i tokens were "
+                                   "accepted)"), classes="run-heading")
+                yield PositionBars(id="run-positions")
+                yield Static(plain(d.advice), id="run-advice")
             yield Static(plain("Notes"), classes="run-heading")
             yield Static(plain("\n".join(d.notes), keep_lines=True), id="run-notes")
         yield Footer(compact=True)
@@ -53,4 +62,7 @@ class RunDetailScreen(ModalScreen[None]):
         table.add_columns("measurement", "value")
         for name, value in self.detail.measurements:
             table.add_row(name, value)
+        if self.detail.positions:
+            self.query_one("#run-positions", PositionBars).show(self.detail.positions, self.detail.advised_n_max,
+                                                                 title="")
         self.query_one("#run-detail", VerticalScroll).focus()

@@ -54,3 +54,8 @@ class RunDetail:
     command: str
     measurements: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
+    #: Acceptance by draft position, the advised n-max and the advice (`core.probes.draft_advice`);
+    #: empty for a run without drafts or /metrics, or stored before positions were recorded.
+    positions: tuple[float, ...] = ()
+    advised_n_max: int | None = None
+    advice: str = ""
