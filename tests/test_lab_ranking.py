@@ -60,7 +60,7 @@ def test_a_tunes_answer_reports_its_final_ab_not_the_trials_own_comparison() -> 
     assert alone.mtp_vs_off is not None and alone.mtp_vs_off["source"] == "trials"
     assert alone.mtp_vs_off["label"] == ranking.SAME and "the same within the noise" in alone.message
     v = ab(on_e2e_slower=True)
-    assert v.label == "mtp_loses"  # type: ignore[attr-defined]
+    assert v.label == "b_loses"  # type: ignore[attr-defined]
     res = build_result([off, on], ranking.RUNGS, 2, 2, "converged", 1.0, wl, v)  # type: ignore[arg-type]
     assert res.mtp_vs_off is not None and res.mtp_vs_off["source"] == "ab" and res.mtp_vs_off["label"] == ranking.WORSE
     assert "MTP on against off (interleaved A/B, 3 passes each): MTP loses" in res.message

@@ -42,7 +42,7 @@ from tui.core.lab.runner import default_prober
 from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
 from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
 from tui.core.tune.search import TuneOptions, Tuner
-from tui.core.lab.ranking import MtpVerdict
+from tui.core.lab.ranking import MTP, AbVerdict
 
 
 T = TypeVar("T")
@@ -93,7 +93,7 @@ class TuneOutcome:
     result: TuneResult
     space: Space
     workload: Workload
-    ab: MtpVerdict | None
+    ab: AbVerdict | None
     ab_note: str  # why there is no A/B, or where it came from
     launches: int  # this run: sizing, trials (fit searches included) and the A/B
     launches_total: int  # over every run of this tune
@@ -321,8 +321,8 @@ class TuneRun:
         return round(left, 1)
 
     def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
-            measure: Measure) -> tuple[MtpVerdict | None, str]:
-        from tui.core.lab.ab import run_ab
+            measure: Measure) -> tuple[AbVerdict | None, str]:
+        from tui.core.lab.ab import mtp_sides, run_ab
 
         on, off, n = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes
         if result.stopped in ("cancelled", "budget"):
@@ -335,7 +335,7 @@ class TuneRun:
             return None, "no A/B (--ab-passes 0)."
         known = st.tune.ab_verdict(on.key, off.key, n)
         if known is not None:
-            return MtpVerdict.from_json(known), f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
+            return AbVerdict.from_json(known), f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
         try:
             suite = measure.suite(None, self.req.base.api_key)
         except WorkloadError as e:
@@ -349,9 +349,10 @@ class TuneRun:
             if ev.kind in ("launching", "pass_done", "launch_failed"):
                 self.emit("ab", f"A/B: {ev.message}", eta_s=ev.eta_s)
 
-        v = run_ab(launch_settings(space, on), suite, (round(workload.in_tokens), round(workload.out_tokens)), n,
-                   launcher=launcher, prober=default_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
-                   cancel=self.cancel, store=self.store, off_settings=launch_settings(space, off))
+        v = run_ab(*mtp_sides(launch_settings(space, on), launch_settings(space, off)), suite,
+                   (round(workload.in_tokens), round(workload.out_tokens)), n, pair=MTP, launcher=launcher,
+                   prober=default_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
+                   cancel=self.cancel, store=self.store)
         if v.status == "complete":
             st.tune.set_ab(on.key, off.key, n, v.to_json())
         return v, f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
