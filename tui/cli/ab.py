@@ -68,16 +68,17 @@ class Plan:
 def _plan(args: argparse.Namespace) -> Plan | int:
     """Both sides read, their binaries found and asked for `--help`, every problem of both said; or an exit code."""
     from tui.core.lab.sides import SideError, check_sides, differences, read_side, side_problems
+    from tui.core.options.redact import redact_argv
     from tui.core.server.binary import ServerProbeError, probe
 
     base = [a for a in args.server_args if a != "--"]
+    if base and not any(text.strip() == "base" or text.strip().startswith("+") for text in (args.a, args.b)):
+        return fail(f"llama-server flags were given ({' '.join(redact_argv(base))}), but neither side is `base` or "
+                    "\"+FLAGS\", so nothing would use them; write a side as base or \"+FLAGS\", or leave the flags out.")
     try:
         sides = [read_side("A", args.a, base), read_side("B", args.b, base)]
     except SideError as e:
         return fail(str(e))
-    if base and not any(text.strip() == "base" or text.strip().startswith("+") for text in (args.a, args.b)):
-        return fail(f"llama-server flags were given ({' '.join(base)}), but neither side is `base` or \"+FLAGS\", "
-                    "so nothing would use them; write a side as base or \"+FLAGS\", or leave the flags out.")
     if args.passes < 1:
         return fail(f"--passes {args.passes}: give 1 or more (2 or more to measure the noise).")
     bins: list[Path] = []

@@ -33,6 +33,7 @@ from pathlib import Path
 from tui.core.options.argv import parse_command_line, settings_from_argv, split_command
 from tui.core.options.diff import settings_changes
 from tui.core.options.problems import Problem, errors
+from tui.core.options.redact import redact_argv
 from tui.core.options.settings import Settings, settings_json
 from tui.core.options.validate import combine, validate
 from tui.core.presets import read_preset, settings_from_section
@@ -98,7 +99,7 @@ def _from_base(label: str, text: str, base: list[str]) -> ReadSide:
         if not changes:
             raise SideError(f"{label}: {text!r} has no flags after the '+' (e.g. \"+-ctk q8_0\").")
     imp = settings_from_argv([*base, *changes], base=Settings(metrics=False))
-    what = "the flags given" + (f" with {' '.join(changes)}" if changes else "")
+    what = "the flags given" + (f" with {' '.join(redact_argv(changes))}" if changes else "")
     return ReadSide(label, _launchable(imp.settings), what, problems=tuple(imp.problems))
 
 
