@@ -11,19 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_tuning_ab_real import SUITE as MTP_AB_SUITE
 from tui.cli import main
 from tui.core.lab.launcher import SupervisorLauncher
 from tui.core.results.store import Store
 
 pytestmark = pytest.mark.timeout(240)
 
-SUITE = """
-name = "ab-mini"
-[[prompts]]
-name = "story"
-prompt = "Write a short story about a fox and a dog."
-n_predict = 8
-"""
+SUITE = MTP_AB_SUITE.replace("n_predict = 96", "n_predict = 8")  # the MTP on/off A/B's suite, fewer tokens
 
 
 def build_copy(server_bin: Path, dest: Path) -> Path:
