@@ -334,7 +334,8 @@ class LabController:
         if self.running == "ab" and self.verdict_view is not None:
             v = self.verdict_view
             eta = f" · ETA {clock(v.eta_s)}" if v.eta_s is not None else ""
-            return f"◆ MTP on/off pass {v.done:.0f}/{v.total}{eta} · {v.message} · a shows it"
+            what = "MTP on/off" if v.names == VerdictView().names else "A/B"
+            return f"◆ {what} pass {v.done:.0f}/{v.total}{eta} · {v.message} · a shows it"
         if self.running == "search" and self.search_view is not None:
             return f"◆ {self.search_view.title.lower()}: {self.search_view.message}"
         if self.running == "tune" and self.tune_view is not None:
