@@ -129,24 +129,24 @@ def run_ab(
             label = f"{title} {which}"
             measure = _measure(lab.launcher.inner, prober, suite, prog, cancel, store, n_predict,
                                side=side, title=title, which=which, name=name)
-            a_ = lab.trial(visit(side, name, i, passes, sides[side].settings),
-                           Step(measure, passes=lambda a: 0 if a.runs else 1, record=lambda a: a, label=label,
-                                relaunch=True, recover=False, store_config={"ab": label}))
+            done = lab.trial(visit(side, name, i, passes, sides[side].settings),
+                             Step(measure, passes=lambda at: 0 if at.runs else 1, record=lambda at: at, label=label,
+                                  relaunch=True, recover=False, store_config={"ab": label}))
             lab.stop()  # every visit launches anew, so drift hits both sides alike
-            if a_ is None:
+            if done is None:
                 status = "cancelled"
                 break
-            run = a_.run
+            run = done.run
             if run is not None and run.run_id is not None:
                 run_ids.append(int(run.run_id))
-            elif a_.launched is not None and a_.launched.run_id is not None:
-                run_ids.append(a_.launched.run_id)
-            if a_.status != "ok":
+            elif done.launched is not None and done.launched.run_id is not None:
+                run_ids.append(done.launched.run_id)
+            if done.status != "ok":
                 if run is None:
-                    status, error = "failed", f"{name} did not start: {a_.reason}"
+                    status, error = "failed", f"{name} did not start: {done.reason}"
                     prog.emit("launch_failed", error, side=side)
                 else:
-                    status, error = "failed", f"{name} pass {i + 1}: {a_.dead.explain() if a_.dead else run.error}"
+                    status, error = "failed", f"{name} pass {i + 1}: {done.dead.explain() if done.dead else run.error}"
                 break
             samples += _samples(run, side, i, n)
             prog.step()
