@@ -23,7 +23,7 @@ from tui.core.lab.journal import Journal, JournalError, load_journal, open_journ
 from tui.core.lab.journal_v1 import upgrade
 from tui.core.lab.trial import Trial
 from tui.core.tune.identity import check_section
-from tui.core.lab.ranking import MtpVerdict
+from tui.core.lab.ranking import AbVerdict
 from tui.core.tune.workload import Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -97,7 +97,7 @@ def test_a_damaged_tune_journal_is_refused_when_opened_not_midway(tmp_path: Path
     if j.tune.workload is not None:
         Workload.from_json(j.tune.workload)
     for a in j.tune.ab:
-        MtpVerdict.from_json(a.verdict)
+        AbVerdict.from_json(a.verdict)
 
 
 @pytest.mark.parametrize("doc", [VALID_TUNE, VALID_TUNE_V1], ids=["version 2", "format 1"])

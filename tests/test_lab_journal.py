@@ -20,7 +20,7 @@ import pytest
 from tui.core.lab.journal import VERSION, JournalError, JournalLock, load_journal, open_journal
 from tui.core.lab.trial import Samples, Trial
 from tui.core.tune.identity import check_section
-from tui.core.lab.ranking import MtpVerdict
+from tui.core.lab.ranking import AbVerdict
 from tui.core.tune.workload import Workload
 
 DATA = Path(__file__).parent / "data" / "journal"
@@ -72,7 +72,7 @@ def test_a_format_1_tune_state_is_read_with_its_records_and_section(tmp_path: Pa
     assert Workload.from_json(j.tune.workload or {}) == Workload("1000:500", 1000.0, 500.0, 1500)
     assert j.tune.prompt == "hello"
     v = j.tune.ab_verdict("k1", "k2", 2)
-    assert v is not None and MtpVerdict.from_json(v).status == "complete" and j.tune.ab_verdict("k1", "k2", 3) is None
+    assert v is not None and AbVerdict.from_json(v).status == "complete" and j.tune.ab_verdict("k1", "k2", 3) is None
     j.save()
     again = load_journal("tune", TUNE_ID, tmp_path, check_more=check_section)
     assert again is not None and again.tune == j.tune and again.trials["k1"] == k1

@@ -20,7 +20,8 @@ from tui.core.server.events import ServerState
 from tui.core.server.failures import Failure, FailureKind
 from tui.core.sweep.definition import build_definition
 from tui.core.sweep.runner import Sweep
-from tui.core.lab.ab import run_ab
+from tui.core.lab.ab import mtp_sides, run_ab
+from tui.core.lab.ranking import MTP
 from tui.core.lab.knobs import smallest_fit_target
 
 SUITE = 'name = "mini"\n[[prompts]]\nname = "hi"\nprompt = "Say hello."\n'
@@ -80,7 +81,7 @@ def test_every_experiment_launches_through_the_one_launcher_without_history(reco
     sweep = Sweep(build_definition(s, ["ub=256,512"], suite=str(suite)), server_bin=binary, planner=None, store=None,
                   state_root=tmp_path / "state")
     assert sweep.run().launches == 2
-    assert run_ab(s, str(suite), passes=1, server_bin=binary, store=None).status == "failed"
+    assert run_ab(*mtp_sides(s), str(suite), passes=1, pair=MTP, server_bin=binary, store=None).status == "failed"
     assert not smallest_fit_target(s, server_bin=binary).found
     assert len(recorder.started) == 2 + 1 + 1  # two rows, the A/B's first side, the search's first value
     assert len(recorder.made) == 3 and all(kw["record_history"] is False for kw in recorder.made)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from tui.core.lab import ranking
 from tui.core.probes.stats import summarize
 from tui.core.lab.trial import Samples, Trial
-from tui.core.tune.result import build_result
+from tui.core.tune.result import ReportFacts, build_result, render_report
 from tui.core.lab.ranking import PassSample, decide
 from tui.core.tune.workload import shape
 
@@ -60,10 +60,26 @@ def test_a_tunes_answer_reports_its_final_ab_not_the_trials_own_comparison() -> 
     assert alone.mtp_vs_off is not None and alone.mtp_vs_off["source"] == "trials"
     assert alone.mtp_vs_off["label"] == ranking.SAME and "the same within the noise" in alone.message
     v = ab(on_e2e_slower=True)
-    assert v.label == "mtp_loses"  # type: ignore[attr-defined]
+    assert v.label == "b_loses"  # type: ignore[attr-defined]
     res = build_result([off, on], ranking.RUNGS, 2, 2, "converged", 1.0, wl, v)  # type: ignore[arg-type]
     assert res.mtp_vs_off is not None and res.mtp_vs_off["source"] == "ab" and res.mtp_vs_off["label"] == ranking.WORSE
     assert "MTP on against off (interleaved A/B, 3 passes each): MTP loses" in res.message
     assert "same within the noise" not in res.message
     win = build_result([off, on], ranking.RUNGS, 2, 2, "converged", 1.0, wl, ab(on_e2e_slower=False))  # type: ignore[arg-type]
     assert "MTP wins" in win.message and win.mtp_vs_off["label"] == ranking.BETTER  # type: ignore[index]
+
+
+def test_a_tune_report_says_one_thing_of_an_ab_within_the_noise() -> None:
+    """The A/B's label was "inconclusive" for overlapping ranges, so one report said both "the same within the
+    noise" (its answer) and "inconclusive" (its label); "same" is now the label's own."""
+    off, on = ((500.0, 40.0), (505.0, 44.0), (498.0, 42.0)), ((499.0, 41.0), (503.0, 45.0), (497.0, 43.0))
+    v = decide([s for i in range(3) for s in (PassSample("off", i, 2 * i, *off[i], None),
+                                              PassSample("on", i, 2 * i + 1, *on[i], 0.7))], (1000, 200))
+    assert v.label == "same" and v.e2e.label == ranking.SAME
+    wl = shape(1000, 200)
+    trials = [rec(1, False, 512, [10.0, 10.1, 10.2, 10.3]), rec(2, True, 512, [10.1, 10.2, 10.2, 10.4])]
+    res = build_result(trials, ranking.RUNGS, 2, 2, "converged", 1.0, wl, v)
+    md = render_report(res, ReportFacts("m.gguf", wl, ab=v, ab_note="#2 (MTP on) against #1 (MTP off), 3 passes each"))
+    ab_line = next(line for line in md.splitlines() if line.startswith("Interleaved A/B"))
+    assert "**the same within the noise**" in ab_line and "inconclusive" not in ab_line, ab_line
+    assert "MTP on against off (interleaved A/B, 3 passes each): the same within the noise." in res.message

@@ -115,8 +115,8 @@ def test_device_count_rules() -> None:
 
 def test_accepted_options_of_the_installed_server() -> None:
     accepted = parse_help(HELP) - {"--spec-draft-n-max"}  # pretend an older build
-    one(Settings(model="m", spec_draft_n_max=2), "spec_draft_n_max", "error", "installed llama-server does not accept", accepted=accepted)
-    one(Settings(model="m", extra_args=["--frobnicate"]), "extra_args", "error", "does not accept", accepted=parse_help(HELP))
+    one(Settings(model="m", spec_draft_n_max=2), "spec_draft_n_max", "error", "is not accepted by this build of llama-server", accepted=accepted)
+    one(Settings(model="m", extra_args=["--frobnicate"]), "extra_args", "error", "is not accepted by this build", accepted=parse_help(HELP))
     # a removed option is still printed by --help (it exists only to throw): the replacement is named anyway
     assert "--draft-max" in parse_help(HELP)
     one(Settings(model="m", extra_args=["--draft-max", "2"]), "extra_args", "error", "--spec-draft-n-max", accepted=parse_help(HELP))

@@ -59,13 +59,13 @@ def test_the_verdict_at_one_and_at_n_side_by_side() -> None:
     at4 = decide(_samples([(500.0, 15.0), (505.0, 15.1), (495.0, 14.9)], [(495.0, 12.0), (500.0, 12.1), (490.0, 11.9)]),
                  (100, 500))
     lv = LoadVerdict([(1, at1), (4, at4)])
-    assert (at1.label, at4.label) == ("mtp_wins", "mtp_loses") and lv.status == "complete"
+    assert (at1.label, at4.label) == ("b_wins", "b_loses") and lv.status == "complete"
     table = lv.table()
     assert table[0].startswith("concurrency  1: MTP wins") and table[1].startswith("concurrency  4: MTP loses")
     assert "TG per request 15.0 [14.9-15.1] -> 12.0 [11.9-12.1] t/s" in table[1]
     assert lv.answer().startswith("At concurrency 1: 100 tokens in, 500 out: MTP wins")
     back = LoadVerdict.from_json(lv.to_json())
-    assert [(n, v.label) for n, v in back.levels] == [(1, "mtp_wins"), (4, "mtp_loses")]
+    assert [(n, v.label) for n, v in back.levels] == [(1, "b_wins"), (4, "b_loses")]
     assert back.at(4) is not None and back.at(4).e2e.label == at4.e2e.label and back.at(2) is None  # type: ignore[union-attr]
     assert lv.to_json()["levels"][1]["concurrency"] == 4
     # Recomputed for another shape without running anything, per level.

@@ -63,8 +63,9 @@ def test_a_tune_answers_with_the_ab_saves_the_best_and_resumes(server_bin: Path,
         assert r["plan"]["message"].startswith("exact (llama.cpp)")  # every launched candidate planned exactly
         assert r["settings"]["ctx_size"] == 256 and r["settings"]["batch_size"] == 512
     ab = d["ab"]
-    assert ab["status"] == "complete" and ab["label"] in ("mtp_wins", "mtp_loses", "inconclusive")
-    assert ab["on"]["passes"] == ab["off"]["passes"] == 2 and ab["on"]["acceptance"]["median"] == pytest.approx(1.0)
+    assert ab["status"] == "complete" and ab["label"] in ("b_wins", "b_loses", "same", "inconclusive")
+    assert (ab["a"]["name"], ab["b"]["name"]) == ("MTP off", "MTP on")
+    assert ab["b"]["passes"] == ab["a"]["passes"] == 2 and ab["b"]["acceptance"]["median"] == pytest.approx(1.0)
     assert d["break_even"]["wins"] in ("above", "below", "always", "never")
     # The A/B ran the best MTP-on and the best MTP-off configurations, interleaved.
     on = next(r for r in res["records"] if r["number"] == res["best_mtp_on"])

@@ -21,7 +21,8 @@ from tui.core.options.settings import Settings
 from tui.core.results.store import Store
 from tui.core.lab.launcher import SupervisorLauncher
 from tui.core.demo.tiny_model import preset, write_tiny_model
-from tui.core.lab.ab import run_ab
+from tui.core.lab.ab import mtp_sides, run_ab
+from tui.core.lab.ranking import MTP
 from tui.core.lab.events import LabEvent
 
 pytestmark = pytest.mark.timeout(240)
@@ -50,20 +51,20 @@ def test_ab_passes_are_interleaved_stored_and_labelled(server_bin: Path, tiny_mo
                                                        suite_file: Path, tmp_path: Path) -> None:
     events: list[LabEvent] = []
     with Store(tmp_path / "results.sqlite") as store:
-        v = run_ab(base(tiny_models["tiny-mtp"]), str(suite_file), (20, 400), passes=2, server_bin=server_bin,
-                   store=store, on_event=events.append)
+        v = run_ab(*mtp_sides(base(tiny_models["tiny-mtp"])), str(suite_file), (20, 400), passes=2, pair=MTP,
+                   server_bin=server_bin, store=store, on_event=events.append)
         print(v.answer)
         assert v.status == "complete", v.error
-        assert v.on.acceptance is not None and v.on.acceptance.median == pytest.approx(1.0)
-        assert v.off.acceptance is None  # no drafts without MTP
-        assert v.on.passes == v.off.passes == 2
-        assert v.on.tg_tps is not None and v.off.tg_tps is not None and v.on.pp_tps is not None
+        assert v.b.acceptance is not None and v.b.acceptance.median == pytest.approx(1.0)
+        assert v.a.acceptance is None  # no drafts without MTP
+        assert v.b.passes == v.a.passes == 2
+        assert v.b.tg_tps is not None and v.a.tg_tps is not None and v.b.pp_tps is not None
         rows = sorted(store.list_runs(), key=lambda r: r.id)
         assert [r.id for r in rows] == v.run_ids and len(rows) == 4
         assert [r.mtp for r in rows] == [False, True, False, True]  # A B A B
         # Labelled from the server's running settings (the supervisor's record of the launch).
-        assert [r.label.split(" ", 2)[2] for r in rows] == ["no MTP pass 1/2", "MTP n3 pass 1/2", "no MTP pass 2/2",
-                                                            "MTP n3 pass 2/2"]
+        assert [r.label.split(" ", 2)[2] for r in rows] == ["MTP off: no MTP pass 1/2", "MTP on: MTP n3 pass 1/2",
+                                                            "MTP off: no MTP pass 2/2", "MTP on: MTP n3 pass 2/2"]
         assert len({r.label.split(" ")[1] for r in rows}) == 1  # one A/B id ties the four runs together
         assert all(r.status == "ok" for r in rows)
         # Labelled from what the server ran: only the spec type differs between the sides.
@@ -77,7 +78,7 @@ def test_ab_passes_are_interleaved_stored_and_labelled(server_bin: Path, tiny_mo
     # Another workload from the same samples, nothing re-run: the verdict follows the break-even.
     assert v.for_workload(20, 400).to_json() == v.to_json()
     other = v.for_workload(5000, 10)
-    assert other.samples == v.samples and other.workload == (5000, 10) and other.off.e2e_s != v.off.e2e_s
+    assert other.samples == v.samples and other.workload == (5000, 10) and other.a.e2e_s != v.a.e2e_s
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +90,19 @@ def small_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_mtp_loses_when_nothing_is_accepted(server_bin: Path, small_models: dict[str, Path], suite_file: Path) -> None:
-    full = run_ab(base(small_models["full"]), str(suite_file), (20, 400), passes=2, server_bin=server_bin, store=None)
-    v = run_ab(base(small_models["random"]), str(suite_file), (20, 400), passes=2, server_bin=server_bin, store=None)
+    full = run_ab(*mtp_sides(base(small_models["full"])), str(suite_file), (20, 400), passes=2, pair=MTP,
+                  server_bin=server_bin, store=None)
+    v = run_ab(*mtp_sides(base(small_models["random"])), str(suite_file), (20, 400), passes=2, pair=MTP,
+               server_bin=server_bin, store=None)
     print(v.answer)
     assert v.status == "complete", v.error
-    assert v.on.acceptance is not None and v.on.acceptance.median == pytest.approx(0.0)
-    assert v.label == "mtp_loses", v.answer
+    assert v.b.acceptance is not None and v.b.acceptance.median == pytest.approx(0.0)
+    assert v.label == "b_loses", v.answer
     assert v.tg.rel_change is not None and v.tg.rel_change < 0  # (the TG label alone may be "same" on a loaded host)
     assert v.break_even.wins in ("never", "below")
     # Full acceptance makes the MTP side much faster than no acceptance (same model shape).
-    assert full.on.tg_tps is not None and v.on.tg_tps is not None
-    assert full.on.tg_tps.min > v.on.tg_tps.max, (full.answer, v.answer)
+    assert full.b.tg_tps is not None and v.b.tg_tps is not None
+    assert full.b.tg_tps.min > v.b.tg_tps.max, (full.answer, v.answer)
 
 
 def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -115,7 +118,8 @@ def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict
 
     box: dict[str, Any] = {}
     with Store(tmp_path / "results.sqlite") as store:
-        t = threading.Thread(target=lambda: box.update(v=run_ab(base(tiny_models["tiny-mtp"]), str(suite), passes=2,
+        t = threading.Thread(target=lambda: box.update(v=run_ab(*mtp_sides(base(tiny_models["tiny-mtp"])), str(suite),
+                                                                 passes=2, pair=MTP,
                                                                  launcher=launcher, store=store, on_event=on_event,
                                                                  cancel=cancel)))
         t.start()
@@ -135,7 +139,8 @@ def test_cancel_mid_request_stops_the_server(server_bin: Path, tiny_models: dict
 
 
 def test_a_side_that_cannot_start_fails_the_run(server_bin: Path, tiny_models: dict[str, Path], suite_file: Path) -> None:
-    v = run_ab(base(tiny_models["tiny-nomtp"]), str(suite_file), passes=2, server_bin=server_bin, store=None)
+    v = run_ab(*mtp_sides(base(tiny_models["tiny-nomtp"])), str(suite_file), passes=2, pair=MTP, server_bin=server_bin,
+               store=None)
     assert v.status == "failed" and v.error and v.error.startswith("MTP on did not start")
-    assert "MTP" in v.error and v.off.passes == 1 and v.on.passes == 0
+    assert "MTP" in v.error and v.a.passes == 1 and v.b.passes == 0
     assert v.label == "inconclusive" and "failed" in v.answer

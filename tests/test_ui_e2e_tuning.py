@@ -18,6 +18,10 @@ from tests.helpers.tmux import Tmux, alive, servers_under, start_demo, tmux, wai
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
+#: The verdict's headline: MTP wins or loses, the same within the noise (its own label), or inconclusive.
+HEADLINE = r"MTP WINS|MTP LOSES|THE SAME WITHIN THE NOISE|INCONCLUSIVE"
+
+
 def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_path: Path) -> None:  # noqa: F811
     marker, pane = start_demo(tmux, server_bin, tmp_path)
     seen: set[int] = set()
@@ -72,10 +76,10 @@ def test_sweep_and_verdict_in_a_real_terminal(tmux: Tmux, server_bin: Path, tmp_
     tmux.wait_for(lambda s: "Run MTP on vs off?" in s, "the question saying what the run does", 30)
     tmux.keys("y")
     # The table refills after the headline (rows are replaced, not appended): wait for the whole frame.
-    screen = tmux.wait_for(watching(lambda s: "4/4 passes" in s and re.search(r"MTP (WINS|LOSES)|INCONCLUSIVE", s)
+    screen = tmux.wait_for(watching(lambda s: "4/4 passes" in s and re.search(HEADLINE, s)
                                     is not None and "(so far)" not in s and "1000 in / 500 out (s)" in s),
                            "the verdict with its table", 300)
-    headline = re.search(r"MTP WINS|MTP LOSES|INCONCLUSIVE", screen).group(0)  # type: ignore[union-attr]
+    headline = re.search(HEADLINE, screen).group(0)  # type: ignore[union-attr]
     assert "1000 in / 500 out (s)" in screen and "TG t/s" in screen and "acceptance" in screen, screen
     assert re.search(r"MTP (wins|loses)|break-even", screen), screen
     print(f"verdict on screen: {headline}")

@@ -74,8 +74,8 @@ async def test_mtp_on_off_verdict_and_workload(server_bin: Path, tiny_models: di
         assert [s.side for s in sorted(v.samples, key=lambda s: s.order)] == ["off", "on", "off", "on"]
         view = screen.view
         # The screen says what the core decided; with no draft accepted MTP never wins.
-        assert view is not None and view.label == v.label != "mtp_wins", v.answer
-        headline = {"mtp_loses": "MTP LOSES", "inconclusive": "INCONCLUSIVE"}[v.label]
+        assert view is not None and view.label == v.label != "b_wins", v.answer
+        headline = {"b_loses": "MTP LOSES", "same": "THE SAME WITHIN THE NOISE", "inconclusive": "INCONCLUSIVE"}[v.label]
         assert view.headline == headline and headline in str(screen.query_one("#verdict-headline").render())
         assert view.answer == v.answer
         rows = table_text(screen)

@@ -1,6 +1,6 @@
 """Fixed, deterministic contents for the tune screen (`T`): pilot tests and snapshots without a server.
 
-Built through the core and the adapter (real Trials, `build_result`, a decided MtpVerdict and a
+Built through the core and the adapter (real Trials, `build_result`, a decided AbVerdict and a
 TuneOutcome), so the screen shows what the real code paths produce. Numbers are the 6 GB laptop
 experiment's shape: MTP on/off x ubatch x draft KV with their fit-targets; MTP gains TG and loses PP,
 ubatch 2048 with MTP does not fit, draft KV q4_0 is as good as q8_0 (so the cheaper one wins).

@@ -1,6 +1,6 @@
 """Fixed, deterministic contents for the tuning screens (sweep, verdict, search): snapshot tests and
 screenshots without a server. Built through the core and the adapter (a real SweepDefinition, journal
-trials and MtpVerdict), so the screens show what the real code paths produce.
+trials and AbVerdict), so the screens show what the real code paths produce.
 
 Numbers are the 6 GB laptop experiment's shape: MTP gains TG and loses PP; ubatch 2048 with MTP is
 predicted to run out of memory.

@@ -21,6 +21,16 @@ examples:
 `mtp-tune COMMAND --help` shows each command's options and examples."""
 
 EPILOGS: dict[str, str] = {
+    "ab": """\
+examples:
+  # two llama.cpp builds, the same flags: is the new one faster?
+  mtp-tune ab base base --a-bin ~/llama-old/llama-server --b-bin ~/llama-new/llama-server -m model.gguf -c 8192
+  # one change: q8_0 K/V against the flags as given, 5 passes each, for 12k-token prompts
+  mtp-tune ab base "+-ctk q8_0 -ctv q8_0" -m model.gguf -c 32768 --passes 5 --workload 12k:800
+  # a saved profile against a section of a preset file, as JSON
+  mtp-tune ab mtp32k presets.ini:fast --json
+  # a pasted command against the same with MTP on
+  mtp-tune ab "llama-server -m model.gguf -c 8192" "llama-server -m model.gguf -c 8192 --spec-type draft-mtp\"""",
     "app": """\
 examples:
   # the demo (also what a first `mtp-tune` with no model opens)

@@ -59,7 +59,7 @@ def _start_over(kind: Kind) -> str:
 
 @dataclass
 class AbResult:
-    """A finished MTP on/off A/B between two trials (`lab.ranking.MtpVerdict.to_json()`)."""
+    """A finished MTP on/off A/B between two trials (`lab.ranking.AbVerdict.to_json()`)."""
 
     on: str
     off: str

@@ -1,6 +1,6 @@
 """THE ranking rule of mtp-tune: "better/worse", "the same within the noise", "best" and "cheaper",
 used by the sweep table, the tuner's race, the tune's result and (through the same primitive) the
-MTP on/off verdict.
+A/B verdict (MTP on/off, or any two configurations or builds).
 
 Why one rule: the sweep, the race, the tune result and the A/B verdict each had their own, and users
 saw them disagree (a tune's JSON said MTP on and off were "the same within the noise" while its own
@@ -27,12 +27,15 @@ passes; if it is already worse than the leader, or its range lies wholly above t
 the same but neither faster nor cheaper, it cannot win and stops; otherwise (it leads, may win the
 tie, or the noise is unknown) it gets the next rung's passes while the server is still up.
 
-The MTP on/off verdict (`decide`, `MtpVerdict`) is built on the same primitive, from the per-pass samples
+The A/B verdict (`decide`, `AbVerdict`) is built on the same primitive, from the per-pass samples
 of an A/B run. Pure: `decide(samples, workload)` gives it, so a UI recomputes it for new input/output
 lengths without running anything again. Each side's samples are its passes (one probe run per pass,
 interleaved A B A B by `lab.ab.run_ab`); per pass the end-to-end time of one request is prompt / PP +
-output / TG (`probes.compare.workload_view`), and a side is called faster only when the difference
-is beyond the measured noise; otherwise the verdict is `inconclusive`, with the reason.
+output / TG (`probes.compare.workload_view`), and B is called faster or slower only when the difference
+is beyond the measured noise. Its label is the rule's own zone: `b_wins`, `b_loses`, `same` (the
+ranges overlap: "the same within the noise", an answer) or `inconclusive` (ranges apart within the
+noise, or too few passes). `Pair` names the sides: MTP off/on (`MTP`, where B winning reads "MTP
+wins") or A/B (`AB`).
 """
 
 from __future__ import annotations
@@ -165,20 +168,47 @@ def pareto(records: Iterable[Trial]) -> list[Trial]:
     return sorted(front, key=lambda r: r.median("pp_tps") or 0.0)
 
 
-# --------------------------------------------------------------------------- the MTP on/off verdict
+# --------------------------------------------------------------------------- the A/B verdict
 
 
-Side = Literal["off", "on"]
-Label = Literal["mtp_wins", "mtp_loses", "inconclusive"]
+#: The verdict's label: B faster, B slower, the same within the noise, or neither said.
+Label = Literal["b_wins", "b_loses", "same", "inconclusive"]
 #: The workload a verdict starts with: a task-sized request (the TUI lets the user edit it).
 DEFAULT_WORKLOAD = (1000, 500)
 
 
 @dataclass(frozen=True)
-class PassSample:
-    """One pass of one side: its PP, TG and acceptance (None when the pass measured none)."""
+class Pair:
+    """What the two sides of an A/B are called: `a`/`b` their keys in the samples (stored in journals),
+    `a_name`/`b_name` in words, `subject` what "wins" when B is faster ("MTP wins", "B wins")."""
 
-    side: Side
+    a: str
+    b: str
+    a_name: str
+    b_name: str
+    subject: str
+
+    def name(self, side: str) -> str:
+        return self.a_name if side == self.a else self.b_name
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> Pair:
+        """A stored pair; a verdict stored before pairs existed is MTP off/on."""
+        return cls(**{k: str(d[k]) for k in ("a", "b", "a_name", "b_name", "subject")}) if d else MTP
+
+
+MTP = Pair("off", "on", "MTP off", "MTP on", "MTP")
+AB = Pair("A", "B", "A", "B", "B")
+
+
+@dataclass(frozen=True)
+class PassSample:
+    """One pass of one side (its `Pair` key): its PP, TG and acceptance (None when the pass measured none)."""
+
+    side: str
     index: int  # the pass number of this side, from 0
     order: int  # its position in the interleaved sequence, from 0
     pp_tps: float | None
@@ -199,7 +229,8 @@ class PassSample:
 class SideResult:
     """One side's numbers over its passes: median and range of each."""
 
-    side: Side
+    side: str
+    name: str
     passes: int
     pp_tps: Summary | None
     tg_tps: Summary | None
@@ -207,20 +238,20 @@ class SideResult:
     e2e_s: Summary | None  # seconds per request of the workload
 
     def to_json(self) -> dict[str, Any]:
-        return {"side": self.side, "passes": self.passes,
+        return {"side": self.side, "name": self.name, "passes": self.passes,
                 **{k: (getattr(self, k).to_json() if getattr(self, k) else None)
                    for k in ("pp_tps", "tg_tps", "acceptance", "e2e_s")}}
 
 
 @dataclass
-class MtpVerdict:
-    """MTP on against MTP off for one workload. `label` is the answer; `answer` says it in words."""
+class AbVerdict:
+    """B against A for one workload. `label` is the answer; `answer` says it in words, with what differs."""
 
     workload: tuple[int, int]  # (input tokens, output tokens) per request
     samples: list[PassSample]
-    off: SideResult
-    on: SideResult
-    pp: Verdict  # MTP on judged against off, per metric
+    a: SideResult
+    b: SideResult
+    pp: Verdict  # B judged against A, per metric
     tg: Verdict
     e2e: Verdict  # lower is better
     break_even: BreakEven
@@ -228,90 +259,110 @@ class MtpVerdict:
     answer: str
     status: str = "complete"  # complete | cancelled | failed
     error: str | None = None
-    settings: dict[str, Any] | None = None  # the settings both sides share (redacted)
+    settings: dict[str, Any] | None = None  # each side's settings, {"a": ..., "b": ...} (redacted)
     run_ids: list[int] = field(default_factory=list)
+    pair: Pair = MTP
+    differs: tuple[str, ...] = ()  # what differs between the sides: flags in llama-server's spelling, builds
 
     @property
     def conclusive(self) -> bool:
+        """An answer was reached: B wins, B loses, or the two are the same within the noise."""
         return self.label != "inconclusive"
 
-    def for_workload(self, prompt_tokens: int, output_tokens: int) -> MtpVerdict:
+    @property
+    def headline(self) -> str:
+        """The label in words: `MTP wins`, `B loses`, `the same within the noise`, `inconclusive`."""
+        return {"b_wins": f"{self.pair.subject} wins", "b_loses": f"{self.pair.subject} loses",
+                "same": "the same within the noise"}.get(self.label, "inconclusive")
+
+    def for_workload(self, prompt_tokens: int, output_tokens: int) -> AbVerdict:
         """The same samples judged for another request shape (nothing is run)."""
         return decide(self.samples, (prompt_tokens, output_tokens), status=self.status, error=self.error,
-                      settings=self.settings, run_ids=self.run_ids)
+                      settings=self.settings, run_ids=self.run_ids, pair=self.pair, differs=self.differs)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "workload": {"prompt_tokens": self.workload[0], "output_tokens": self.workload[1]},
-            "label": self.label, "answer": self.answer, "status": self.status, "error": self.error,
-            "off": self.off.to_json(), "on": self.on.to_json(),
+            "label": self.label, "headline": self.headline, "answer": self.answer, "status": self.status,
+            "error": self.error, "pair": self.pair.to_json(), "differs": list(self.differs),
+            "a": self.a.to_json(), "b": self.b.to_json(),
             "pp": self.pp.to_json(), "tg": self.tg.to_json(), "e2e": self.e2e.to_json(),
             "break_even": self.break_even.to_json(), "samples": [s.to_json() for s in self.samples],
             "settings": self.settings, "run_ids": list(self.run_ids),
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> MtpVerdict:
+    def from_json(cls, d: dict[str, Any]) -> AbVerdict:
         w = d.get("workload") or {}
         return decide([PassSample.from_json(s) for s in d.get("samples") or []],
                       (int(w.get("prompt_tokens", DEFAULT_WORKLOAD[0])), int(w.get("output_tokens", DEFAULT_WORKLOAD[1]))),
                       status=d.get("status", "complete"), error=d.get("error"), settings=d.get("settings"),
-                      run_ids=list(d.get("run_ids") or []))
+                      run_ids=list(d.get("run_ids") or []), pair=Pair.from_json(d.get("pair")),
+                      differs=tuple(str(x) for x in d.get("differs") or ()))
 
 
-def _view(samples: list[PassSample], side: Side) -> RunView:
+def _view(samples: list[PassSample], side: str, pair: Pair) -> RunView:
     mine = [s for s in samples if s.side == side]
     passes = [PassStats(s.index, True, s.tg_tps, s.pp_tps, s.acceptance) for s in mine]
-    return RunView(None, f"MTP {side}", side == "on", "ok", None, None, None, None, passes, [])
+    mtp = side == MTP.b if pair == MTP else None
+    return RunView(None, pair.name(side), mtp, "ok", None, None, None, None, passes, [])
 
 
 def decide(samples: list[PassSample], workload: tuple[int, int] = DEFAULT_WORKLOAD, *, status: str = "complete",
            error: str | None = None, settings: dict[str, Any] | None = None,
-           run_ids: list[int] | None = None) -> MtpVerdict:
-    """The verdict for `workload` = (input tokens, output tokens) from the passes of both sides."""
+           run_ids: list[int] | None = None, pair: Pair = MTP, differs: Sequence[str] = ()) -> AbVerdict:
+    """The verdict for `workload` = (input tokens, output tokens) from the passes of both sides of `pair`."""
     n_in, n_out = int(workload[0]), int(workload[1])
     if n_in < 0 or n_out < 0:
         raise ValueError(f"workload: token counts must be >= 0, not {n_in} in / {n_out} out")
-    off_v, on_v = _view(samples, "off"), _view(samples, "on")
-    wl = workload_view(off_v, on_v, n_in, n_out)
-    sides = {}
-    for side, v, e2e in (("off", off_v, wl.a), ("on", on_v, wl.b)):
-        sides[side] = SideResult(side, len(v.passes), summarize(v.samples("pp_tps")), summarize(v.samples("tg_tps")),
-                                 summarize(v.samples("acceptance")), e2e)  # type: ignore[arg-type]
-    off, on = sides["off"], sides["on"]
-    pp = verdict(off.pp_tps, on.pp_tps)
-    tg = verdict(off.tg_tps, on.tg_tps)
-    be = break_even(n_in, _med(off.pp_tps), _med(off.tg_tps), _med(on.pp_tps), _med(on.tg_tps))
-    e2e = wl.verdict  # B = MTP on; lower seconds are better
-    label: Label = "mtp_wins" if e2e.label == BETTER else "mtp_loses" if e2e.label == WORSE else "inconclusive"
-    answer = _answer(label, (n_in, n_out), off, on, pp, tg, e2e, be, status, error)
-    return MtpVerdict((n_in, n_out), list(samples), off, on, pp, tg, e2e, be, label, answer, status, error, settings,
-                      list(run_ids or []))
+    a_v, b_v = _view(samples, pair.a, pair), _view(samples, pair.b, pair)
+    wl = workload_view(a_v, b_v, n_in, n_out)
+    a, b = (SideResult(side, pair.name(side), len(v.passes), summarize(v.samples("pp_tps")),
+                       summarize(v.samples("tg_tps")), summarize(v.samples("acceptance")), e2e)
+            for side, v, e2e in ((pair.a, a_v, wl.a), (pair.b, b_v, wl.b)))
+    pp = verdict(a.pp_tps, b.pp_tps)
+    tg = verdict(a.tg_tps, b.tg_tps)
+    be = break_even(n_in, _med(a.pp_tps), _med(a.tg_tps), _med(b.pp_tps), _med(b.tg_tps))
+    e2e = wl.verdict  # lower seconds are better
+    label: Label = {BETTER: "b_wins", WORSE: "b_loses", SAME: "same"}.get(e2e.label, "inconclusive")  # type: ignore[assignment]
+    v = AbVerdict((n_in, n_out), list(samples), a, b, pp, tg, e2e, be, label, "", status, error, settings,
+                  list(run_ids or []), pair, tuple(differs))
+    v.answer = _answer(v)
+    return v
 
 
 def _med(s: Summary | None) -> float | None:
     return s.median if s else None
 
 
-def _answer(label: Label, workload: tuple[int, int], off: SideResult, on: SideResult, pp: Verdict, tg: Verdict,
-            e2e: Verdict, be: BreakEven, status: str, error: str | None) -> str:
-    n_in, n_out = workload
+def _answer(v: AbVerdict) -> str:
+    """The verdict in words: the headline with both sides' times, PP and TG with each side's range and
+    their own verdicts, the break-even, what differs, and how the run ended when it did not complete."""
+    (n_in, n_out), a, b, e2e, who = v.workload, v.a, v.b, v.e2e, v.pair.subject
     shape = f"{n_in} tokens in, {n_out} out"
-    if off.e2e_s is None or on.e2e_s is None:
+    if a.e2e_s is None or b.e2e_s is None:
         head = f"{shape}: not enough data (each side needs PP and TG from at least one pass)."
     else:
-        times = f"MTP off {fmt_summary(off.e2e_s, 2)} s, MTP on {fmt_summary(on.e2e_s, 2)} s per request"
-        if label == "inconclusive":
+        times = f"{a.name} {fmt_summary(a.e2e_s, 2)} s, {b.name} {fmt_summary(b.e2e_s, 2)} s per request"
+        if v.label == "same":
+            head = f"{shape}: the same within the noise ({times}): {e2e.reason}."
+        elif v.label == "inconclusive":
             head = f"{shape}: inconclusive ({times}): {e2e.reason}."
-        elif label == "mtp_wins":
-            head = f"{shape}: MTP wins ({times}, {fmt_rel(e2e.rel_change)} time, beyond the noise of {(e2e.noise or 0):.1%})."
+        elif v.label == "b_wins":
+            head = f"{shape}: {who} wins ({times}, {fmt_rel(e2e.rel_change)} time, beyond the noise of {(e2e.noise or 0):.1%})."
         else:
-            why = ("the PP loss outweighs the TG gain" if (tg.rel_change or 0) > 0 and (pp.rel_change or 0) < 0
-                   else "it is slower at generation" if (tg.rel_change or 0) < 0 else "it is slower")
-            head = f"{shape}: MTP loses: {why} ({times}, {fmt_rel(e2e.rel_change)} time)."
-    parts = [head, f"PP {fmt_summary(off.pp_tps)} -> {fmt_summary(on.pp_tps)} t/s ({fmt_rel(pp.rel_change)}), "
-                   f"TG {fmt_summary(off.tg_tps)} -> {fmt_summary(on.tg_tps)} t/s ({fmt_rel(tg.rel_change)}), "
-                   f"acceptance {fmt_summary(on.acceptance, 2)}.", be.text()]
-    if status != "complete":
-        parts.append(f"The run {status}{': ' + error if error else ''}; only the passes done count.")
+            pp, tg = v.pp.rel_change or 0, v.tg.rel_change or 0
+            why = ("the PP loss outweighs the TG gain" if tg > 0 and pp < 0 else "it is slower at generation" if tg < 0
+                   else "it is slower")
+            head = f"{shape}: {who} loses: {why} ({times}, {fmt_rel(e2e.rel_change)} time)."
+    acc = f", acceptance {fmt_summary(a.acceptance, 2)} -> {fmt_summary(b.acceptance, 2)}" \
+        if a.acceptance is not None and b.acceptance is not None else \
+        "".join(f", {s.name} acceptance {fmt_summary(s.acceptance, 2)}" for s in (a, b) if s.acceptance is not None)
+    parts = [head, f"PP {fmt_summary(a.pp_tps)} -> {fmt_summary(b.pp_tps)} t/s ({fmt_rel(v.pp.rel_change)}, {v.pp.label}), "
+                   f"TG {fmt_summary(a.tg_tps)} -> {fmt_summary(b.tg_tps)} t/s ({fmt_rel(v.tg.rel_change)}, {v.tg.label}){acc}.",
+             v.break_even.text(who)]
+    if v.differs:
+        parts.append(f"{a.name} -> {b.name}: " + "; ".join(v.differs) + ".")
+    if v.status != "complete":
+        parts.append(f"The run {v.status}{': ' + v.error if v.error else ''}; only the passes done count.")
     return " ".join(parts)

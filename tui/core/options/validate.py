@@ -258,7 +258,7 @@ def _check_flags(s: Settings, accepted: frozenset[str] | None, unknown: Severity
             continue
         if accepted is not None:
             if spelled not in accepted:
-                out.append(Problem(field, "error", f"{spelled}: the installed llama-server does not accept this option; update llama-server or remove it."))
+                out.append(Problem(field, "error", f"{spelled} is not accepted by this build of llama-server; update llama-server or remove it."))
             continue
         if find_option(spelled) is None:
             then = ("the server will refuse to start if it does not know it either" if unknown == "warning"

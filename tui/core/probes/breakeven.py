@@ -32,16 +32,17 @@ class BreakEven:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def text(self) -> str:
+    def text(self, subject: str = "MTP") -> str:
+        """The break-even in words; `subject` is what wins on B's side (an A/B of two builds says "B")."""
         n = self.prompt_tokens
         if self.wins == "above":
-            return f"MTP wins for outputs longer than {self.tokens:.0f} tokens (with {n}-token prompts)."
+            return f"{subject} wins for outputs longer than {self.tokens:.0f} tokens (with {n}-token prompts)."
         if self.wins == "below":
-            return f"MTP wins only for outputs shorter than {self.tokens:.0f} tokens (with {n}-token prompts)."
+            return f"{subject} wins only for outputs shorter than {self.tokens:.0f} tokens (with {n}-token prompts)."
         if self.wins == "always":
-            return f"MTP wins at every output length (with {n}-token prompts): it loses no prompt speed."
+            return f"{subject} wins at every output length (with {n}-token prompts): it loses no prompt speed."
         if self.wins == "never":
-            return f"MTP loses at every output length (with {n}-token prompts): it does not gain generation speed."
+            return f"{subject} loses at every output length (with {n}-token prompts): it does not gain generation speed."
         return "break-even unknown: PP or TG is missing on one side."
 
 

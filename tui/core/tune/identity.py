@@ -71,7 +71,7 @@ def check_section(j: Journal) -> None:
 
 
 def _check_verdict(v: Any, where: str) -> None:
-    """A stored A/B verdict (`MtpVerdict.to_json`) in the shape `MtpVerdict.from_json` reads."""
+    """A stored A/B verdict (`AbVerdict.to_json`) in the shape `AbVerdict.from_json` reads."""
     check(v, dict[str, Any], where)
     check(v.get("samples") or [], list[PassSample], f"{where}.samples")
     for s in v.get("samples") or []:

@@ -26,7 +26,7 @@ from typing import Any
 
 from tui.core.lab import ranking
 from tui.core.lab.candidate import value_text, values_label
-from tui.core.lab.ranking import MtpVerdict
+from tui.core.lab.ranking import AbVerdict
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.probes.breakeven import BreakEven, break_even
 from tui.core.probes.draft_advice import advise, measured_cost
@@ -82,7 +82,7 @@ def _describe(r: Trial) -> str:
 
 
 def build_result(records: Sequence[Trial], rungs: Sequence[int], launches: int, grid_size: int, stopped: str,
-                 elapsed_s: float, workload: Workload, ab: MtpVerdict | None = None) -> TuneResult:
+                 elapsed_s: float, workload: Workload, ab: AbVerdict | None = None) -> TuneResult:
     """The answer from the records (pure: a resume or a report calls it again); `ab`, the final
     interleaved A/B when there is one, decides "MTP on against off"."""
     best, same = ranking.choose(records, rungs)
@@ -114,7 +114,7 @@ def build_result(records: Sequence[Trial], rungs: Sequence[int], launches: int, 
                       ranking.pareto(records))
 
 
-def _mtp_vs_off(on: Trial | None, off: Trial | None, ab: MtpVerdict | None) -> dict[str, Any] | None:
+def _mtp_vs_off(on: Trial | None, off: Trial | None, ab: AbVerdict | None) -> dict[str, Any] | None:
     """MTP on judged against off on seconds per request: the A/B's verdict when it ran, else the trials'."""
     if off is None or on is None:
         return None
@@ -123,9 +123,9 @@ def _mtp_vs_off(on: Trial | None, off: Trial | None, ab: MtpVerdict | None) -> d
     return {"on": on.number, "off": off.number, "source": "trials", **ranking.versus(off, on).to_json()}
 
 
-def _mtp_sentence(vs: dict[str, Any], ab: MtpVerdict | None) -> str:
+def _mtp_sentence(vs: dict[str, Any], ab: AbVerdict | None) -> str:
     label = vs["label"]
-    src = "" if ab is None else f" (interleaved A/B, {min(ab.off.passes, ab.on.passes)} passes each" + \
+    src = "" if ab is None else f" (interleaved A/B, {min(ab.a.passes, ab.b.passes)} passes each" + \
         ("" if ab.status == "complete" else f", {ab.status}") + ")"
     if label == ranking.SAME:
         said = "the same within the noise."
@@ -191,7 +191,7 @@ class ReportFacts:
     axes: Sequence[tuple[str, Sequence[Any]]] = ()  # the searched axes and their values
     ctx: int | None = None
     tune_id: str = ""
-    ab: MtpVerdict | None = None
+    ab: AbVerdict | None = None
     ab_note: str = ""
     launches: int | None = None  # this run: sizing, trials and the A/B (the result counts the search's only)
     launches_total: int | None = None
@@ -268,7 +268,7 @@ def side_by_side(result: TuneResult) -> list[str]:
     return out
 
 
-def tune_break_even(result: TuneResult, workload: Workload, ab: MtpVerdict | None) -> BreakEven | None:
+def tune_break_even(result: TuneResult, workload: Workload, ab: AbVerdict | None) -> BreakEven | None:
     """From the A/B when it ran (interleaved: the better evidence), else from the tune's medians."""
     if ab is not None:
         return ab.break_even
@@ -318,7 +318,7 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
     lines += side_by_side(result) + [""]
     lines += ["## MTP on against off", ""]
     if facts.ab is not None:
-        lines += [f"Interleaved A/B, {facts.ab_note}: **{facts.ab.label}**. {facts.ab.answer}", ""]
+        lines += [f"Interleaved A/B, {facts.ab_note}: **{facts.ab.headline}**. {facts.ab.answer}", ""]
     elif facts.ab_note:
         lines += [facts.ab_note[:1].upper() + facts.ab_note[1:], ""]
     be = tune_break_even(result, w, facts.ab)

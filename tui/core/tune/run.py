@@ -43,7 +43,7 @@ from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_o
 from tui.core.tune.workload import (Workload, WorkloadError, WorkloadSpec, concurrency_note, count_suite,
                                     sizing_settings)
 from tui.core.tune.search import TuneOptions, Tuner
-from tui.core.lab.ranking import MtpVerdict
+from tui.core.lab.ranking import MTP, AbVerdict
 from tui.core.lab.ab_load import LoadVerdict, levels_for, run_ab_levels
 from tui.core.probes.concurrency import rescale_slots
 
@@ -96,7 +96,7 @@ class TuneOutcome:
     result: TuneResult
     space: Space
     workload: Workload
-    ab: MtpVerdict | None
+    ab: AbVerdict | None
     ab_note: str  # why there is no A/B, or where it came from
     launches: int  # this run: sizing, trials (fit searches included) and the A/B
     launches_total: int  # over every run of this tune
@@ -329,10 +329,10 @@ class TuneRun:
         return round(left, 1)
 
     def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
-            measure: Measure) -> tuple[MtpVerdict | None, str, LoadVerdict | None]:
+            measure: Measure) -> tuple[AbVerdict | None, str, LoadVerdict | None]:
         """The final A/B: (the verdict at the workload's concurrency, where it came from, and at a
         concurrency above 1 the verdicts at 1 and at it side by side)."""
-        from tui.core.lab.ab import run_ab
+        from tui.core.lab.ab import mtp_sides, run_ab
 
         on, off, n = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes
         if result.stopped in ("cancelled", "budget"):
@@ -350,7 +350,7 @@ class TuneRun:
             if load > 1:
                 levels = LoadVerdict.from_json(known)
                 return levels.at(load), saved, levels
-            return MtpVerdict.from_json(known), saved, None
+            return AbVerdict.from_json(known), saved, None
         try:
             suite = measure.suite(None, self.req.base.api_key)
         except WorkloadError as e:
@@ -367,16 +367,16 @@ class TuneRun:
         shape, note = (round(workload.in_tokens), round(workload.out_tokens)), \
             f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
         if load > 1:  # the answer at one request at a time beside the tune's own load
-            levels = run_ab_levels(rescale_slots(launch_settings(space, on), load, 1), suite, shape, n,
-                                   levels_for(load), ignore_eos=self.req.workload.exact_output,
-                                   off_settings=rescale_slots(launch_settings(space, off), load, 1), launcher=launcher,
-                                   on_event=on_ab, cancel=self.cancel, store=self.store)
+            levels = run_ab_levels(*mtp_sides(rescale_slots(launch_settings(space, on), load, 1),
+                                              rescale_slots(launch_settings(space, off), load, 1)),
+                                   suite, shape, n, levels_for(load), ignore_eos=self.req.workload.exact_output,
+                                   pair=MTP, launcher=launcher, on_event=on_ab, cancel=self.cancel, store=self.store)
             if levels.status == "complete":
                 st.tune.set_ab(on.key, off.key, n, levels.to_json())
             return levels.at(load), note + f", at concurrency {' and '.join(str(k) for k, _ in levels.levels)}", levels
-        v = run_ab(launch_settings(space, on), suite, shape, n,
+        v = run_ab(*mtp_sides(launch_settings(space, on), launch_settings(space, off)), suite, shape, n, pair=MTP,
                    launcher=launcher, prober=default_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
-                   cancel=self.cancel, store=self.store, off_settings=launch_settings(space, off))
+                   cancel=self.cancel, store=self.store)
         if v.status == "complete":
             st.tune.set_ab(on.key, off.key, n, v.to_json())
         return v, note, None

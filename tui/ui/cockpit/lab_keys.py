@@ -1,5 +1,6 @@
-"""The cockpit's lab keys (`w` sweep, `a` MTP on/off, `c`/`F` searches, `T` tune): which lab screen,
-with what from the cockpit (the settings on screen, the probe panel's suite, the probe options).
+"""The cockpit's lab keys (`w` sweep, `a` MTP on/off and, on its screen, `v` versus a profile or another
+build, `c`/`F` searches, `T` tune): which lab screen, with what from the cockpit (the settings on screen,
+the probe panel's suite, the probe options).
 
 The work runs in the lab controller; an action that would stop the user's own server asks first
 (`lab.confirm.confirm_then`), and cancelling leaves the server running.
@@ -10,8 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tui.core.options.settings import Settings
-from tui.core.options.settings import settings_json
+from tui.core.options.settings import Settings, settings_json
 from tui.core.probes.suites import SuiteError, get_suite
 from tui.ui.lab.confirm import confirm_then, server_label
 from tui.ui.widgets.question import Answer, Question
@@ -20,11 +20,14 @@ from tui.ui.lab.sweep_screen import SweepScreen, default_setup
 from tui.ui.lab.tune_ops import default_setup as default_tune_setup
 from tui.ui.lab.tune_screen import TuneScreen
 from tui.ui.lab.verdict_screen import VerdictScreen
+from tui.ui.lab.views import Versus
 
 if TYPE_CHECKING:
     from tui.ui.cockpit.screen import MainScreen
 
 KNOBS = {"ctx": "ctx_size", "fit": "fit_target"}
+#: How many profiles and builds `v` offers (the question's buttons fit three in a row).
+CHOICES = 3
 
 
 def open_sweep(main: MainScreen) -> None:
@@ -44,9 +47,8 @@ def open_ab(main: MainScreen) -> None:
     """The verdict screen; starts MTP on vs off after saying how long it takes (and that the user's
     server will be stopped, when it runs) unless one runs or a verdict for these settings exists."""
     lab = main.lab
-    current = lab.verdict is not None and lab.verdict.settings == settings_json(main.plan.settings.redacted())
-    main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload))
-    if lab.running == "ab" or current:
+    main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload, versus=lambda: ask_versus(main)))
+    if lab.running == "ab" or shown_verdict_is_current(main):
         return
     reason = lab.blocked()
     if reason:
@@ -60,9 +62,26 @@ def open_ab(main: MainScreen) -> None:
     main.app.push_screen(ab_question(main), answered)
 
 
+def shown_verdict_is_current(main: MainScreen) -> bool:
+    """The last verdict is MTP on vs off of the settings on screen (`a` shows it rather than asking to run)."""
+    # lazy: the lab's engine loads the supervisor and httpx, which the first frame does not wait for
+    from tui.core.lab.ab import mtp_sides
+
+    v = main.lab.verdict
+    if v is None or v.pair.a != "off":
+        return False
+    a, b = mtp_sides(replace(main.plan.settings, port=None))
+    return v.settings == {"a": settings_json(a.settings.redacted()), "b": settings_json(b.settings.redacted())}
+
+
 def ab_question(main: MainScreen) -> Question:
     """What the MTP on/off run will do and how long it should take, before it starts (a 7-minute run
     used to start on one key), and that it stops the user's server when it does."""
+    return Question("Run MTP on vs off?", ab_lines(main), [Answer("start", "Start", key="y", variant="warning")])
+
+
+def ab_lines(main: MainScreen) -> list[str]:
+    """An A/B's size and expected duration from the probe options, and that it stops the user's server."""
     # lazy: the lab's engine loads the supervisor and httpx, which the first frame does not wait for
     from tui.core.lab.ab import ab_size
 
@@ -80,7 +99,46 @@ def ab_question(main: MainScreen) -> Question:
         running = main.server.running_settings()
         lines.append(f"It launches its own servers, so your {server_label(running)} is stopped first; you will "
                      "be offered to restart it when it ends.")
-    return Question("Run MTP on vs off?", lines, [Answer("start", "Start", key="y", variant="warning")])
+    return lines
+
+
+def ask_versus(main: MainScreen) -> None:
+    """Which saved profile or other llama-server build (B) to A/B the settings on screen (A) against, then
+    that A/B on the verdict screen: the lab's one A/B, each side checked against its build's --help first."""
+    # lazy: the lab's engine loads the supervisor and httpx, which the first frame does not wait for
+    from tui.core.lab.sides import other_builds
+    from tui.core.presets.profiles import list_profiles
+
+    lab = main.lab
+    if reason := lab.blocked():
+        main.app.notify(reason, title="Cannot A/B", severity="warning")
+        return
+    profiles = [Versus(profile=p.name) for p in list_profiles()]
+    builds = [Versus(server_bin=str(b)) for b in other_builds(main.options.server_bin)]
+    # Three fit the question's row of buttons: two profiles and a build first, then whichever has more.
+    every = profiles[:2] + builds[:1] + profiles[2:] + builds[1:]
+    choices = every[:CHOICES]
+    if not choices:
+        main.app.notify("no saved profile and no other llama-server build to A/B against: save the settings as a "
+                        "profile (f), or run `mtp-tune ab` with --b-bin", title="Nothing to A/B against",
+                        severity="warning")
+        return
+    what = [f"{i + 1}  " + (f"profile {c.profile}" if c.profile else f"llama-server {c.server_bin} (same settings)")
+            for i, c in enumerate(choices)]
+    more = ["`mtp-tune ab` takes any other profile, preset section, command or binary."] if len(every) > CHOICES else []
+    lines = ["A is the settings on screen; B is the one you pick:", "\n".join(what), *more, *ab_lines(main)]
+
+    def answered(choice: str | None) -> None:
+        if choice is None:
+            return
+        reason = lab.start_ab(main.plan.settings, suite=main.probe_panel.suite,
+                              passes=max(1, main.options.probe_repeat), n_predict=main.options.probe_n_predict,
+                              versus=choices[int(choice)])
+        if reason:
+            main.app.notify(reason, title="Cannot A/B", severity="warning")
+
+    answers = [Answer(str(i), str(i + 1), key=str(i + 1), variant="warning") for i in range(len(choices))]
+    main.app.push_screen(Question("A/B the settings on screen against…", lines, answers), answered)
 
 
 def with_value(settings: Settings, knob: str, value: int) -> Settings:

@@ -34,7 +34,7 @@ from tui.ui.lab.messages import (
     TuneProgressed, TuningChanged,
 )
 from tui.ui.lab.tune_views import TuneSetup, TuneView
-from tui.ui.lab.views import SearchView, SweepSetup, SweepView, VerdictView, clock
+from tui.ui.lab.views import SearchView, SweepSetup, SweepView, VerdictView, Versus, clock
 from tui.ui.options import AppOptions
 
 #: How long shutdown waits for a cancelled action to stop its server (the supervisor's grace is 5 s).
@@ -89,7 +89,7 @@ class LabController:
         self.sweep_setup: SweepSetup | None = None  # the sweep screen's last setup (kept while the App runs)
         self.sweep_defn: Any = None
         self.sweep_view: SweepView | None = None
-        self.verdict: Any = None  # the core's MtpVerdict: re-judged for new workloads without running
+        self.verdict: Any = None  # the core's AbVerdict: re-judged for new workloads without running
         self.verdict_view: VerdictView | None = None
         self.ab_workload: tuple[int, int] = (1000, 500)
         self.search_view: SearchView | None = None
@@ -97,7 +97,7 @@ class LabController:
         self.tune_view: TuneView | None = None
         self.tune_outcome: Any = None  # the core's TuneOutcome of the last tune that ran
         self.tune_base: Settings | None = None  # its fixed flags (the report lists them)
-        self._ab_args: tuple[str, int, int | None] | None = None  # the last A/B's suite, passes, n_predict, for `g`
+        self._ab_args: tuple[str, int, int | None, Versus | None] | None = None  # the last A/B's, for `g`
         self.offer: RestartOffer | None = None  # set when an action that stopped the user's server ends
         self._stopped: RestartOffer | None = None  # the running action stopped the user's server
         self._job: Any = None  # the running Sweep or TuneRun, and how to stop it
@@ -177,19 +177,23 @@ class LabController:
         self._start("sweep", body)
         return None
 
-    def start_ab(self, settings: Settings, *, suite: str, passes: int, n_predict: int | None) -> str | None:
-        """MTP on vs off with `settings`; returns why it cannot start."""
+    def start_ab(self, settings: Settings, *, suite: str, passes: int, n_predict: int | None,
+                 versus: Versus | None = None) -> str | None:
+        """MTP on vs off with `settings`, or `settings` (A) against `versus` (B: a profile, another
+        binary); returns why it cannot start."""
         if reason := self.blocked():
             return reason
-        self._ab_args = (suite, passes, n_predict)
+        self._ab_args = (suite, passes, n_predict, versus)
         workload = self.ab_workload
         self.verdict = None
-        self.verdict_view = VerdictView(running=True, total=2 * passes, workload=workload,
-                                        message=f"MTP on vs off: {passes} passes each, interleaved")
+        title = versus.title if versus is not None else "MTP on vs off"
+        self.verdict_view = VerdictView(running=True, total=2 * passes, workload=workload, title=title,
+                                        names=("A", "B") if versus is not None else VerdictView().names,
+                                        message=f"{title}: {passes} passes each, interleaved")
         server_bin = self.options.server_bin
 
         def body(cancel: threading.Event) -> Message:
-            return AbFinished(*experiments.run_ab(settings, suite=suite, workload=workload, passes=passes,
+            return AbFinished(*experiments.run_ab(settings, versus=versus, suite=suite, workload=workload, passes=passes,
                                                   n_predict=n_predict, server_bin=server_bin, cancel=cancel,
                                                   on_event=lambda e: self.host.post_message(AbProgressed(e))))
 
@@ -197,12 +201,12 @@ class LabController:
         return None
 
     def rerun_ab(self) -> str | None:
-        """MTP on vs off again with the settings on screen now, the last run's suite and passes (the
-        verdict screen's `g`)."""
+        """The last A/B again (MTP on vs off, or against the same profile or binary) with the settings on
+        screen now, the last run's suite and passes (the verdict screen's `g`)."""
         if self._ab_args is None:
             return "press a on the main screen to run MTP on vs off"
-        suite, passes, n_predict = self._ab_args
-        return self.start_ab(self.plan.settings, suite=suite, passes=passes, n_predict=n_predict)
+        suite, passes, n_predict, versus = self._ab_args
+        return self.start_ab(self.plan.settings, suite=suite, passes=passes, n_predict=n_predict, versus=versus)
 
     def start_search(self, knob: str, settings: Settings) -> str | None:
         """The largest context or the smallest fit-target; returns why it cannot start."""
@@ -310,11 +314,11 @@ class LabController:
             self.verdict = message.value
             if self.verdict.workload != self.ab_workload:  # edited while it ran
                 self.verdict = self.verdict.for_workload(*self.ab_workload)
-            self.verdict_view = experiments.verdict_view(self.verdict, done=old.total, total=old.total,
-                                                         message=f"MTP on vs off: {self.verdict.status}")
+            self.verdict_view = experiments.verdict_view(self.verdict, done=old.total, total=old.total, title=old.title,
+                                                         message=f"{old.title}: {self.verdict.status}")
         else:
             self.verdict_view = replace(old, running=False, message=error or "failed", error=error)
-        return Notice(error, "MTP on/off", "error", 12) if error else None
+        return Notice(error, "A/B" if old.names != VerdictView().names else "MTP on/off", "error", 12) if error else None
 
     # --- showing ---------------------------------------------------------------------------------
 
@@ -330,7 +334,8 @@ class LabController:
         if self.running == "ab" and self.verdict_view is not None:
             v = self.verdict_view
             eta = f" · ETA {clock(v.eta_s)}" if v.eta_s is not None else ""
-            return f"◆ MTP on/off pass {v.done:.0f}/{v.total}{eta} · {v.message} · a shows it"
+            what = "MTP on/off" if v.names == VerdictView().names else "A/B"
+            return f"◆ {what} pass {v.done:.0f}/{v.total}{eta} · {v.message} · a shows it"
         if self.running == "search" and self.search_view is not None:
             return f"◆ {self.search_view.title.lower()}: {self.search_view.message}"
         if self.running == "tune" and self.tune_view is not None:

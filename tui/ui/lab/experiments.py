@@ -22,7 +22,8 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
 from tui.ui.shared_views import ProbePoint
-from tui.ui.lab.views import SWEEP_KNOBS, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView, num
+from tui.ui.lab.views import (SWEEP_KNOBS, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView, Versus,
+                             num)
 
 #: Planned memory and risk per launch key: (MiB, risk, one sentence).
 PlanInfo = tuple[float | None, str, str]
@@ -251,8 +252,8 @@ def saved_as(save: Callable[[], Any]) -> tuple[str | None, str | None]:
 
 
 def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int = 0, eta_s: float | None = None,
-                 message: str = "") -> VerdictView:
-    """A core MtpVerdict as the verdict screen shows it."""
+                 message: str = "", title: str = "MTP on vs off") -> VerdictView:
+    """A core AbVerdict as the verdict screen shows it (`title`: what was A/B'd)."""
     from tui.core.probes.stats import fmt_rel, fmt_summary
 
     def pct_summary(s: Any) -> str:
@@ -260,12 +261,13 @@ def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int
             return "-"
         return f"{s.median:.0%}" if s.n < 2 else f"{s.median:.0%} [{s.min:.0%}-{s.max:.0%}]"
 
+    a, b = v.a, v.b
     rows = (
-        VerdictRow("PP t/s", fmt_summary(v.off.pp_tps), fmt_summary(v.on.pp_tps), fmt_rel(v.pp.rel_change), v.pp.label),
-        VerdictRow("TG t/s", fmt_summary(v.off.tg_tps), fmt_summary(v.on.tg_tps), fmt_rel(v.tg.rel_change), v.tg.label),
-        VerdictRow("acceptance", pct_summary(v.off.acceptance), pct_summary(v.on.acceptance), "", ""),
-        VerdictRow(f"{v.workload[0]} in / {v.workload[1]} out (s)", fmt_summary(v.off.e2e_s, 2),
-                   fmt_summary(v.on.e2e_s, 2), fmt_rel(v.e2e.rel_change), v.e2e.label),
+        VerdictRow("PP t/s", fmt_summary(a.pp_tps), fmt_summary(b.pp_tps), fmt_rel(v.pp.rel_change), v.pp.label),
+        VerdictRow("TG t/s", fmt_summary(a.tg_tps), fmt_summary(b.tg_tps), fmt_rel(v.tg.rel_change), v.tg.label),
+        VerdictRow("acceptance", pct_summary(a.acceptance), pct_summary(b.acceptance), "", ""),
+        VerdictRow(f"{v.workload[0]} in / {v.workload[1]} out (s)", fmt_summary(a.e2e_s, 2),
+                   fmt_summary(b.e2e_s, 2), fmt_rel(v.e2e.rel_change), v.e2e.label),
     )
     passes = tuple(
         f"{s.side} {s.index + 1}: TG {num(s.tg_tps, '-')} PP {num(s.pp_tps, '-')}"
@@ -273,15 +275,16 @@ def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int
         for s in sorted(v.samples, key=lambda s: s.order)
     )
     return VerdictView(running=running, done=done, total=total, eta_s=eta_s, message=message, workload=v.workload,
-                       label="" if not v.samples else v.label, rows=rows, break_even=v.break_even.text(),
+                       label="" if not v.samples else v.label, headline="" if not v.samples else v.headline.upper(),
+                       names=(a.name, b.name), title=title, rows=rows, break_even=v.break_even.text(v.pair.subject),
                        answer=v.answer, passes=passes, error=v.error)
 
 
 def rejudge(v: Any, old: VerdictView, workload: tuple[int, int]) -> tuple[Any, VerdictView]:
-    """A core MtpVerdict judged for another workload (the same passes, nothing run) and its view, the
+    """A core AbVerdict judged for another workload (the same passes, nothing run) and its view, the
     progress of `old` kept."""
     v = v.for_workload(*workload)
-    return v, verdict_view(v, running=old.running, done=old.done, total=old.total, message=old.message)
+    return v, verdict_view(v, running=old.running, done=old.done, total=old.total, message=old.message, title=old.title)
 
 
 def progress_view(ev: Any, previous: VerdictView) -> VerdictView:
@@ -290,20 +293,52 @@ def progress_view(ev: Any, previous: VerdictView) -> VerdictView:
                    eta_s=ev.eta_s, message=ev.message or previous.message)
 
 
-def run_ab(settings: Settings, *, suite: str, workload: tuple[int, int], passes: int, n_predict: int | None,
-           server_bin: Path, on_event: Callable[[Any], None], cancel: threading.Event) -> tuple[Any, str | None]:
-    """MTP on vs off, interleaved (blocking). Returns (MtpVerdict or None, error)."""
-    from tui.core.lab.events import LabError
+def run_ab(settings: Settings, *, versus: Versus | None = None, suite: str, workload: tuple[int, int], passes: int,
+           n_predict: int | None, server_bin: Path | None, on_event: Callable[[Any], None],
+           cancel: threading.Event) -> tuple[Any, str | None]:
+    """MTP on vs off with `settings`, or `settings` (A) against `versus` (B), interleaved, on the lab's one
+    A/B (blocking). Against a profile or another binary both sides are first checked by the one validator
+    against their own build's --help. Returns (AbVerdict or None, error)."""
+    from tui.core.lab.ab import AbSide, mtp_sides
     from tui.core.lab.ab import run_ab as core_run_ab
+    from tui.core.lab.events import LabError
+    from tui.core.lab.ranking import AB, MTP
+    from tui.core.lab.sides import SideError
 
+    settings = replace(settings, port=None)
     try:
-        v = core_run_ab(replace(settings, port=None), suite, workload, passes, server_bin=server_bin,
-                        n_predict=n_predict, on_event=on_event, cancel=cancel)
-    except (LabError, ValueError) as exc:
+        if versus is None:
+            v = core_run_ab(*mtp_sides(settings), suite, workload, passes, pair=MTP, server_bin=server_bin,
+                            n_predict=n_predict, on_event=on_event, cancel=cancel)
+        else:
+            a, b, differs = versus_sides(settings, versus, server_bin)
+            v = core_run_ab(AbSide(a, server_bin), b, suite, workload, passes, pair=AB, differs=differs,
+                            n_predict=n_predict, on_event=on_event, cancel=cancel)
+    except (LabError, SideError, ValueError) as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - shown, never a traceback
-        return None, f"the MTP on/off run stopped: {exc}"
+        return None, f"the A/B stopped: {exc}"
     return v, v.error
+
+
+def versus_sides(settings: Settings, versus: Versus, server_bin: Path | None) -> tuple[Settings, Any, tuple[str, ...]]:
+    """A's settings as launched, B (a core AbSide: the profile's settings, or the same settings on another
+    binary) and what differs; SideError when either side's build refuses an option, or the profile is missing."""
+    from tui.core.lab.ab import AbSide
+    from tui.core.lab.sides import ReadSide, SideError, check_sides, differences, read_side, side_problems
+    from tui.core.server.binary import ServerProbeError, probe
+
+    if server_bin is None:
+        raise SideError("no llama-server binary is known yet for the settings on screen (mtp-tune doctor finds or builds one).")
+    a = ReadSide("A", replace(settings, metrics=True), "the settings on screen")
+    b = read_side("B", versus.profile) if versus.profile else replace(a, label="B")
+    b_bin = Path(versus.server_bin) if versus.server_bin else server_bin
+    try:
+        infos = probe(server_bin), probe(b_bin)
+    except ServerProbeError as exc:
+        raise SideError(str(exc)) from None
+    check_sides([*side_problems(a, infos[0]), *side_problems(b, infos[1])])
+    return a.settings, AbSide(b.settings, b_bin), differences(a.settings, b.settings, *infos)
 
 
 # --------------------------------------------------------------------------- searches

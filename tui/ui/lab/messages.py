@@ -45,7 +45,7 @@ class AbProgressed(Progressed):
 
 
 class AbFinished(Finished):
-    """The core's MtpVerdict."""
+    """The core's AbVerdict."""
 
 
 class SearchProgressed(Progressed):

@@ -24,7 +24,6 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.ui.lab.experiments import saved_as, spread
 from tui.ui.lab.tune_views import TUNE_AXES, TuneRowView, TuneSetup, TuneView
-from tui.ui.lab.views import HEADLINES
 
 MARKS = {"best": "BEST", "off": "best off", "on": "best on", "same": "~best"}
 
@@ -226,10 +225,10 @@ def ab_text(ab: Any, note: str) -> str:
 
     if ab is None:
         return note[:1].upper() + note[1:] if note else ""
-    head = HEADLINES.get(ab.label, ab.label)
+    head = ab.headline.upper()
     w_in, w_out = ab.workload
     return (f"A/B{' ' + note if note else ''}: {head} for {w_in} in / {w_out} out: MTP off "
-            f"{fmt_summary(ab.off.e2e_s, 2)} s, MTP on {fmt_summary(ab.on.e2e_s, 2)} s per request "
+            f"{fmt_summary(ab.a.e2e_s, 2)} s, MTP on {fmt_summary(ab.b.e2e_s, 2)} s per request "
             f"({fmt_rel(ab.e2e.rel_change)}, {ab.e2e.label}).")
 
 
@@ -239,7 +238,7 @@ def levels_text(levels: Any) -> str:
 
     if levels is None:
         return ""
-    return " By concurrency: " + "; ".join(f"{n}: {HEADLINES.get(v.label, v.label)} ({fmt_rel(v.e2e.rel_change)} time)"
+    return " By concurrency: " + "; ".join(f"{n}: {v.headline.upper()} ({fmt_rel(v.e2e.rel_change)} time)"
                                            for n, v in levels.levels) + "."
 
 

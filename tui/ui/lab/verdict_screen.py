@@ -1,7 +1,9 @@
-"""The MTP on/off verdict (`a`): passes interleaved A B A B, then the answer for the user's workload.
+"""The A/B verdict (`a`): passes interleaved A B A B, then the answer for the user's workload. MTP on vs
+off, or (`v`, asked by the cockpit's lab keys) the settings on screen against a saved profile or another
+llama-server build: the same screen, its columns named after the sides.
 
 The input and output lengths are editable; the verdict is recomputed at once from the same passes
-(`MtpVerdict.for_workload`, nothing is run again). The A/B runs in the main screen's tuning controller,
+(`AbVerdict.for_workload`, nothing is run again). The A/B runs in the main screen's tuning controller,
 so `Escape` goes back while it keeps running; `x` cancels, `g` runs it again.
 """
 
@@ -26,8 +28,14 @@ from tui.ui.lab.views import VerdictView, clock
 from tui.ui.theme_colors import rich_style
 
 VERDICT_COLOUR = {"better": "success", "worse": "error", "same": "foreground-muted", "inconclusive": "warning"}
-COLUMNS = ("metric", "MTP off", "MTP on", "change", "verdict")
-HEADLINE_CLASS = {"mtp_wins": "-wins", "mtp_loses": "-loses", "inconclusive": "-inconclusive"}
+HEADLINE_CLASS = {"b_wins": "-wins", "b_loses": "-loses", "inconclusive": "-inconclusive"}
+#: The title's tail, after what is A/B'd.
+HOW = ": passes interleaved ({}, {}, {}, {}…) so drift hits both · edit the workload, the verdict follows"
+
+
+def columns(names: tuple[str, str]) -> list[str]:
+    """The table's columns: the metric, each side by name (MTP off and on, or A and B), change, verdict."""
+    return ["metric", *names, "change", "verdict"]
 
 
 def parse_tokens(text: str) -> int | None:
@@ -64,20 +72,20 @@ class VerdictScreen(TuningScreen):
     """
     AUTO_FOCUS = "#verdict-table"
     BINDINGS = keys("verdict_screen", "run", "Run again", Binding("i", "edit", "Workload", id="verdict_screen.workload"),
-                    f5="Run again")
+                    Binding("v", "versus", "Versus…", id="verdict_screen.versus"), f5="Run again")
     KIND, WHAT, REFUSED = "ab", "the MTP on/off run", "Cannot run MTP on vs off"
     BORDER_TITLES = {"#verdict-box": "Verdict"}
 
     def __init__(self, lab: LabController, *, fixed: VerdictView | None = None, workload: tuple[int, int] = (1000, 500),
-                 fixed_verdict: Any = None) -> None:
+                 fixed_verdict: Any = None, versus: Callable[[], None] | None = None) -> None:
         super().__init__(lab, fixed)
-        self.fixed_verdict = fixed_verdict  # a core MtpVerdict for fixed screens (re-judged like a real one)
+        self.fixed_verdict = fixed_verdict  # a core AbVerdict for fixed screens (re-judged like a real one)
+        self.versus = versus  # asks what to A/B the settings on screen against (the cockpit's lab keys), then runs it
         self.workload = fixed.workload if fixed is not None else workload
         self.view: VerdictView | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("MTP on vs off: passes interleaved (off, on, off, on…) so drift hits both · "
-                     "edit the workload, the verdict follows", classes="title")
+        yield Static(self._title(VerdictView()), id="verdict-title", classes="title")
         with Vertical(id="verdict-box", classes="body box"):
             yield progress_row("verdict")
             with Horizontal(id="verdict-workload"):
@@ -93,8 +101,13 @@ class VerdictScreen(TuningScreen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        fill(self.query_one("#verdict-table", DataTable), list(COLUMNS), [])
+        fill(self.query_one("#verdict-table", DataTable), columns(VerdictView().names), [])
         super().on_mount()
+
+    @staticmethod
+    def _title(view: VerdictView) -> Content:
+        short = ("off", "on") if view.names == VerdictView().names else view.names
+        return Content(view.title + HOW.format(*short, *short))
 
     def show(self, view: VerdictView) -> None:
         self.view = view
@@ -103,16 +116,17 @@ class VerdictScreen(TuningScreen):
         passes = f"{view.done:.0f}/{view.total} passes" if view.total else ""
         self.query_one("#verdict-progress-text", Static).update(Content(f"{passes}{eta} · {view.message}".strip(" ·")))
         head = self.query_one("#verdict-headline", Static)
-        text = view.headline or ("measuring…" if view.running else "no verdict yet: g runs MTP on vs off")
+        self.query_one("#verdict-title", Static).update(self._title(view))
+        text = view.headline or ("measuring…" if view.running else f"no verdict yet: g runs {view.title}")
         head.update(Content(text + (" (so far)" if view.headline and view.running else "")))
         for label, cls in HEADLINE_CLASS.items():
             head.set_class(view.label == label, cls)
         variables = self.app.theme_variables
         rows: list[list[object]] = [
-            [r.metric, r.off, r.on, r.change, Text(r.verdict, style=rich_style(
+            [r.metric, r.a, r.b, r.change, Text(r.verdict, style=rich_style(
                 variables, VERDICT_COLOUR.get(r.verdict, "foreground"), bold=r.verdict in ("better", "worse")))]
             for r in view.rows]
-        fill(self.query_one("#verdict-table", DataTable), list(COLUMNS), rows)
+        fill(self.query_one("#verdict-table", DataTable), columns(view.names), rows)
         self.query_one("#verdict-break-even", Static).update(Content(view.break_even))
         self.query_one("#verdict-answer", Static).update(Content(view.error or view.answer))
         self.query_one("#verdict-passes", Static).update(Content(" · ".join(view.passes)))
@@ -140,6 +154,13 @@ class VerdictScreen(TuningScreen):
 
     def ready(self) -> Callable[[], str | None]:
         return self.lab.rerun_ab  # it says why it cannot start (another action runs, nothing to run again)
+
+    def action_versus(self) -> None:
+        """Ask what to A/B the settings on screen against (a saved profile, another build), then run it here."""
+        if self.fixed is not None or self.versus is None:
+            self.notify("a fixed preview runs nothing", severity="warning")
+            return
+        self.versus()
 
     def action_edit(self) -> None:
         self.set_focus(self.query_one("#verdict-in", Input))  # at once: keys typed next go there

@@ -14,9 +14,6 @@ from tui.ui.shared_views import ProbePoint
 if TYPE_CHECKING:  # the core's lab loads on the first action, not with the first frame
     from tui.core.lab.knob import KnobTry
 
-#: The verdict's label as a headline (the verdict screen's and the tune's A/B line).
-HEADLINES = {"mtp_wins": "MTP WINS", "mtp_loses": "MTP LOSES", "inconclusive": "INCONCLUSIVE"}
-
 #: The knobs a sweep screen offers as axes: (axis name the core parses, label on screen, hint).
 SWEEP_KNOBS: tuple[tuple[str, str, str], ...] = (
     ("mtp", "MTP", "on,off"),
@@ -98,13 +95,27 @@ class SweepView:
 
 @dataclass(frozen=True)
 class VerdictRow:
-    """One metric of the MTP on/off verdict: off and on (median with range), change, verdict."""
+    """One metric of an A/B verdict: A and B (median with range; MTP off and on), change, verdict."""
 
     metric: str
-    off: str
-    on: str
+    a: str
+    b: str
     change: str
     verdict: str
+
+
+@dataclass(frozen=True)
+class Versus:
+    """What the settings on screen are A/B'd against instead of themselves with MTP on: a saved profile,
+    or the same settings on another llama-server binary (another llama.cpp build)."""
+
+    profile: str | None = None
+    server_bin: str | None = None
+
+    @property
+    def title(self) -> str:
+        other = f"profile {self.profile}" if self.profile else f"llama-server {self.server_bin}"
+        return f"the settings on screen (A) vs {other} (B)"
 
 
 @dataclass(frozen=True)
@@ -117,16 +128,15 @@ class VerdictView:
     eta_s: float | None = None
     message: str = ""
     workload: tuple[int, int] = (1000, 500)
-    label: str = ""  # mtp_wins | mtp_loses | inconclusive | "" (nothing yet)
+    label: str = ""  # b_wins | b_loses | same | inconclusive | "" (nothing yet)
+    headline: str = ""  # the label in capitals: MTP WINS, B LOSES, THE SAME WITHIN THE NOISE (the core's words)
+    names: tuple[str, str] = ("MTP off", "MTP on")  # the sides, A then B (the table's columns)
+    title: str = "MTP on vs off"  # what is A/B'd, for the screen's title
     rows: tuple[VerdictRow, ...] = ()
     break_even: str = ""
     answer: str = ""
     passes: tuple[str, ...] = ()  # "off 1: TG 41.2 PP 812" per finished pass, in run order
     error: str | None = None
-
-    @property
-    def headline(self) -> str:
-        return HEADLINES.get(self.label, "")
 
 
 @dataclass(frozen=True)
