@@ -4,6 +4,9 @@ lab's pieces, with what only a real run has around it.
 * launches: one `lab.launcher.SupervisorLauncher` for the whole tune (ready, then a first decode of
   the workload's longest prompt), so every child is stopped on exit, Ctrl-C or SIGTERM; with
   `--stand-ins` it sends every launch to capped stand-ins;
+* quality first, when asked (`--max-kld`, several model files, `--ref`): llama-perplexity measures
+  each file and each main K/V setting against the reference (`tune.kld`; cached, so a rerun measures
+  nothing), and the space keeps only what is within the budget. No server runs meanwhile;
 * the workload: a suite is sized by the model's tokenizer on one light launch (`workload.count_suite`),
   a shape's prompt cut by it, both kept in the journal;
 * fit-target: searched only where `--fit` has real device memory to act on (GPUs NVML sees, `--rpc`
@@ -35,31 +38,20 @@ from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.lab.events import EventFn, LabError, LabEvent, Progress
+from tui.core.quality.measure import QualityError
+from tui.core.tune.files import TuneModel
+from tui.core.tune.kld import KldError, Measurer, QualityAsk, QualityBook, find_measurer, tune_quality
 from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
 from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
 from tui.core.lab.runner import default_prober
 from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
-from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, sizing_settings
+from tui.core.tune.workload import Workload, WorkloadError, WorkloadSpec, count_suite, placeholder, sizing_settings
 from tui.core.tune.search import TuneOptions, Tuner
 from tui.core.lab.ranking import MtpVerdict
 
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class TuneModel:
-    """`path`: the GGUF to read the header of; `remote`: it is a remote model's header copy, which the
-    planner is pointed at in the launches' place (`header`); `notes` for the report."""
-
-    path: Path
-    remote: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def header(self) -> Path | None:
-        return self.path if self.remote else None
 
 
 @dataclass
@@ -82,6 +74,8 @@ class TuneRequest:
     stand_ins: bool = False  # simulated GPUs: launch on memory-capped stand-ins (`lab.launcher`)
     #: the header `build_request` read (the run plans on it instead of reading the GGUF again)
     meta: GGUFMeta | None = field(default=None, compare=False, repr=False)
+    quality: QualityAsk | None = None  # what llama-perplexity measures before the trials (`args.quality_ask`)
+    perplexity_bin: Path | None = None  # None: beside the server, else mtp-tune's build
 
     def header_path(self) -> Path:
         return self.model.path if self.model is not None else Path(str(self.base.model)).expanduser()
@@ -103,6 +97,7 @@ class TuneOutcome:
     state_path: Path | None
     notes: list[str] = field(default_factory=list)
     hygiene_checked: bool = False  # the GPUs' hygiene was checked before each launch (NVML sees them)
+    quality: QualityBook | None = None  # what quality measured (None: nothing asked)
 
     def settings_of(self, rec: Trial | None) -> Settings | None:
         """What a record launched, unredacted (the fit-target it found included)."""
@@ -131,7 +126,7 @@ class TuneRun:
         self.devices = devices if devices is not None else devices_now(req.gpus, list(req.base.rpc))
         hardware = {**hardware_identity(self.devices, req.gpus), **({"stand_ins": True} if req.stand_ins else {})}
         self.definition = tune_definition(req.base, req.workload, req.floors, req.values, hardware,
-                                          rungs=req.options.rungs)
+                                          rungs=req.options.rungs, quality=req.quality)
         self.tune_id = tune_id(self.definition)
         self.cancel = threading.Event()
         self.launches = 0
@@ -141,6 +136,10 @@ class TuneRun:
         self.strategy: type[Tuner] = Tuner
         self._space: Space | None = None
         self._error: Exception | None = None
+        #: the quality seam (`tune.kld.Measurer`); None: llama-perplexity (`kld.real_measurer`)
+        self.measurer: Measurer | None = None
+        self.quality: QualityBook | None = None
+        self._values: dict[str, tuple[Any, ...]] = dict(req.values)
 
     def stop(self) -> None:
         self.cancel.set()
@@ -157,6 +156,7 @@ class TuneRun:
             st = open_journal("tune", self.tune_id, self.definition, self.req.state_root, fresh=self.req.fresh,
                               check_more=check_section)
             try:
+                self._measure_quality()  # before any server: nothing over the budget is ever launched
                 with contextlib.ExitStack() as stack:
                     stand_ins = self._stand_ins(stack)
                     launcher, self.store = stack.enter_context(equipped(
@@ -187,6 +187,30 @@ class TuneRun:
             raise LabError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
 
     # ------------------------------------------------------------------ steps
+
+    def _measure_quality(self) -> None:
+        """What the files and main K/V settings cost (`tune.kld`), and the values within the budget."""
+        req, ask = self.req, self.req.quality
+        if ask is None:
+            return
+
+        def say(msg: str) -> None:
+            self.emit("quality", f"quality: {msg}")
+
+        say(f"measuring against {ask.reference.name} with llama-perplexity (what is cached is not measured again)")
+        pre = self._space_for(placeholder(req.workload), values=req.values or None)
+        try:
+            measurer = self.measurer or find_measurer(req.perplexity_bin, req.server_bin, say, self.cancel)
+            self.quality, within = tune_quality(ask, pre, req.base, measurer, say)
+        except QualityError as e:
+            if self.cancel.is_set():
+                raise LabError("cancelled while measuring quality; nothing was tuned yet.") from None
+            raise LabError(f"quality could not be measured: {e}") from None
+        except (KldError, ValueError) as e:  # ModelError, BudgetError, TextError: one sentence each
+            raise LabError(str(e)) from None
+        self._values.update(within)
+        for n in self.quality.notes:
+            say(n)
 
     def _launched(self, st: Journal, what: str) -> None:
         self.launches += 1
@@ -225,21 +249,27 @@ class TuneRun:
                            f"request on average, the longest {w.longest} tokens")
         return w
 
-    def _run(self, st: Journal, launcher: SupervisorLauncher) -> TuneOutcome:
+    def _space_for(self, workload: Workload, **kw: Any) -> Space:
+        """The space for `workload` from the model's header (read once by `build_request`); LabError."""
         from tui.core.planning.gguf_reader import read_gguf
+
+        req = self.req
+        try:
+            meta = req.meta if req.meta is not None else read_gguf(str(req.header_path()))
+            return space_for_model(req.base, meta, workload, floors=req.floors, **kw)
+        except (SpaceError, ValueError, OSError) as e:
+            raise LabError(str(e)) from None
+
+    def _run(self, st: Journal, launcher: SupervisorLauncher) -> TuneOutcome:
         from tui.core.lab.knobs import smallest_fit_target
 
         req = self.req
         workload = self._workload(st, launcher)  # before the first-decode prompt: the sizing launch has a small context
         aim_first_decode(launcher, req.workload.first_decode())
-        try:
-            meta = req.meta if req.meta is not None else read_gguf(str(req.header_path()))
-            space = space_for_model(req.base, meta, workload, floors=req.floors, values=req.values or None)
-        except (SpaceError, ValueError, OSError) as e:
-            raise LabError(str(e)) from None
-        self._space = space
+        space = self._space = self._space_for(workload, values=self._values or None,
+                                              refused=self.quality.refused if self.quality else None)
         fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
-        notes = [*space.notes, *(req.model.notes if req.model else ())]
+        notes = [*space.notes, *(req.model.notes if req.model else ()), *(self.quality.notes if self.quality else ())]
         if launcher.stand_ins is not None:
             notes.append(stand_in_note(launcher.stand_ins.simulated))
         elif req.gpus not in (None, "cpu") and not fit:
@@ -276,7 +306,7 @@ class TuneRun:
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.launches,
                            self._prog.elapsed(), str(self.devices.source), fit, st.path, notes,
-                           hygiene_checked=hygiene is not None)
+                           hygiene_checked=hygiene is not None, quality=self.quality)
 
     def _on_trial(self, st: Journal, ev: LabEvent) -> None:
         if ev.kind == "hygiene":
