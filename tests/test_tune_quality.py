@@ -193,3 +193,22 @@ def test_the_budget_and_the_files_are_part_of_the_tunes_identity(tiny_models: di
                                     {"kv": KV}, plain["hardware"], rungs=plain["rungs"])
     ids = {tune_id(plain), tune_id(_run(model).definition), tune_id(_run(model, Floors(kv=None, max_kld=0.1)).definition)}
     assert len(ids) == 3
+
+
+def test_the_tui_setup_takes_a_max_kld_like_the_cli(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tests.test_ui_tune import SMALL, live_options
+    from tui.ui.lab import tune_ops
+
+    opts = live_options(tiny_models["tiny-mtp"], None, tmp_path)
+    ok = tune_ops.prepare(opts.settings, replace(SMALL, max_kld="0.05", axes=(*SMALL.axes, ("kv", "q8_0,q4_0"))), opts)
+    assert not isinstance(ok, str), ok
+    assert ok.request.floors == Floors(kv=None, min_ctx=ok.request.floors.min_ctx, max_kld=0.05)
+    assert ok.request.quality is not None and ok.request.quality.max_kld == 0.05
+    assert ok.request.values["kv"] == ("q8_0", "q4_0")  # no floor: q4_0 waits for its measured figure
+    assert ok.summary.endswith("main KV measured first, max KLD 0.05"), ok.summary
+    for setup, said in ((replace(SMALL, max_kld="0.05", kv_floor="q8_0"), "give one of them, not both"),
+                        (replace(SMALL, max_kld="much"), "--max-kld 'much': give a mean KL divergence above 0")):
+        got = tune_ops.prepare(opts.settings, setup, opts)
+        assert isinstance(got, str) and said in got, got
