@@ -80,7 +80,7 @@ def test_a_type_over_the_budget_is_not_searched_and_every_trial_carries_its_figu
     answer = md.split("## Answer")[1].split("## Quality")[0]
     best = book.of_trial(res.best)
     assert best is not None and f"Its quality cost: {best.text()} ({best.kv.label} K/V on m.gguf" in answer
-    assert "| m.gguf | q4_0 | 0.116 ± 0.00580 | 88.4 ± 0.4 | over the budget |" in md
+    assert "| m.gguf | q4_0 | 0.116 ± 0.0058 | 88.4 ± 0.4 | over the budget |" in md
     trials = md.split("## Trials")[1].split("##")[0]
     assert "| quality |" in trials.splitlines()[2]
     assert all(book.trial_text(r) in trials for r in res.records)
@@ -95,7 +95,7 @@ def test_a_fixed_type_is_kept_and_no_type_left_is_an_error() -> None:
     sp = build_space(fixed, WL, has_mtp=True, floors=BUDGET, values={"batch": (2048,)})
     book, within = tune_quality(QualityAsk(0.05, (Path("m.gguf"),), corpus()), sp, fixed, Injected(ONE))
     assert within == {} and book.notes == ["q4_0 on m.gguf: KLD 0.116 > 0.05, kept: it is a fixed flag."]
-    with pytest.raises(KldError, match=r"every main K/V type is over --max-kld 0.001 \(q8_0: KLD 0.00200 > 0.001; "
+    with pytest.raises(KldError, match=r"every main K/V type is over --max-kld 0.001 \(q8_0: KLD 0.002 > 0.001; "
                                        r"q4_0: KLD 0.116 > 0.001\); raise --max-kld"):
         tune_quality(QualityAsk(0.001, (Path("m.gguf"),), corpus()), space(values={"kv": ("q8_0", "q4_0")}), BASE,
                      Injected(ONE))
@@ -120,9 +120,9 @@ def test_each_file_against_the_reference_and_the_combinations_over_the_budget_ar
     sp = space(values={"model": tuple(map(str, files))})
     book, within = tune_quality(QualityAsk(0.05, tuple(files), corpus()), sp, Settings(model=str(big)), seam)
     assert within == {"model": (str(big), str(mid)), "kv": ("f16", "q8_0", "q8_0/q4_0")}
-    assert book.notes == ["q4_0: KLD 0.116 on big.gguf, 0.200 on mid.gguf > 0.05, not searched.",
-                          "low.gguf: KLD 0.300 > 0.05 with f16 K/V against big.gguf, not tried.",
-                          "q8_0/q4_0 with mid.gguf: KLD 0.0610 > 0.05, not tried."]
+    assert book.notes == ["q4_0: KLD 0.116 on big.gguf, 0.2 on mid.gguf > 0.05, not searched.",
+                          "low.gguf: KLD 0.3 > 0.05 with f16 K/V against big.gguf, not tried.",
+                          "q8_0/q4_0 with mid.gguf: KLD 0.061 > 0.05, not tried."]
     # every file against the one reference; low.gguf, over the budget with f16 K/V, measured no further
     assert {(r.model.name, r.ref_model.name if r.ref_model else None) for r in seam.asked} == \
         {("mid.gguf", "big.gguf"), ("low.gguf", "big.gguf"), ("big.gguf", None)}
@@ -131,7 +131,7 @@ def test_each_file_against_the_reference_and_the_combinations_over_the_budget_ar
 
     sp = space(values={"batch": (2048,), **within}, refused=book.refused)
     refused = sp.point({"model": str(mid), "kv": "q8_0/q4_0"}, True)
-    assert refused.invalid is not None and "KLD 0.0610 > 0.05 (--max-kld) for q8_0/q4_0 with mid.gguf" in refused.invalid
+    assert refused.invalid is not None and "KLD 0.061 > 0.05 (--max-kld) for q8_0/q4_0 with mid.gguf" in refused.invalid
     assert "model=mid.gguf" in refused.label and str(tmp_path) not in refused.label
     assert sp.point({"model": str(big), "kv": "q8_0/q4_0"}, True).invalid is None
     assert all(c.invalid is None and not book.over(book.cost(c.settings)) for c in sp.grid())
@@ -212,3 +212,35 @@ def test_the_tui_setup_takes_a_max_kld_like_the_cli(tiny_models: dict[str, Path]
                         (replace(SMALL, max_kld="much"), "--max-kld 'much': give a mean KL divergence above 0")):
         got = tune_ops.prepare(opts.settings, setup, opts)
         assert isinstance(got, str) and said in got, got
+
+
+def test_the_real_measurer_finds_llama_perplexity_once_and_keeps_chunks_out_of_the_log(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from tui.core.server.provision import ProvisionError
+    from tui.core.tune import kld
+
+    said: list[str] = []
+    ticks: list[str] = []
+
+    def measure(req: QualityRequest, oracle: Any, *, progress: Any, cancel: Any) -> Any:
+        for msg in ("reference: m.gguf with f16 K/V at -c 256, 8 chunks (1 MB of logits)", "q8_0: chunk 1/8",
+                    "q8_0: measuring against the reference"):
+            progress(msg)
+        return SimpleNamespace(results=[SettingResult(req.kv[0], figures(0.002), 1.0, True)])
+
+    monkeypatch.setattr(kld, "ensure_perplexity", lambda *a, **kw: SimpleNamespace(path=Path("llama-perplexity")))
+    monkeypatch.setattr(kld, "oracle_info", lambda path: "oracle")
+    monkeypatch.setattr(kld, "measure", measure)
+    run = kld.find_measurer(None, Path("llama-server"), said.append, None, tick=ticks.append)
+    req = QualityRequest(model=Path("m.gguf"), server_args=(), kv=(kld.F16,), text=corpus())
+    assert [r.figures.kld_mean.value for r in run(req)] == [0.002]
+    assert ticks == ["q8_0: chunk 1/8"] and len(said) == 2 and "chunk" not in " ".join(said)
+
+    def missing(*a: Any, **kw: Any) -> Any:
+        raise ProvisionError("no llama-perplexity beside llama-server")
+
+    monkeypatch.setattr(kld, "ensure_perplexity", missing)
+    with pytest.raises(QualityError, match="no llama-perplexity to measure with: no llama-perplexity beside"):
+        kld.find_measurer(None, Path("llama-server"), said.append, None)

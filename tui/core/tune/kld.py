@@ -18,7 +18,7 @@ The seam is `Measurer` (a QualityRequest -> its settings' results): the real one
 
 from __future__ import annotations
 
-import math
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +36,8 @@ from tui.core.server.provision import ProvisionError, ensure_perplexity
 from tui.core.tune.space import Space, kv_pair, quality_key
 
 F16 = KvPair(REFERENCE_TYPE, REFERENCE_TYPE)
+#: quality's progress line for one chunk of a pass (`measure._setting`: `q8_0: chunk 3/8`)
+_CHUNK = re.compile(r": chunk \d+/\d+$")
 #: the seam: one quality request -> the figures of its K/V settings, in its order
 Measurer = Callable[[QualityRequest], Sequence[SettingResult]]
 Say = Callable[[str], None]
@@ -45,11 +47,9 @@ class KldError(ValueError):
     """Nothing is left within the budget; the sentence gives the figures and what to change."""
 
 
-def fmt_kld(x: float) -> str:
-    """A KL divergence with three significant digits and no exponent (`0.116`, `0.00213`, `0`)."""
-    if x == 0 or not math.isfinite(x):
-        return f"{x + 0.0:g}"
-    return f"{x:.{max(0, 2 - math.floor(math.log10(abs(x))))}f}"
+def fmt_kld(x: float | None) -> str:
+    """A KL divergence with three significant digits (`0.116`, `0.00213`, `3.2e-05`, `0`)."""
+    return "-" if x is None else f"{x + 0.0:.3g}"
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,7 @@ class Cost:
     def text(self) -> str:
         """`KLD 0.00213 ± 0.00011, same top 98.9 %`."""
         f = self.figures
-        unc = f" ± {fmt_kld(f.kld_mean.uncertainty)}" if f.kld_mean.uncertainty is not None else ""
-        return f"KLD {fmt_kld(self.kld)}{unc}, same top {f.same_top_pct.value:.1f} %"
+        return f"KLD {fmt_kld(self.kld)}{_unc(f.kld_mean.uncertainty)}, same top {f.same_top_pct.value:.1f} %"
 
     def to_json(self) -> dict[str, Any]:
         f = self.figures
@@ -151,12 +150,15 @@ class QualityBook:
         order = list(self.files)
         for c in sorted(self.costs.values(), key=lambda c: order.index(c.model) if c.model in order else len(order)):
             f = c.figures
-            unc = f" ± {fmt_kld(f.kld_mean.uncertainty)}" if f.kld_mean.uncertainty is not None else ""
             top = f"{f.same_top_pct.value:.1f}" + (f" ± {f.same_top_pct.uncertainty:.1f}"
                                                    if f.same_top_pct.uncertainty is not None else "")
             said = "over the budget" if self.over(c) else ""
-            out.append(f"| {Path(c.model).name} | {c.kv.label} | {fmt_kld(c.kld)}{unc} | {top} | {said} |")
+            out.append(f"| {Path(c.model).name} | {c.kv.label} | {fmt_kld(c.kld)}{_unc(f.kld_mean.uncertainty)} | {top} | {said} |")
         return out + [""]
+
+
+def _unc(u: float | None) -> str:
+    return f" ± {u + 0.0:.2g}" if u is not None else ""
 
 
 def _key(f: Path, kv: KvPair) -> tuple[str, str, str]:
@@ -253,15 +255,23 @@ def tune_quality(ask: QualityAsk, space: Space, base: Settings, measurer: Measur
     return book, within_budget(book, kv_axis.values if kv_axis else None)
 
 
-def find_measurer(perplexity_bin: Path | None, server_bin: Path, say: Say, cancel: threading.Event | None) -> Measurer:
+def find_measurer(perplexity_bin: Path | None, server_bin: Path, say: Say, cancel: threading.Event | None,
+                  tick: Say | None = None) -> Measurer:
     """The measurer that runs llama-perplexity (`quality.measure`): `--perplexity-bin`, else the one
-    beside the server, else mtp-tune's build (built once, said). QualityError when none can run."""
+    beside the server, else mtp-tune's build (built once, said). QualityError when none can run.
+    Its progress goes to `say`, each chunk done to `tick` (for a person watching, not for a log)."""
     try:
         found = ensure_perplexity(perplexity_bin, server_bin, progress=lambda ev: say(f"[build] {ev.phase}: {ev.message}"))
         oracle = oracle_info(found.path)
     except (ProvisionError, OracleError) as e:
         raise QualityError(f"no llama-perplexity to measure with: {e}") from None
 
+    def progress(msg: str) -> None:
+        if tick is not None and _CHUNK.search(msg):
+            tick(msg)
+        else:
+            say(msg)
+
     def run(req: QualityRequest) -> Sequence[SettingResult]:
-        return measure(req, oracle, progress=say, cancel=cancel).results
+        return measure(req, oracle, progress=progress, cancel=cancel).results
     return run

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
@@ -369,7 +369,8 @@ def facts_from(outcome: Any, base: Any) -> ReportFacts:
     sp = outcome.space
     axes: list[tuple[str, Sequence[Any]]] = [("mtp", sp.branches)] if len(sp.branches) > 1 else []
     axes += [(a.name, tuple(shown(a.name, v) for v in a.values)) for a in sp.axes]
-    fixed = command_line([a for a in settings_to_argv(base, redact=True)])
+    files = any(a.name == "model" for a in sp.axes)  # the model file is searched, not fixed
+    fixed = command_line(settings_to_argv(replace(base, model=None) if files else base, redact=True))
     notes = list(outcome.notes)
     if not outcome.fit_searched:
         notes.append("No --fit-target was searched: " + ("it is a fixed flag." if sp.fit_fixed else

@@ -200,7 +200,8 @@ class TuneRun:
         say(f"measuring against {ask.reference.name} with llama-perplexity (what is cached is not measured again)")
         pre = self._space_for(placeholder(req.workload), values=req.values or None)
         try:
-            measurer = self.measurer or find_measurer(req.perplexity_bin, req.server_bin, say, self.cancel)
+            measurer = self.measurer or find_measurer(req.perplexity_bin, req.server_bin, say, self.cancel,
+                                                      tick=lambda m: self.emit("measuring", f"quality: {m}"))
             self.quality, within = tune_quality(ask, pre, req.base, measurer, say)
         except QualityError as e:
             if self.cancel.is_set():
