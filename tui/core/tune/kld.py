@@ -185,7 +185,8 @@ def measure_book(ask: QualityAsk, pairs: Sequence[KvPair], base: Settings, measu
             kept.append(f)
             continue
         say(f"{f.name}: its weights with f16 K/V against {ref.name}")
-        own = Cost(str(f), F16, measurer(request(f, [F16]))[0].figures)
+        got = measurer(request(f, [F16]))[0]
+        own = Cost(str(f), F16, got.figures, got.cached)
         book.files[str(f)] = own
         book.costs[_key(f, F16)] = own
         if book.over(own):
