@@ -203,6 +203,8 @@ def measure_book(ask: QualityAsk, pairs: Sequence[KvPair], base: Settings, measu
             say(f"{f.name}: main K/V {', '.join(p.label for p in todo)} against {ref.name} with f16 K/V")
             for r in measurer(request(f, todo)):
                 book.costs[_key(f, r.kv)] = Cost(str(f), r.kv, r.figures, r.cached)
+    cached = sum(c.cached for c in book.costs.values())
+    say(f"{len(book.costs) - cached} figure{'s' if len(book.costs) - cached != 1 else ''} measured, {cached} from the cache")
     return book
 
 
