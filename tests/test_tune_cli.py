@@ -61,6 +61,14 @@ def tune(no_launch: dict[str, Any], *argv: str) -> int:
     (["--workload", "64:32", "--fixed", "frobnicate=3"], "neither an axis"),
     (["--workload", "64:32", "--fixed", "ubatch=-3"], "mtp-tune: ubatch-size: -3 is below 1"),
     (["--workload", "64:32", "--min-ctx", "-1"], "--min-ctx -1"),
+    (["--workload", "64:32", "--max-kld", "0.05", "--kv-floor", "q8_0"], "--max-kld) measures the main KV types instead "
+                                                                         "of a floor (--kv-floor): give one of them"),
+    (["--workload", "64:32", "--max-kld", "lots"], "--max-kld 'lots': give a mean KL divergence above 0, e.g. 0.05"),
+    (["--workload", "64:32", "--max-kld", "0"], "--max-kld '0': give a mean KL divergence above 0"),
+    (["--workload", "64:32", "--max-kld", "nan"], "--max-kld 'nan'"),
+    (["--workload", "64:32", "--max-kld", "-0.1"], "--max-kld '-0.1'"),
+    (["--workload", "64:32", "--axis", "kv=q8_0/q3"], "--axis kv: 'q3' is not a KV cache type"),
+    (["--workload", "64:32", "--ref", "/nonexistent/ref.gguf"], "--ref /nonexistent/ref.gguf: no such file."),
     ([], "tune needs --workload"),
 ])
 def test_bad_values_are_refused_before_any_server_starts(no_launch: dict[str, Any], tiny_models: dict[str, Path],
@@ -70,6 +78,27 @@ def test_bad_values_are_refused_before_any_server_starts(no_launch: dict[str, An
     err = capsys.readouterr().err
     assert rc == 2 and said in err, err
     assert "Traceback" not in err
+    assert no_launch["calls"] == [] and not no_launch["marker"].exists()
+
+
+def test_files_of_another_model_are_refused_in_one_sentence(no_launch: dict[str, Any], tiny_models: dict[str, Path],
+                                                           tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Several -m (or a folder) are quants of one model: a file of another tokenizer is refused before
+    anything starts, and so is a folder with no model in it or a Hub model beside them."""
+    from dataclasses import replace
+
+    from tui.core.demo.tiny_model import PRESETS, write_tiny_model
+
+    other = write_tiny_model(tmp_path / "other.gguf", replace(PRESETS["tiny-mtp"], n_merges=50))
+    (tmp_path / "empty").mkdir()
+    mine, q8 = str(tiny_models["tiny-mtp"]), str(tiny_models["tiny-mtp-q8_0"])
+    for argv, said in ((["-m", mine, "-m", str(other)], f"--ref {mine}: its tokenizer"),
+                       (["-m", q8, "--ref", str(other)], "is not that of tiny-mtp-q8_0.gguf"),
+                       (["-m", str(tmp_path / "empty")], "holds no model GGUF"),
+                       (["-m", mine, "-m", q8, "-hf", "org/x-GGUF"], "leave out -hf and -mu")):
+        rc = tune(no_launch, *argv, "--workload", "64:32", "--max-kld", "0.05")
+        err = capsys.readouterr().err
+        assert rc == 2 and said in err and err.count("\n") == 1, err  # one sentence, one line
     assert no_launch["calls"] == [] and not no_launch["marker"].exists()
 
 

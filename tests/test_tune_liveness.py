@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 from tui.cli import tune as cli_tune
 from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
+from tui.core.tune.args import make_floors
 from tui.core.tune.machine import Measure
 from tui.core.tune.space import Floors
 from tui.ui.lab.tune_screen import FIELDS
-from tui.ui.lab.tune_views import TuneView
+from tui.ui.lab.tune_views import TuneSetup, TuneView
 
 
 def test_the_status_clock_moves_between_events() -> None:
@@ -36,8 +37,11 @@ def test_cli_and_tui_floors_agree() -> None:
     p = argparse.ArgumentParser()
     cli_tune.add_arguments(p)
     args = p.parse_args([])
-    assert (args.kv_floor, args.draft_kv_floor) == (DEFAULT_KV_FLOOR, DEFAULT_DRAFT_KV_FLOOR)
+    cli = make_floors(args.kv_floor, args.draft_kv_floor, 0, None)  # what the CLI runs without the flags
+    tui = make_floors(TuneSetup().kv_floor, TuneSetup().draft_kv_floor, 0, None)  # the TUI's empty fields
+    assert (cli.kv, cli.draft_kv) == (tui.kv, tui.draft_kv) == (DEFAULT_KV_FLOOR, DEFAULT_DRAFT_KV_FLOOR)
     assert (Floors().kv, Floors().draft_kv) == (DEFAULT_KV_FLOOR, DEFAULT_DRAFT_KV_FLOOR)
+    assert make_floors(args.kv_floor, None, 0, 0.05).kv is None  # a KLD budget: no main floor, measured instead
     hints = {attr: hint for _fid, _label, attr, hint in FIELDS}
     assert hints["kv_floor"] == f"default: {DEFAULT_KV_FLOOR}"
     assert hints["draft_kv_floor"] == f"default: {DEFAULT_DRAFT_KV_FLOOR}"

@@ -130,7 +130,9 @@ examples:
   # one request shape, for a Hub model tuned from its header before download
   mtp-tune tune -hf unsloth/Qwen3.6-35B-A3B-GGUF:Q4_K_M --workload 2000:500 --report tune.md
   # a GPU you do not have: stand-ins capped at its memory make its OOMs real
-  mtp-tune tune -m model.gguf --gpus rtx3060-laptop-6g --stand-ins --workload 64:32""",
+  mtp-tune tune -m model.gguf --gpus rtx3060-laptop-6g --stand-ins --workload 64:32
+  # the quants in a folder and the KV types within a KL divergence of 0.05, measured first
+  mtp-tune tune -m quants/ --workload tasks --max-kld 0.05 --budget 30m""",
     "variants": """\
 examples:
   # which quant of a repo fits two 16 GB cards at a 100k context, MTP on

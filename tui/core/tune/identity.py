@@ -2,7 +2,9 @@
 
 Why the id hashes what it hashes: the fixed flags, the workload (a suite's prompts, not its name),
 the floors and searched values, the model file (path, size, mtime) and the hardware (the device list
-the candidates are planned against) decide the answer. The budget is not in it: a second run with a
+the candidates are planned against) decide the answer; so do the KLD budget, the model files of a
+file axis and the reference they are measured against (`quality`, only when asked, so the ids of
+tunes without it stay what they were). The budget is not in it: a second run with a
 larger budget continues the first. The tune's journal (`lab.journal`, kind "tune") is named by it.
 
 `check_section` reads the tune's own data back once when its journal is opened, so a damaged file is
@@ -46,10 +48,13 @@ def hardware_identity(devices: Any, gpus: str | None) -> dict[str, Any]:
 
 
 def tune_definition(base: Settings, spec: WorkloadSpec, floors: Floors, values: Mapping[str, Sequence[Any]],
-                    hardware: Mapping[str, Any], *, rungs: Sequence[int]) -> dict[str, Any]:
+                    hardware: Mapping[str, Any], *, rungs: Sequence[int], quality: Any = None) -> dict[str, Any]:
     """What the tune id hashes, stored in the journal for people reading it ("strategy" stays
-    "search", the only one, so the ids of earlier tunes still resume)."""
-    return {"kind": "tune", "model": model_identity(base.model), "base_key": settings_key(base),
+    "search", the only one, so the ids of earlier tunes still resume). `quality`: a `kld.QualityAsk`."""
+    more: dict[str, Any] = {} if quality is None else {"quality": {
+        "max_kld": quality.max_kld, "reference": model_identity(str(quality.reference)),
+        "files": [model_identity(str(f)) for f in quality.files], "text": quality.text.digest}}
+    return {**more, "kind": "tune", "model": model_identity(base.model), "base_key": settings_key(base),
             "base": settings_json(base.redacted()), "workload": spec.identity(), "workload_text": spec.text,
             "floors": {"kv": floors.kv, "draft_kv": floors.draft_kv, "min_ctx": floors.min_ctx},
             "values": {k: list(v) for k, v in sorted(values.items())}, "hardware": dict(hardware),

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import PurePath
 from typing import Any
 
 from tui.core.lab import ranking
@@ -56,15 +57,19 @@ class TuneResult:
             out[r.status] = out.get(r.status, 0) + 1
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, quality: Any = None) -> dict[str, Any]:
+        """`quality` (a `kld.QualityBook`): each record carries its measured cost (null: not measured)."""
         def num(r: Trial | None) -> int | None:
             return r.number if r else None
+
+        def rec(r: Trial) -> dict[str, Any]:
+            return {**r.to_json(), "quality": quality.trial_json(r)} if quality is not None else r.to_json()
 
         return {"best": num(self.best), "best_mtp_off": num(self.best_mtp_off), "best_mtp_on": num(self.best_mtp_on),
                 "same_as_best": [r.number for r in self.same_as_best], "launches": self.launches,
                 "grid_size": self.grid_size, "stopped": self.stopped, "elapsed_s": round(self.elapsed_s, 3),
                 "message": self.message, "mtp_vs_off": self.mtp_vs_off, "counts": self.counts(),
-                "pareto": [r.number for r in self.pareto], "records": [r.to_json() for r in self.records]}
+                "pareto": [r.number for r in self.pareto], "records": [rec(r) for r in self.records]}
 
 
 def fmt_seconds(s: Summary | None) -> str:
@@ -76,9 +81,15 @@ def fmt_seconds(s: Summary | None) -> str:
     return fmt_summary(s, digits)
 
 
+def shown(name: str, v: Any) -> Any:
+    """A value as a report shows it: a model file by its name (the path is in the settings)."""
+    return PurePath(str(v)).name if name == "model" else v
+
+
 def _describe(r: Trial) -> str:
     fit = f" fit-target={r.fit_target}" if r.fit_target is not None else ""
-    return f"#{r.number} ({values_label(r.values.items())}{fit}) at {fmt_seconds(r.e2e())} s per request"
+    return f"#{r.number} ({values_label((k, shown(k, v)) for k, v in r.values.items())}{fit}) at " \
+           f"{fmt_seconds(r.e2e())} s per request"
 
 
 def build_result(records: Sequence[Trial], rungs: Sequence[int], launches: int, grid_size: int, stopped: str,
@@ -197,11 +208,12 @@ class ReportFacts:
     launches_total: int | None = None
     notes: Sequence[str] = field(default_factory=list)
     hygiene_checked: bool = False
+    quality: Any = None  # a `kld.QualityBook`: the quality section, a KLD column, the answer's cost
 
 
 def settings_text(r: Trial) -> str:
     """The searched values of a trial (`ub=512 dkv=q4_0`), MTP apart, and its fit-target."""
-    parts = [f"{SHORT.get(k, k)}={value_text(v)}" for k, v in r.values.items() if k != "mtp"]
+    parts = [f"{SHORT.get(k, k)}={value_text(shown(k, v))}" for k, v in r.values.items() if k != "mtp"]
     if r.fit_target is not None:
         parts.append(f"fitt={r.fit_target}")
     return " ".join(parts) or "-"
@@ -229,11 +241,13 @@ def _acc(r: Trial) -> str:
     return "-" if s is None else f"{s.median:.2f}"
 
 
-def trial_table(records: Sequence[Trial], marks: dict[int, str] | None = None) -> list[str]:
-    """Every trial: settings, plan verdict, status, PP, TG, acceptance, time per request, why."""
+def trial_table(records: Sequence[Trial], marks: dict[int, str] | None = None, quality: Any = None) -> list[str]:
+    """Every trial: settings, plan verdict, status, PP, TG, acceptance, time per request, why (and its
+    quality cost when `quality`, a `kld.QualityBook`, measured one)."""
     marks = marks or {}
+    kld = " quality |" if quality is not None else ""
     out = ["| # | MTP | settings (besides the fixed flags) | stage | plan | status | PP t/s | TG t/s | accept | "
-           "s/request | launches | why |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           f"s/request |{kld} launches | why |", "|---|---|---|---|---|---|---|---|---|---|" + "---|" * (3 if kld else 2)]
     for r in records:
         s = r.samples
         pp = s.summary("pp_tps") if s else None
@@ -242,12 +256,14 @@ def trial_table(records: Sequence[Trial], marks: dict[int, str] | None = None) -
         mark = marks.get(r.number, "")
         out.append("| " + " | ".join(_cell(c) for c in (
             f"{r.number}{' ' + mark if mark else ''}", value_text(r.mtp), settings_text(r), r.stage, _plan(r), status,
-            fmt_summary(pp), fmt_summary(tg), _acc(r), fmt_seconds(r.e2e()), r.launches, r.reason or "")) + " |")
+            fmt_summary(pp), fmt_summary(tg), _acc(r), fmt_seconds(r.e2e()),
+            *([quality.trial_text(r)] if quality is not None else []), r.launches, r.reason or "")) + " |")
     return out
 
 
-def side_by_side(result: TuneResult) -> list[str]:
-    """The best and the best MTP-off (and the best MTP-on when it is neither) with their spread."""
+def side_by_side(result: TuneResult, quality: Any = None) -> list[str]:
+    """The best and the best MTP-off (and the best MTP-on when it is neither) with their spread (and
+    their quality cost when `quality` measured one)."""
     rows: list[tuple[str, Trial]] = []
     if result.best is not None:
         rows.append(("best", result.best))
@@ -257,14 +273,16 @@ def side_by_side(result: TuneResult) -> list[str]:
         rows.append(("best MTP on", result.best_mtp_on))
     if not rows:
         return ["Nothing was measured."]
-    out = ["| | # | MTP | settings | s/request | spread | PP t/s | TG t/s | accept | planned VRAM |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    kld = " quality |" if quality is not None else ""
+    out = [f"| | # | MTP | settings | s/request | spread | PP t/s | TG t/s | accept | planned VRAM |{kld}",
+           "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if kld else "")]
     for name, r in rows:
         s = r.samples
         vram = f"{r.vram_mib:.0f} MiB" if r.vram_mib is not None else "-"
         out.append("| " + " | ".join(_cell(c) for c in (
             name, r.number, value_text(r.mtp), settings_text(r), fmt_seconds(r.e2e()), _spread(r.e2e()),
-            fmt_summary(s.summary("pp_tps") if s else None), fmt_summary(s.summary("tg_tps") if s else None), _acc(r), vram)) + " |")
+            fmt_summary(s.summary("pp_tps") if s else None), fmt_summary(s.summary("tg_tps") if s else None), _acc(r), vram,
+            *([quality.trial_text(r)] if quality is not None else []))) + " |")
     return out
 
 
@@ -314,8 +332,11 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
               f"the search, "
               f"{len(result.records)} candidates considered of {result.grid_size} in the grid, "
               f"{result.elapsed_s:.0f} s." + (f" Tune id `{facts.tune_id}`." if facts.tune_id else ""), ""]
-    lines += ["## Answer", "", result.message, ""]
-    lines += side_by_side(result) + [""]
+    cost = f" {facts.quality.answer(result.best)}" if facts.quality is not None and result.best is not None else ""
+    lines += ["## Answer", "", result.message + cost, ""]
+    lines += side_by_side(result, facts.quality) + [""]
+    if facts.quality is not None:
+        lines += ["## Quality", ""] + facts.quality.section()
     lines += ["## MTP on against off", ""]
     if facts.ab is not None:
         lines += [f"Interleaved A/B, {facts.ab_note}: **{facts.ab.headline}**. {facts.ab.answer}", ""]
@@ -338,7 +359,7 @@ def render_report(result: TuneResult, facts: ReportFacts) -> str:
             marks[r.number] = f"best {name}"
     if result.best is not None:
         marks[result.best.number] = "**best**"
-    lines += ["## Trials", ""] + trial_table(result.records, marks) + [""]
+    lines += ["## Trials", ""] + trial_table(result.records, marks, facts.quality) + [""]
     dirty = [r for r in result.records if r.warnings]
     lines += ["## Machine hygiene", ""]
     if dirty:
@@ -361,8 +382,9 @@ def facts_from(outcome: Any, base: Any) -> ReportFacts:
 
     sp = outcome.space
     axes: list[tuple[str, Sequence[Any]]] = [("mtp", sp.branches)] if len(sp.branches) > 1 else []
-    axes += [(a.name, a.values) for a in sp.axes]
-    fixed = command_line([a for a in settings_to_argv(base, redact=True)])
+    axes += [(a.name, tuple(shown(a.name, v) for v in a.values)) for a in sp.axes]
+    files = any(a.name == "model" for a in sp.axes)  # the model file is searched, not fixed
+    fixed = command_line(settings_to_argv(replace(base, model=None) if files else base, redact=True))
     notes = list(outcome.notes)
     if not outcome.fit_searched:
         notes.append("No --fit-target was searched: " + ("it is a fixed flag." if sp.fit_fixed else
@@ -370,4 +392,4 @@ def facts_from(outcome: Any, base: Any) -> ReportFacts:
     model = f"-hf {base.hf_repo}" if base.hf_repo else Path(str(base.model or "")).name
     return ReportFacts(model, outcome.workload, outcome.hardware, fixed, axes, sp.ctx,
                        outcome.tune_id, outcome.ab, outcome.ab_note, outcome.launches, outcome.launches_total, notes,
-                       outcome.hygiene_checked)
+                       outcome.hygiene_checked, outcome.quality)

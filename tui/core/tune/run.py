@@ -4,6 +4,9 @@ lab's pieces, with what only a real run has around it.
 * launches: one `lab.launcher.SupervisorLauncher` for the whole tune (ready, then a first decode of
   the workload's longest prompt), so every child is stopped on exit, Ctrl-C or SIGTERM; with
   `--stand-ins` it sends every launch to capped stand-ins;
+* quality first, when asked (`--max-kld`, several model files, `--ref`): llama-perplexity measures
+  each file and each main K/V setting against the reference (`tune.kld`; cached, so a rerun measures
+  nothing), and the space keeps only what is within the budget. No server runs meanwhile;
 * the workload: a suite is sized by the model's tokenizer on one light launch (`workload.count_suite`),
   a shape's prompt cut by it, both kept in the journal;
 * fit-target: searched only where `--fit` has real device memory to act on (GPUs NVML sees, `--rpc`
@@ -11,8 +14,8 @@ lab's pieces, with what only a real run has around it.
   on this machine's CPU backend, which never runs out of device memory, so a search there would only
   walk down to 0 MiB and prove nothing;
 * resume: the tune's journal (`lab.journal`, kind "tune") saved after every trial;
-* the answer's last step: `lab.ab.run_ab` between the best MTP-on and the best MTP-off configuration,
-  interleaved, kept in the journal too.
+* the answer's last step (`final_ab`): the lab's A/B of the best MTP-on and MTP-off configurations,
+  interleaved, at 1 and at N requests at once when the workload has N, kept in the journal too.
 
 `TuneRun.run()` blocks; `stop()` from any thread ends it between steps (a launch within 0.2 s, a
 probe within its 50 ms poll), with every finished record kept.
@@ -29,40 +32,28 @@ from typing import Any, TypeVar
 
 from tui.core.lab.launcher import (DEFAULT_READY_TIMEOUT, SupervisorLauncher, aim_first_decode, equipped,
                                    stand_in_note, stand_ins_problem)
-from tui.core.options.settings import Settings, settings_from_json
+from tui.core.options.settings import Settings
 from tui.core.planning.gguf_meta import GGUFMeta
 from tui.core.lab import ranking
 from tui.core.lab.journal import Journal, JournalError, JournalLock, open_journal
 from tui.core.lab.trial import MEASURED, PRUNED, Trial
 from tui.core.lab.events import EventFn, LabError, LabEvent, Progress
-from tui.core.tune.space import Floors, Space, SpaceError, space_for_model
+from tui.core.quality.measure import QualityError
+from tui.core.tune.files import TuneModel
+from tui.core.tune.kld import KldError, Measurer, QualityAsk, QualityBook, find_measurer, tune_quality
+from tui.core.tune.space import Floors, Space, SpaceError, expected_trials, launch_settings, space_for_model
 from tui.core.tune.result import TuneResult, build_result, fmt_seconds
 from tui.core.tune.identity import check_section, hardware_identity, tune_definition, tune_id
-from tui.core.lab.runner import default_prober
 from tui.core.tune.machine import Machine, Measure, gpu_hygiene, planner, real_offload
-from tui.core.tune.workload import (Workload, WorkloadError, WorkloadSpec, concurrency_note, count_suite,
+from tui.core.tune.workload import (Workload, WorkloadError, WorkloadSpec, concurrency_note, count_suite, placeholder,
                                     sizing_settings)
 from tui.core.tune.search import TuneOptions, Tuner
-from tui.core.lab.ranking import MTP, AbVerdict
-from tui.core.lab.ab_load import LoadVerdict, levels_for, run_ab_levels
-from tui.core.probes.concurrency import rescale_slots
+from tui.core.lab.ranking import AbVerdict
+from tui.core.lab.ab_load import LoadVerdict
+from tui.core.tune.final_ab import measure_ab, saved_ab, why_no_ab
 
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class TuneModel:
-    """`path`: the GGUF to read the header of; `remote`: it is a remote model's header copy, which the
-    planner is pointed at in the launches' place (`header`); `notes` for the report."""
-
-    path: Path
-    remote: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def header(self) -> Path | None:
-        return self.path if self.remote else None
 
 
 @dataclass
@@ -85,6 +76,8 @@ class TuneRequest:
     stand_ins: bool = False  # simulated GPUs: launch on memory-capped stand-ins (`lab.launcher`)
     #: the header `build_request` read (the run plans on it instead of reading the GGUF again)
     meta: GGUFMeta | None = field(default=None, compare=False, repr=False)
+    quality: QualityAsk | None = None  # what llama-perplexity measures before the trials (`args.quality_ask`)
+    perplexity_bin: Path | None = None  # None: beside the server, else mtp-tune's build
 
     def header_path(self) -> Path:
         return self.model.path if self.model is not None else Path(str(self.base.model)).expanduser()
@@ -107,21 +100,11 @@ class TuneOutcome:
     notes: list[str] = field(default_factory=list)
     hygiene_checked: bool = False  # the GPUs' hygiene was checked before each launch (NVML sees them)
     ab_levels: LoadVerdict | None = None  # at a concurrency above 1: the A/B at 1 and at it, side by side
+    quality: QualityBook | None = None  # what quality measured (None: nothing asked)
 
     def settings_of(self, rec: Trial | None) -> Settings | None:
         """What a record launched, unredacted (the fit-target it found included)."""
         return launch_settings(self.space, rec) if rec is not None else None
-
-
-def launch_settings(space: Space, rec: Trial) -> Settings:
-    c = space.of(rec)
-    s = c.settings if c is not None else settings_from_json(rec.settings)
-    return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
-
-
-def expected_trials(space: Space) -> int:
-    """About how many candidates a search considers: each side's start and one walk of every axis."""
-    return sum(1 + sum(len(a.values) - 1 for a in space.axes_for(m)) for m in space.branches)
 
 
 class TuneRun:
@@ -135,7 +118,7 @@ class TuneRun:
         self.devices = devices if devices is not None else devices_now(req.gpus, list(req.base.rpc))
         hardware = {**hardware_identity(self.devices, req.gpus), **({"stand_ins": True} if req.stand_ins else {})}
         self.definition = tune_definition(req.base, req.workload, req.floors, req.values, hardware,
-                                          rungs=req.options.rungs)
+                                          rungs=req.options.rungs, quality=req.quality)
         self.tune_id = tune_id(self.definition)
         self.cancel = threading.Event()
         self.launches = 0
@@ -145,6 +128,10 @@ class TuneRun:
         self.strategy: type[Tuner] = Tuner
         self._space: Space | None = None
         self._error: Exception | None = None
+        #: the quality seam (`tune.kld.Measurer`); None: llama-perplexity (`kld.real_measurer`)
+        self.measurer: Measurer | None = None
+        self.quality: QualityBook | None = None
+        self._values: dict[str, tuple[Any, ...]] = dict(req.values)
 
     def stop(self) -> None:
         self.cancel.set()
@@ -161,6 +148,7 @@ class TuneRun:
             st = open_journal("tune", self.tune_id, self.definition, self.req.state_root, fresh=self.req.fresh,
                               check_more=check_section)
             try:
+                self._measure_quality()  # before any server: nothing over the budget is ever launched
                 with contextlib.ExitStack() as stack:
                     stand_ins = self._stand_ins(stack)
                     launcher, self.store = stack.enter_context(equipped(
@@ -191,6 +179,31 @@ class TuneRun:
             raise LabError(f"the stand-ins for --gpus {self.req.gpus} could not start: {e}") from None
 
     # ------------------------------------------------------------------ steps
+
+    def _measure_quality(self) -> None:
+        """What the files and main K/V settings cost (`tune.kld`), and the values within the budget."""
+        req, ask = self.req, self.req.quality
+        if ask is None:
+            return
+
+        def say(msg: str) -> None:
+            self.emit("quality", f"quality: {msg}")
+
+        say(f"measuring against {ask.reference.name} with llama-perplexity (what is cached is not measured again)")
+        pre = self._space_for(placeholder(req.workload), values=req.values or None)
+        try:
+            measurer = self.measurer or find_measurer(req.perplexity_bin, req.server_bin, say, self.cancel,
+                                                      tick=lambda m: self.emit("measuring", f"quality: {m}"))
+            self.quality, within = tune_quality(ask, pre, req.base, measurer, say)
+        except QualityError as e:
+            if self.cancel.is_set():
+                raise LabError("cancelled while measuring quality; nothing was tuned yet.") from None
+            raise LabError(f"quality could not be measured: {e}") from None
+        except (KldError, ValueError) as e:  # ModelError, BudgetError, TextError: one sentence each
+            raise LabError(str(e)) from None
+        self._values.update(within)
+        for n in self.quality.notes:
+            say(n)
 
     def _launched(self, st: Journal, what: str) -> None:
         self.launches += 1
@@ -229,23 +242,33 @@ class TuneRun:
                            f"request on average, the longest {w.longest} tokens")
         return w
 
+    def _space_for(self, workload: Workload, **kw: Any) -> Space:
+        """The space for `workload` from the model's header (read once by `build_request`); LabError."""
+        req = self.req
+        try:
+            meta = req.meta if req.meta is not None else self._header()
+            return space_for_model(req.base, meta, workload, floors=req.floors, **kw)
+        except (SpaceError, ValueError, OSError) as e:
+            raise LabError(str(e)) from None
+
+    def _header(self) -> Any:
+        from tui.core.planning.gguf_reader import read_gguf  # the planner's reader: loaded when a tune runs
+
+        return read_gguf(str(self.req.header_path()))
+
     def _run(self, st: Journal, launcher: SupervisorLauncher) -> TuneOutcome:
-        from tui.core.planning.gguf_reader import read_gguf
         from tui.core.lab.knobs import smallest_fit_target
 
         req = self.req
         workload = self._workload(st, launcher)  # before the first-decode prompt: the sizing launch has a small context
         aim_first_decode(launcher, req.workload.first_decode())
-        try:
-            meta = req.meta if req.meta is not None else read_gguf(str(req.header_path()))
-            space = space_for_model(req.base, meta, workload, floors=req.floors, values=req.values or None)
-        except (SpaceError, ValueError, OSError) as e:
-            raise LabError(str(e)) from None
-        self._space = space
+        space = self._space = self._space_for(workload, values=self._values or None,
+                                              refused=self.quality.refused if self.quality else None)
         fit = (req.stand_ins or real_offload(self.devices, req.gpus)) and not space.fit_fixed
-        notes = [*space.notes, *(req.model.notes if req.model else ())]
+        notes = [*space.notes, *(req.model.notes if req.model else ()), *(self.quality.notes if self.quality else ())]
         if workload.concurrency > 1:
             grid = space.grid()
+            meta = req.meta if req.meta is not None else self._header()
             notes.append(concurrency_note(space.ctx, workload.concurrency, grid[-1].settings if grid else None, meta,
                                           self.devices))
         if launcher.stand_ins is not None:
@@ -284,7 +307,7 @@ class TuneRun:
         st.save()
         return TuneOutcome(self.tune_id, result, space, workload, ab, ab_note, self.launches, st.launches,
                            self._prog.elapsed(), str(self.devices.source), fit, st.path, notes,
-                           hygiene_checked=hygiene is not None, ab_levels=ab_levels)
+                           hygiene_checked=hygiene is not None, ab_levels=ab_levels, quality=self.quality)
 
     def _on_trial(self, st: Journal, ev: LabEvent) -> None:
         if ev.kind == "hygiene":
@@ -330,27 +353,15 @@ class TuneRun:
 
     def _ab(self, st: Journal, launcher: SupervisorLauncher, space: Space, workload: Workload, result: TuneResult,
             measure: Measure) -> tuple[AbVerdict | None, str, LoadVerdict | None]:
-        """The final A/B: (the verdict at the workload's concurrency, where it came from, and at a
-        concurrency above 1 the verdicts at 1 and at it side by side)."""
-        from tui.core.lab.ab import mtp_sides, run_ab
-
-        on, off, n = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes
-        if result.stopped in ("cancelled", "budget"):
-            return None, f"no A/B yet: the tune {'was cancelled' if result.stopped == 'cancelled' else 'ran out of budget'}; " \
-                         "it continues where it stopped when run again with the same settings.", None
-        if on is None or off is None:
-            return None, "no A/B: " + ("no MTP-on configuration was measured." if on is None else
-                                       "no MTP-off configuration was measured."), None
-        if n <= 0:
-            return None, "no A/B (--ab-passes 0).", None
-        load = workload.concurrency
-        known = st.tune.ab_verdict(on.key, off.key, n)
-        if known is not None:
-            saved = f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each, from the saved tune"
-            if load > 1:
-                levels = LoadVerdict.from_json(known)
-                return levels.at(load), saved, levels
-            return AbVerdict.from_json(known), saved, None
+        """The final A/B (`final_ab`): (the verdict at the workload's concurrency, where it came from, and at
+        a concurrency above 1 the verdicts at 1 and at it side by side)."""
+        on, off, n, load = result.best_mtp_on, result.best_mtp_off, self.req.ab_passes, workload.concurrency
+        if (why := why_no_ab(result, n)) is not None or on is None or off is None:
+            return None, why or "", None
+        note = f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
+        if (known := st.tune.ab_verdict(on.key, off.key, n)) is not None:
+            v, levels = saved_ab(known, load)
+            return v, note + ", from the saved tune", levels
         try:
             suite = measure.suite(None, self.req.base.api_key)
         except WorkloadError as e:
@@ -364,22 +375,16 @@ class TuneRun:
             if ev.kind in ("launching", "pass_done", "launch_failed"):
                 self.emit("ab", f"A/B: {ev.message}", eta_s=ev.eta_s)
 
-        shape, note = (round(workload.in_tokens), round(workload.out_tokens)), \
-            f"#{on.number} (MTP on) against #{off.number} (MTP off), {n} passes each"
-        if load > 1:  # the answer at one request at a time beside the tune's own load
-            levels = run_ab_levels(*mtp_sides(rescale_slots(launch_settings(space, on), load, 1),
-                                              rescale_slots(launch_settings(space, off), load, 1)),
-                                   suite, shape, n, levels_for(load), ignore_eos=self.req.workload.exact_output,
-                                   pair=MTP, launcher=launcher, on_event=on_ab, cancel=self.cancel, store=self.store)
-            if levels.status == "complete":
-                st.tune.set_ab(on.key, off.key, n, levels.to_json())
-            return levels.at(load), note + f", at concurrency {' and '.join(str(k) for k, _ in levels.levels)}", levels
-        v = run_ab(*mtp_sides(launch_settings(space, on), launch_settings(space, off)), suite, shape, n, pair=MTP,
-                   launcher=launcher, prober=default_prober(self.req.workload.exact_output), on_event=on_ab,  # type: ignore[arg-type]
-                   cancel=self.cancel, store=self.store)
-        if v.status == "complete":
-            st.tune.set_ab(on.key, off.key, n, v.to_json())
-        return v, note, None
+        v, levels = measure_ab(launch_settings(space, on), launch_settings(space, off), suite,
+                               (round(workload.in_tokens), round(workload.out_tokens)), n, load,
+                               exact_output=self.req.workload.exact_output, launcher=launcher, on_event=on_ab,
+                               cancel=self.cancel, store=self.store)
+        if levels is not None:
+            note += f", at concurrency {' and '.join(str(k) for k, _ in levels.levels)}"
+        done = levels if levels is not None else v
+        if done is not None and done.status == "complete":
+            st.tune.set_ab(on.key, off.key, n, done.to_json())
+        return v, note, levels
 
 
 def _brief(s: Settings) -> str:

@@ -3,9 +3,15 @@ and the model, as candidate `Settings`.
 
 Every flag the user gave is fixed; the rest of the named space is searched: MTP on/off (only when
 the GGUF has NextN layers), draft n-max, micro-batch, batch, main and draft KV types (never below
-their floors), flash attention, MoE experts on the CPU (MoE models), threads (when asked). The
-context is not searched: a larger one is never faster, so it is the smallest that holds the
-workload's longest request (or `--min-ctx`).
+their floors), flash attention, MoE experts on the CPU (MoE models), threads (when asked), and the
+model file among quants of one model (`model`, when given several). The context is not searched: a
+larger one is never faster, so it is the smallest that holds the workload's longest request (or
+`--min-ctx`).
+
+A KV value is a type (`q8_0`: K and V alike) or a pair `K/V` (`q8_0/q4_0`: an asymmetric cache).
+With a KLD budget (`Floors.max_kld`) the main KV types have no floor: what llama-perplexity measured
+decides (`tune.kld`), and a model file with a main K/V pair over the budget is `refused`, so that
+candidate is invalid (never launched) with the measured figure as its reason.
 
 Each candidate (`lab.candidate.Candidate`: its `values` start with `("mtp", bool)`, `invalid` says why
 the one validator refuses it) has two keys:
@@ -34,14 +40,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
+import math
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from tui.core.lab.candidate import Axis, Candidate, values_label
 from tui.core.lab.trial import Trial
 from tui.core.options.problems import errors
 from tui.core.options.rules import CACHE_TYPES
-from tui.core.options.settings import Settings
+from tui.core.options.settings import Settings, settings_from_json
 from tui.core.options.validate import validate
 from tui.core.probes.positions import DraftPositions
 from tui.core.sweep.definition import DRAFT_ONLY_FIELDS, normalize, settings_key
@@ -64,7 +72,7 @@ DEFAULT_VALUES: dict[str, tuple[Any, ...]] = {
     "draft-n-max": (3, 1, 2, 4, 5, 6),
     "ubatch": (512, 256, 1024, 2048),
     "batch": (2048, 4096),
-    "kv": ("f16", "q8_0", "q5_0", "q4_0"),
+    "kv": ("f16", "q8_0", "q8_0/q4_0", "q5_0", "q4_0"),
     "draft-kv": ("f16", "q8_0", "q4_0"),
     "flash-attn": ("auto", "off"),
 }
@@ -90,16 +98,43 @@ class SpaceError(ValueError):
 
 @dataclass(frozen=True)
 class Floors:
-    """The lowest quality a tune may choose, and the smallest context it may leave."""
+    """The lowest quality a tune may choose, and the smallest context it may leave.
 
-    kv: str = DEFAULT_KV_FLOOR
+    `kv` None: no floor for the main KV types, which `max_kld` (a mean KL divergence, measured)
+    bounds instead; the draft's types change acceptance, never the output, so they keep a floor."""
+
+    kv: str | None = DEFAULT_KV_FLOOR
     draft_kv: str = DEFAULT_DRAFT_KV_FLOOR
     min_ctx: int = 0
+    max_kld: float | None = None
 
     def __post_init__(self) -> None:
         for name, t in (("--kv-floor", self.kv), ("--draft-kv-floor", self.draft_kv)):
-            if t not in KV_QUALITY:
+            if t is not None and t not in KV_QUALITY:
                 raise SpaceError(f"{name} {t}: not a KV cache type; use one of {', '.join(CACHE_TYPES)}.")
+        if self.max_kld is not None:
+            if not (math.isfinite(self.max_kld) and self.max_kld > 0):
+                raise SpaceError(f"--max-kld {self.max_kld:g}: give a mean KL divergence above 0, e.g. 0.05.")
+            if self.kv is not None:
+                raise SpaceError("a KLD budget (--max-kld) measures the main KV types instead of a floor "
+                                 "(--kv-floor): give one of them, not both.")
+
+
+def kv_pair(value: str) -> tuple[str, str]:
+    """A KV axis value as (K type, V type): `q8_0` is both, `q8_0/q4_0` is K q8_0 with V q4_0."""
+    k, _, v = str(value).partition("/")
+    return k, v or k
+
+
+def kv_quality(value: str) -> int:
+    """A KV value's rank in `KV_QUALITY`: a pair is as good as its lower half (0: unknown)."""
+    return min(KV_QUALITY.get(t, 0) for t in kv_pair(value))
+
+
+def quality_key(settings: Settings) -> tuple[str, str, str]:
+    """What a quality figure is about: the model file and the main K/V types (unset: f16, the server's)."""
+    model = str(Path(settings.model).expanduser()) if settings.model else ""
+    return model, settings.cache_type_k or "f16", settings.cache_type_v or "f16"
 
 
 def given_fields(settings: Settings) -> frozenset[str]:
@@ -117,7 +152,9 @@ def memory_key(settings: Settings) -> str:
 def _rank(axis: str, v: Any) -> float:
     """Where a value sits in memory order (larger allocates more)."""
     if axis in ("kv", "draft-kv"):
-        return KV_BYTES.get(str(v), 0.0) if v is not None else 0.0
+        return sum(KV_BYTES.get(t, 0.0) for t in kv_pair(v)) / 2 if v is not None else 0.0
+    if axis == "model":
+        return float(_file_bytes(str(v)))  # quants of one model: the larger file holds more weights
     if axis == "mtp":
         return 1.0 if v else 0.0
     if axis == "flash-attn":
@@ -129,7 +166,16 @@ def _rank(axis: str, v: Any) -> float:
     return 0.0
 
 
-MEMORY_AXES = frozenset({"mtp", "ubatch", "batch", "kv", "draft-kv", "flash-attn", "n-cpu-moe"})
+def _file_bytes(path: str) -> int:
+    try:
+        return Path(path).expanduser().stat().st_size
+    except OSError:
+        return 0
+
+
+MEMORY_AXES = frozenset({"mtp", "ubatch", "batch", "kv", "draft-kv", "flash-attn", "n-cpu-moe", "model"})
+#: Axes whose values are K/V pairs (`kv_pair`), each half setting its own field.
+PAIR_AXES = frozenset({"kv", "draft-kv"})
 
 
 @dataclass
@@ -144,6 +190,8 @@ class Space:
     floors: Floors
     notes: list[str] = field(default_factory=list)
     fit_fixed: bool = False  # the user gave --fit-target or --fit off: no fit-target search
+    #: (model, K, V) (`quality_key`) -> why it is over the KLD budget: such a candidate is invalid
+    refused: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
     _cache: dict[tuple[tuple[str, Any], ...], Candidate] = field(default_factory=dict, repr=False)
 
     def add_p_min(self, leader: Trial | None) -> bool:
@@ -186,18 +234,22 @@ class Space:
             s.spec_type = ["draft-mtp"] if mtp else []
         by_name = {a.name: a for a in self.axes}
         for name, v in full:
-            for f in by_name[name].fields:
-                setattr(s, f, None if (name == "n-cpu-moe" and not v) else v)
+            fs = by_name[name].fields
+            parts = kv_pair(v) if name in PAIR_AXES and len(fs) == 2 else (v,) * len(fs)
+            for f, part in zip(fs, parts):
+                setattr(s, f, None if (name == "n-cpu-moe" and not v) else part)
         eff = normalize(s)
-        probs = errors(validate(eff, require_model=False))
-        invalid = "; ".join(p.message for p in probs) or None
+        why = [p.message for p in errors(validate(eff, require_model=False))]
+        over = self.refused.get(quality_key(eff))
+        invalid = "; ".join(why + ([over] if over else [])) or None
         values = (("mtp", mtp), *full)
         ranks = tuple((n, _rank(n, v)) for n, v in values if n in MEMORY_AXES)
         blank = {f: getattr(Settings(), f) for a in self.axes for f in a.fields} | {"spec_type": []}
         for f in DRAFT_ONLY_FIELDS:
             blank[f] = None
         lkey = settings_key(eff)
-        return Candidate(eff, lkey, lkey, values_label(values), values, invalid=invalid, memory_key=memory_key(eff),
+        shown = tuple((n, Path(v).name if n == "model" else v) for n, v in values)
+        return Candidate(eff, lkey, lkey, values_label(shown), values, invalid=invalid, memory_key=memory_key(eff),
                          memory_base=memory_key(replace(eff, **blank)), memory_ranks=ranks)
 
     def of(self, rec: Trial) -> Candidate | None:
@@ -240,21 +292,24 @@ def needs_at_least(a: Candidate, b: Candidate) -> bool:
     return all(ra.get(n, 0.0) >= rb.get(n, 0.0) for n in {*ra, *rb})
 
 
-def _allowed(floor: str, values: Sequence[str]) -> tuple[str, ...]:
-    return tuple(v for v in values if KV_QUALITY.get(v, 0) >= KV_QUALITY[floor])
+def _allowed(floor: str | None, values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(v for v in values if floor is None or kv_quality(v) >= KV_QUALITY[floor])
 
 
 def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: Floors = Floors(),
                 moe_layers: int = 0, threads: Sequence[int] = (),
-                values: Mapping[str, Sequence[Any]] | None = None) -> Space:
+                values: Mapping[str, Sequence[Any]] | None = None,
+                refused: Mapping[tuple[str, str, str], str] | None = None) -> Space:
     """The space around the user's `fixed` flags. `has_mtp`: the model has NextN layers;
     `moe_layers`: its layers with experts (0: dense, no n-cpu-moe axis); `threads`: thread counts
-    to try (none: the server's choice); `values`: replaces an axis' default values (floors still apply)."""
+    to try (none: the server's choice); `values`: replaces an axis' default values (floors still apply;
+    `model`: the model files, quants of one model); `refused`: (model, K, V) over the KLD budget, why."""
     given = given_fields(fixed)
     vals = {**DEFAULT_VALUES, **{k: tuple(v) for k, v in (values or {}).items()}}
-    unknown = set(vals) - set(DEFAULT_VALUES) - {"n-cpu-moe", "threads"}
+    unknown = set(vals) - set(DEFAULT_VALUES) - {"n-cpu-moe", "threads", "model"}
     if unknown:
-        raise SpaceError(f"unknown axis {sorted(unknown)[0]!r}; known: {', '.join(sorted(DEFAULT_VALUES))}, n-cpu-moe, threads.")
+        raise SpaceError(f"unknown axis {sorted(unknown)[0]!r}; known: {', '.join(sorted(DEFAULT_VALUES))}, n-cpu-moe, "
+                         "threads, model.")
     notes: list[str] = []
     ctx = workload.ctx_needed(floors.min_ctx)
     if fixed.ctx_size == 0:
@@ -269,7 +324,7 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
                             ("draft", ("cache_type_k_draft", "cache_type_v_draft"), floors.draft_kv)):
         for f in fs:
             v = getattr(fixed, f)
-            if f in given and KV_QUALITY.get(v, 99) < KV_QUALITY[floor]:
+            if f in given and floor is not None and KV_QUALITY.get(v, 99) < KV_QUALITY[floor]:
                 notes.append(f"{f.replace('_', '-')} {v} is below the {name} KV floor {floor}, but it is a fixed flag: kept.")
     if "spec_type" in given:
         branches: tuple[bool, ...] = (fixed.mtp_enabled,)
@@ -280,6 +335,8 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
         if fixed.mtp_enabled:
             raise SpaceError("--spec-type draft-mtp: the model has no MTP (NextN) layers, so llama-server would refuse it.")
     axes: list[Axis] = []
+    if vals.get("model"):  # the model file first: every other axis is walked under the file that leads
+        axes.append(Axis("model", ("model",), tuple(vals["model"]), start=vals["model"][0]))
 
     def add(name: str, fs: tuple[str, ...], ordered: bool, mtp_only: bool = False,
             pool: Sequence[Any] | None = None) -> None:
@@ -304,7 +361,7 @@ def build_space(fixed: Settings, workload: Workload, *, has_mtp: bool, floors: F
     if threads or vals.get("threads"):
         add("threads", ("threads",), False, pool=tuple(vals.get("threads") or threads))
     fit_fixed = "fit_target" in given or fixed.fit is False
-    return Space(fixed, tuple(axes), branches, ctx, floors, notes, fit_fixed)
+    return Space(fixed, tuple(axes), branches, ctx, floors, notes, fit_fixed, dict(refused or {}))
 
 
 def space_for_model(fixed: Settings, meta: Any, workload: Workload, **kw: Any) -> Space:
@@ -314,3 +371,15 @@ def space_for_model(fixed: Settings, meta: Any, workload: Workload, **kw: Any) -
         raise SpaceError(why)
     moe = hp.n_layer - int(getattr(hp, "n_layer_dense_lead", 0) or 0) if getattr(hp, "n_expert", 0) else 0
     return build_space(fixed, workload, has_mtp=int(hp.n_nextn or 0) > 0, moe_layers=moe, **kw)
+
+
+def launch_settings(space: Space, rec: Trial) -> Settings:
+    """What a record launched: its candidate's settings (or the stored ones), with the fit-target it found."""
+    c = space.of(rec)
+    s = c.settings if c is not None else settings_from_json(rec.settings)
+    return replace(s, fit_target=[rec.fit_target]) if rec.fit_target is not None else s
+
+
+def expected_trials(space: Space) -> int:
+    """About how many candidates a search considers: each side's start and one walk of every axis."""
+    return sum(1 + sum(len(a.values) - 1 for a in space.axes_for(m)) for m in space.branches)

@@ -56,7 +56,7 @@ def fixed_and_values(settings: Settings, setup: TuneSetup, floors: Any) -> tuple
 
     Raises ValueError naming the axis (the CLI's own `--axis` parser checks the values)."""
     from tui.core.tune.args import axis_values  # the one --axis parser: the screen searches what the CLI would
-    from tui.core.tune.space import DEFAULT_VALUES, KV_QUALITY
+    from tui.core.tune.space import DEFAULT_VALUES, KV_QUALITY, kv_quality
 
     blank = Settings()
     base = replace(settings, port=None, metrics=False, spec_type=list(settings.spec_type),
@@ -81,8 +81,8 @@ def fixed_and_values(settings: Settings, setup: TuneSetup, floors: Any) -> tuple
                 values[axis] = (DEFAULT_VALUES[axis][0],)  # the server's default, fixed (set fields stay the form's)
             continue
         if axis in ("kv", "draft-kv"):
-            floor = floors.kv if axis == "kv" else floors.draft_kv
-            below = [t for t in toks if t in KV_QUALITY and KV_QUALITY[t] < KV_QUALITY[floor]]
+            floor = floors.kv if axis == "kv" else floors.draft_kv  # None: a KLD budget, measured instead
+            below = [t for t in toks if floor is not None and kv_quality(t) and kv_quality(t) < KV_QUALITY[floor]]
             toks = [t for t in toks if t not in below]
             if below:
                 notes.append(f"{label}: {', '.join(below)} below the floor {floor}, not searched.")
@@ -112,9 +112,8 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     (`tune_args.build_request`: the GGUF header read once, the space checked before any launch); or
     why it cannot run."""
     # Lazy: the tune's core loads the supervisor and httpx; the check worker pays for them, not the first frame.
-    from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
-    from tui.core.tune.space import Floors, SpaceError
-    from tui.core.tune.args import UsageError, build_request, parse_budget
+    from tui.core.tune.space import SpaceError
+    from tui.core.tune.args import UsageError, build_request, make_floors, parse_budget, parse_max_kld
     from tui.core.tune.workload import WorkloadError, parse_workload
 
     if options.server_bin is None:
@@ -130,9 +129,8 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
             raise ValueError("min ctx: give 0 or more tokens, or leave it empty (the workload decides).")
         if setup.ab_passes < 0:
             raise ValueError("A/B passes: give 0 (no A/B) or more.")
-        # an empty field means the core's floor, the CLI's default too
-        floors = Floors(setup.kv_floor.strip() or DEFAULT_KV_FLOOR, setup.draft_kv_floor.strip() or DEFAULT_DRAFT_KV_FLOOR,
-                        min_ctx)
+        # an empty field means the core's floor, the CLI's default too; a max KLD measures the main KV types instead
+        floors = make_floors(setup.kv_floor.strip(), setup.draft_kv_floor.strip(), min_ctx, parse_max_kld(setup.max_kld))
         base, values, notes = fixed_and_values(settings, setup, floors)
         req, space = build_request(base, spec, floors, values, server_bin=Path(options.server_bin), gpus=gpus_of(options),
                                    budget_s=budget, ab_passes=setup.ab_passes, ready_timeout=options.ready_timeout_s,
@@ -148,7 +146,8 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     side = "MTP on" if space.branches == (True,) else "MTP off" if space.branches == (False,) else ""
     what = "; ".join(searched) or "nothing (every axis is fixed)"
     summary = (f"{grid} configurations{' (' + side + ' fixed)' if side else ''}: {what} · workload {spec.text} · "
-               f"budget {setup.budget.strip() or 'none'}")
+               f"budget {setup.budget.strip() or 'none'}"
+               + (f" · main KV measured first, max KLD {floors.max_kld:g}" if floors.max_kld is not None else ""))
     model_notes = req.model.notes if req.model is not None else ()
     return Prepared(req, grid, summary, tuple(notes + list(space.notes) + list(model_notes)), setup)
 
@@ -175,8 +174,8 @@ def best_text(rec: Any) -> str:
     return text + (f" (spread {s.spread:.1%})" if s is not None and s.n > 1 else "")
 
 
-def row_view(r: Any, mark: str = "") -> TuneRowView:
-    """A Trial as one row of the trial table."""
+def row_view(r: Any, mark: str = "", quality: Any = None) -> TuneRowView:
+    """A Trial as one row of the trial table (`quality`, a `tune.kld.QualityBook`: its measured cost)."""
     from tui.core.tune.result import settings_text
 
     s = r.samples
@@ -188,12 +187,15 @@ def row_view(r: Any, mark: str = "") -> TuneRowView:
         plan = str(r.plan.get("risk") or "")
     return TuneRowView(r.number, bool(r.mtp), settings_text(r), r.stage, plan, source, r.vram_mib, r.status, r.failure or "",
                        _med(pp), spread(pp), _med(tg), spread(tg), _med(acc), _med(e2e), spread(e2e),
-                       s.n if s else 0, r.launches, r.resumed, mark, r.reason or "")
+                       s.n if s else 0, r.launches, r.resumed, mark, r.reason or "",
+                       quality=quality.trial_text(r) if quality is not None else "")
 
 
-def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), result: Any = None, **fields: Any) -> TuneView:
-    """The tune screen's content from the records so far (or the finished run's `result`); `fields`
-    are the TuneView's own (progress, message, the answer's lines)."""
+def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), result: Any = None, quality: Any = None,
+              **fields: Any) -> TuneView:
+    """The tune screen's content from the records so far (or the finished run's `result`); `quality`:
+    what was measured (`tune.kld.QualityBook`); `fields` are the TuneView's own (progress, message, the
+    answer's lines)."""
     from tui.core.lab import ranking
     from tui.core.lab.trial import MEASURED, PRUNED
 
@@ -211,12 +213,20 @@ def tune_view(records: Sequence[Any], *, rungs: Sequence[int] = (), result: Any 
         if r is not None:
             marks[r.number] = MARKS[key]
     on_front = {r.number for r in front}
-    rows = tuple(replace(row_view(r, marks.get(r.number, "")), front=r.number in on_front) for r in recs)
+    rows = tuple(replace(row_view(r, marks.get(r.number, ""), quality), front=r.number in on_front) for r in recs)
     points = tuple(r for r in rows if r.pp is not None and r.tg is not None and r.status in MEASURED and r.passes)
     return TuneView(rows=rows, points=points, measured=sum(1 for r in recs if r.status in MEASURED),
                     pruned=sum(1 for r in recs if r.status in PRUNED), failed=sum(1 for r in recs if r.status == "failed"),
                     best=best.number if best else None, best_off=off.number if off else None, best_text=best_text(best),
-                    answer=result.message if result is not None else "", **fields)
+                    answer=_answer(result, quality), **fields)
+
+
+def _answer(result: Any, quality: Any) -> str:
+    """The result's paragraph, ending with the best's quality cost when it was measured."""
+    if result is None:
+        return ""
+    cost = f" {quality.answer(result.best)}" if quality is not None and result.best is not None else ""
+    return result.message + cost
 
 
 def ab_text(ab: Any, note: str) -> str:
@@ -257,7 +267,7 @@ def final_view(outcome: Any, *, budget_s: float | None = None, message: str = ""
                      elapsed_s=outcome.elapsed_s, budget_s=budget_s, message=message or ends.get(res.stopped, res.stopped),
                      workload=f"{w.label}: {w.in_tokens:.0f} prompt tokens and {w.out_tokens:.0f} generated per request "
                               f"on average, the longest {w.longest}",
-                     result=res, ab=ab_text(outcome.ab, outcome.ab_note) + levels_text(outcome.ab_levels),
+                     result=res, quality=outcome.quality, ab=ab_text(outcome.ab, outcome.ab_note) + levels_text(outcome.ab_levels),
                      notes=tuple(outcome.notes),
                      break_even=f"Break-even output length (from {src}): {be.text()}" if be is not None else "")
 
@@ -282,6 +292,7 @@ class TuneTracker:
         message = ev.message.split("  |  ")[0]  # a trial's message ends with the run's own status line
         eta = ev.eta_s if ev.eta_s is not None else self.view.eta_s
         self.view = tune_view(self.records, rungs=self.prepared.request.options.rungs, running=True,
+                              quality=getattr(self.run, "quality", None),  # measured before the first trial
                               launches=self.run.launches if self.run is not None else 0, grid_size=self.prepared.grid,
                               elapsed_s=ev.elapsed_s, eta_s=eta, budget_s=self.prepared.request.budget_s,
                               message=message, workload=self.workload, notes=self.prepared.notes)

@@ -2,7 +2,8 @@
 screen, with live progress.
 
 The setup on the left says what is searched (an axis with values is searched over them; an empty
-one keeps the form's value, fixed), for which workload, within which budget and KV floors; every
+one keeps the form's value, fixed), for which workload, within which budget and KV floors (or a
+max KLD: the main KV types measured by llama-perplexity first, as `mtp-tune tune --max-kld`); every
 other setting of the form is fixed. It starts from what the form sets (fixed) and leaves unset
 (searched), with MTP on and off searched; it steps aside once there are trials (`e` brings it back).
 `g` starts the tune (or continues the saved one with the same setup), `x` cancels it (its server is
@@ -43,6 +44,7 @@ FIELDS = (
     ("tune-budget", "budget", "budget", "none: until it converges"),
     ("tune-min-ctx", "min ctx", "min_ctx", "what the workload needs"),
     ("tune-kv-floor", "main KV floor", "kv_floor", f"default: {DEFAULT_KV_FLOOR}"),  # the CLI's defaults too
+    ("tune-max-kld", "max KLD", "max_kld", "none: the floor above"),  # measured instead of the main floor
     ("tune-draft-kv-floor", "draft KV floor", "draft_kv_floor", f"default: {DEFAULT_DRAFT_KV_FLOOR}"),
 )
 
@@ -184,6 +186,8 @@ class TuneScreen(SetupScreen):
             parts.append(f"plan {row.plan}{mib} ({row.plan_source})")
         parts.append(f"{row.passes} passes, {row.launches} launch{'es' if row.launches != 1 else ''}"
                      + (", from the saved tune" if row.resumed else ""))
+        if row.quality:
+            parts.append(f"quality {row.quality}")
         text = " · ".join(parts)
         return f"{text}: {row.reason}" if row.reason else text
 
