@@ -335,6 +335,15 @@ def _med(s: Summary | None) -> float | None:
     return s.median if s else None
 
 
+def _break_even_text(v: AbVerdict, who: str) -> str:
+    """The break-even, said as a lean of the medians when neither PP nor TG differs beyond the noise:
+    otherwise "B wins for outputs longer than 666 tokens" would stand beside "the same within the noise"."""
+    text = v.break_even.text(who)
+    if v.break_even.wins == "unknown" or v.pp.label in (BETTER, WORSE) or v.tg.label in (BETTER, WORSE):
+        return text
+    return f"From the medians alone (PP and TG both within the noise): {text}"
+
+
 def _answer(v: AbVerdict) -> str:
     """The verdict in words: the headline with both sides' times, PP and TG with each side's range and
     their own verdicts, the break-even, what differs, and how the run ended when it did not complete."""
@@ -360,7 +369,7 @@ def _answer(v: AbVerdict) -> str:
         "".join(f", {s.name} acceptance {fmt_summary(s.acceptance, 2)}" for s in (a, b) if s.acceptance is not None)
     parts = [head, f"PP {fmt_summary(a.pp_tps)} -> {fmt_summary(b.pp_tps)} t/s ({fmt_rel(v.pp.rel_change)}, {v.pp.label}), "
                    f"TG {fmt_summary(a.tg_tps)} -> {fmt_summary(b.tg_tps)} t/s ({fmt_rel(v.tg.rel_change)}, {v.tg.label}){acc}.",
-             v.break_even.text(who)]
+             _break_even_text(v, who)]
     if v.differs:
         parts.append(f"{a.name} -> {b.name}: " + "; ".join(v.differs) + ".")
     if v.status != "complete":
