@@ -101,6 +101,31 @@ def settings_measured(entries: Sequence[Measured]) -> list[KvPair]:
     return list(dict.fromkeys(m.kv for m in entries))
 
 
+def kld_text(value: float) -> str:
+    """A mean KLD in nats, four decimals (0.0081), smaller ones in two significant digits (3.2e-05)."""
+    return f"{value + 0.0:.4f}" if value >= 1e-4 or value <= 0 else f"{value:.2g}"
+
+
+def figures_text(m: Measured) -> str:
+    """`KLD 0.0081, same top 94.8 %`: the mean KL divergence and how often the top token is the same."""
+    return f"KLD {kld_text(m.figures.kld_mean.value)}, same top {m.figures.same_top_pct.value:.1f} %"
+
+
+def where_text(m: Measured) -> str:
+    """`measured, -c 2048` (and `vs FILE` when the reference was another file than the model)."""
+    vs = "" if m.self_reference else f" vs {Path(m.reference).name}"
+    return f"measured{vs}, -c {m.ctx}"
+
+
+def cost_text(entries: Sequence[Measured], kv: KvPair) -> str | None:
+    """What `kv` costs on the model of `entries`: "reference" for f16/f16 (0 by definition), the
+    measured figures (`KLD 0.0081, same top 94.8 % (measured, -c 2048)`), or None: not measured."""
+    if kv.is_reference:
+        return "reference"
+    m = newest_for(entries, kv)
+    return f"{figures_text(m)} ({where_text(m)})" if m is not None else None
+
+
 def record(entry: Measured) -> None:
     """Put `entry` first (replacing the entry of the same result), the oldest beyond MAX_ENTRIES dropped.
     Never raises: the result file already holds the entry, and an index that could not be written is

@@ -312,6 +312,7 @@ class VramBars(Vertical):
     VramBars { height: auto; border: round $foreground 25%; border-title-color: $foreground; padding: 0 1; }
     VramBars > #telemetry-status { color: $foreground-muted; height: 1; }
     VramBars > #telemetry-status.-simulated { color: $accent; }
+    VramBars > #quality-line { color: $foreground-muted; height: auto; display: none; }
     VramBars > #plan-notes { color: $warning; height: auto; }
     VramBars > #plan-notes.-error { color: $error; }
     VramBars > #devices { height: auto; }
@@ -328,6 +329,7 @@ class VramBars(Vertical):
         yield Static("", id="telemetry-status")
         yield Vertical(id="devices")
         yield HostBar(id="host-bar")
+        yield Static("", id="quality-line")
         yield Static("", id="plan-notes")
 
     def on_mount(self) -> None:
@@ -382,6 +384,10 @@ class VramBars(Vertical):
     def status(self, text: str) -> None:
         """A background job's few words after the title ("calibrating the estimate 3/21"; "": none)."""
         self.border_title = f"{TITLE} · {text}" if text else TITLE
+
+    def quality(self, text: str) -> None:
+        """What the K/V types on screen cost in output quality (cockpit/quality.py; "" hides the line)."""
+        self._set("#quality-line", text, {}, hide_empty=True)
 
     def busy(self, text: str) -> None:
         """Say what the plan is waiting for (a remote header being read); the next `show` replaces it."""
