@@ -149,7 +149,7 @@ async def test_the_real_measurement_without_a_binary_says_so(tiny_models: dict[s
         assert await until(pilot, lambda: "no llama-perplexity" in line(app))
         said = line(app)
         assert said.startswith("quality q8_0/q8_0: not measured (no llama-perplexity beside llama-server")
-        assert said.endswith("`mtp-tune doctor --build`) — press d") and "\n" not in said
+        assert said.endswith("as does the first `mtp-tune quality`) — press d") and "\n" not in said
 
 
 async def test_quality_vs_memory_puts_the_planned_kv_beside_the_measured_kld(tiny_models: dict[str, Path]) -> None:

@@ -76,8 +76,8 @@ def measure_kv(settings: Settings, kv: KvPair, server_bin: Path | None, cancel: 
     try:
         found = provision.find_perplexity(None, server_bin)
         if found is None:
-            return ("no llama-perplexity beside llama-server or in mtp-tune's build; `mtp-tune quality -m FILE` "
-                    "builds it once (or `mtp-tune doctor --build`).")
+            return ("no llama-perplexity beside llama-server or in mtp-tune's build: `mtp-tune doctor --build` "
+                    "builds it, as does the first `mtp-tune quality`.")
         progress("starting llama-perplexity…")
         req = QualityRequest(model=Path(settings.model).expanduser(), server_args=tuple(settings_to_argv(settings.redacted())),
                              kv=(kv,), text=load_text(), ctx=settings.ctx_size or None)
