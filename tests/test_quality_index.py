@@ -4,7 +4,9 @@ never a traceback."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,15 @@ def entry(digest: str = "d1", kv: str = "q8_0", at: float = 1.0, key: str = "", 
     k, _, v = kv.partition("/")
     return index.Measured(digest, f"/m/{digest}.gguf", KvPair(k, v or k), FIGURES, "the built-in corpus", "t1",
                           ref or digest, f"/m/{ref or digest}.gguf", ("-t", "2"), at, 3.5, key or f"{digest}-{kv}-{at}")
+
+
+def measured(model: Path, kv: str, kld: float = 0.0081, at: float | None = None) -> index.Measured:
+    """What `measure` records for `kv` on `model` (the captured Gemma figures, its mean KLD set)."""
+    k, _, v = kv.partition("/")
+    figures = dataclasses.replace(FIGURES, kld_mean=dataclasses.replace(FIGURES.kld_mean, value=kld))
+    digest = model_id(model).digest
+    return index.Measured(digest, str(model), KvPair(k, v or k), figures, "the built-in corpus", "t", digest,
+                          str(model), (), at or time.time(), 1.0, f"{kv}-{kld}")
 
 
 def test_measure_records_each_setting_and_the_lookup_finds_them_newest_first(

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.test_quality_index import FIGURES
+from tests.test_quality_index import FIGURES, measured
 from tui.core.options.settings import Settings
 from tui.core.quality import index
-from tui.core.quality.models import model_id
 from tui.core.quality.request import KvPair
 from tui.core.server import provision
 from tui.ui.app import MtpTuneApp, make_app
@@ -30,15 +29,6 @@ from tests.test_ui_exact import until
 from tests.test_ui_plan import TINY_GPU, settle
 
 DEADLINE_S = 30.0
-
-
-def measured(model: Path, kv: str, kld: float = 0.0081, at: float | None = None) -> index.Measured:
-    """What `measure` records for `kv` on `model` (the captured Gemma figures, its mean KLD set)."""
-    k, _, v = kv.partition("/")
-    figures = dataclasses.replace(FIGURES, kld_mean=dataclasses.replace(FIGURES.kld_mean, value=kld))
-    digest = model_id(model).digest
-    return index.Measured(digest, str(model), KvPair(k, v or k), figures, "the built-in corpus", "t", digest,
-                          str(model), (), at or time.time(), 1.0, f"{kv}-{kld}")
 
 
 class StubMeasure:
