@@ -24,6 +24,7 @@ from tui.ui.app import MtpTuneApp, make_app
 from tui.ui.cockpit.measuring import CANCELLED
 from tui.ui.cockpit.quality_screen import QualityMemoryScreen, cells
 from tui.ui.cockpit.vram_bars import VramBars
+from tui.ui.lab.verdict_screen import VerdictScreen
 from tui.ui.options import AppOptions
 from tests.test_ui_exact import until
 from tests.test_ui_plan import TINY_GPU, settle
@@ -168,3 +169,18 @@ async def test_quality_vs_memory_puts_the_planned_kv_beside_the_measured_kld(tin
         assert [r.kv_mib for r in view.rows] == sorted((r.kv_mib for r in view.rows), reverse=True)
         await pilot.press("escape")
         assert await until(pilot, lambda: app.screen is app.main)
+
+
+@pytest.mark.parametrize(("kv", "said"), [("q8_0", "q8_0/q8_0: KLD 0.0081"), ("q4_0", "q4_0/q4_0: not measured")])
+async def test_the_mtp_verdict_says_what_its_kv_costs(tiny_models: dict[str, Path], kv: str, said: str) -> None:
+    model = tiny_models["tiny-mtp"]
+    index.record(measured(model, "q8_0"))
+    app = app_for(model, kv)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot, app)
+        await pilot.press("a")
+        assert await until(pilot, lambda: any(isinstance(s, VerdictScreen) for s in app.screen_stack))
+        screen = next(s for s in app.screen_stack if isinstance(s, VerdictScreen))
+        shown = screen.query_one("#verdict-quality")
+        assert shown.display and str(shown.render()).startswith(
+            f"quality of the main K/V, the same with MTP on and off: {said}")

@@ -68,8 +68,7 @@ def measured_rows(table: Any) -> list[Any]:
     the file read for the row; nothing is run): the newest measurement (`index.Measured`), "reference"
     for f16/f16 (0 by definition), or None: not measured, or no header to look it up by."""
     # lazy, as every command's core imports: --help loads none
-    from tui.core.quality.index import lookup, newest_for
-    from tui.core.quality.models import ModelError, model_id
+    from tui.core.quality.index import measured_on, newest_for
     from tui.core.quality.request import parse_kv_list
 
     found: dict[str, list[Any]] = {}
@@ -84,10 +83,7 @@ def measured_rows(table: Any) -> list[Any]:
             out.append(None)
             continue
         if path not in found:
-            try:
-                found[path] = lookup(model_id(path).digest)
-            except ModelError:
-                found[path] = []
+            found[path] = measured_on(path) or []
         out.append(newest_for(found[path], kv))
     return out
 

@@ -126,6 +126,27 @@ def cost_text(entries: Sequence[Measured], kv: KvPair) -> str | None:
     return f"{figures_text(m)} ({where_text(m)})" if m is not None else None
 
 
+def kv_quality(entries: Sequence[Measured] | None, kv: KvPair) -> str:
+    """One line for a screen that shows a run's K/V: `q8_0/q8_0: KLD 0.0081, same top 94.8 % (measured,
+    -c 2048)`, `f16/f16: reference`, or `q8_0/q8_0: not measured` (`entries` None: nothing could be looked up)."""
+    said = cost_text(entries or (), kv)
+    return f"{kv.k}/{kv.v}: {said or 'not measured'}"
+
+
+def measured_on(model: str | Path | None) -> list[Measured] | None:
+    """What is measured on the model file at `model` (its header read, nothing run), or None when there
+    is no file there to read (a Hub model, a moved file, no model recorded)."""
+    # lazy: the GGUF reader loads on the caller's worker, not with the screens that import this module
+    from tui.core.quality.models import ModelError, model_id
+
+    if not model:
+        return None
+    try:
+        return lookup(model_id(model).digest)
+    except ModelError:
+        return None
+
+
 def record(entry: Measured) -> None:
     """Put `entry` first (replacing the entry of the same result), the oldest beyond MAX_ENTRIES dropped.
     Never raises: the result file already holds the entry, and an index that could not be written is

@@ -45,7 +45,7 @@ def open_ab(main: MainScreen) -> None:
     server will be stopped, when it runs) unless one runs or a verdict for these settings exists."""
     lab = main.lab
     current = lab.verdict is not None and lab.verdict.settings == settings_json(main.plan.settings.redacted())
-    main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload))
+    main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload, quality=main.quality.kv_text(main.plan.settings)))
     if lab.running == "ab" or current:
         return
     reason = lab.blocked()

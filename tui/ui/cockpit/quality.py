@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from tui.core.options.settings import Settings
-from tui.core.quality.index import Measured
+from tui.core.quality.index import Measured, kv_quality
 from tui.core.quality.request import KvPair
 from tui.ui.cockpit import measuring
 from tui.ui.cockpit.calibrating import model_of
@@ -75,6 +75,13 @@ class QualityController:
         if model_of(settings) != self.model:
             return ""  # its lookup is on its way
         return measuring.line(self.entries, kv, key, note=self.notes.get(kv, ""))
+
+    def kv_text(self, settings: Settings) -> str:
+        """What the K/V types of `settings` cost on their model (`index.kv_quality`), for the screens that
+        show a run of them (the MTP verdict); "" while their model's lookup has not answered."""
+        if model_of(settings) != self.model or self.entries is None:
+            return ""
+        return kv_quality(self.entries, measuring.kv_of(settings))
 
     def toggle(self, settings: Settings) -> str | None:
         """The quality key: cancel the measurement in flight, else measure the K/V types on screen.
