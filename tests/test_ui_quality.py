@@ -103,7 +103,7 @@ async def test_d_measures_in_the_background_and_the_line_follows(tiny_models: di
         assert line(app) == "quality q4_0/q4_0: not measured — press d"
         await pilot.press("d")
         assert await until(pilot, lambda: "chunk 1/2" in line(app))
-        assert line(app) == "quality q4_0/q4_0: q4_0: chunk 1/2 (d or Esc cancels)"
+        assert line(app) == "quality q4_0/q4_0: measuring: chunk 1/2 (d or Esc cancels)"
         assert stub.calls == [(KvPair("q4_0", "q4_0"), [str(model), "512"])]  # the form's flags
         stub.release.set()
         assert await until(pilot, lambda: "KLD" in line(app))

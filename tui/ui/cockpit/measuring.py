@@ -46,6 +46,14 @@ def line(entries: Sequence[Measured] | None, kv: KvPair, key: str, *, measuring:
     return f"{head}: not measured{why} — press {key}"
 
 
+def progress_words(message: str, kv: KvPair) -> str:
+    """`measure`'s progress as the line says it: "measuring: chunk 3/8", "measuring: the f16 reference pass"."""
+    if message.startswith("reference:"):
+        return "measuring: the f16 reference pass first"
+    rest = message.removeprefix(f"{kv.label}: ")
+    return f"{rest}…" if rest.startswith("measuring") or rest.startswith("starting") else f"measuring: {rest}"
+
+
 def look_up(model: str, server_bin: Path | None) -> tuple[str, list[Measured]] | str:
     """(the model's header digest, what is measured on it, newest first), or one sentence why not."""
     # lazy: the header digest's module loads on this worker, with the header read

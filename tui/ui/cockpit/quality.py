@@ -112,7 +112,7 @@ class QualityController:
         """New progress words; whether they are the running job's (to show)."""
         if message.job != self.job or self.running is None:
             return False
-        self.status = message.text
+        self.status = measuring.progress_words(message.text, self.running)
         return True
 
     def finished(self, message: QualityMeasured) -> bool:

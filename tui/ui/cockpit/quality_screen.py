@@ -25,7 +25,7 @@ from tui.ui.format import cell, markup_safe, mib, plain
 from tui.ui.lab.charts import pad
 from tui.ui.widgets.probe_plot import Plot
 
-COLUMNS = ("K/V", "KV memory", "saving vs f16", "mean KLD", "same top %", "measured")
+COLUMNS = ("K/V", "KV memory", "saved vs f16", "mean KLD", "same top %", "measured")
 
 
 def cells(r: QualityMemoryRow) -> list[str]:
@@ -44,6 +44,9 @@ def _bold(text: Text) -> Text:
 class QualityChart(Plot):
     """`show(rows)`: mean KLD against KV memory for the rows with both figures; the types on screen a star."""
 
+    def on_resize(self) -> None:
+        self._redraw()  # which labels fit depends on the size (a small terminal drops those that collide)
+
     def draw(self, plt: Any, colours: list[Any]) -> None:
         rows: list[QualityMemoryRow] = [r for r in (self.data or ()) if r.kld is not None and r.kv_mib is not None]
         plt.title("mean KLD vs KV memory (MiB) · ★ on screen")
@@ -58,12 +61,20 @@ class QualityChart(Plot):
             return
         xs, ys = [float(r.kv_mib or 0) for r in rows], [float(r.kld or 0) for r in rows]
         px, py = pad(min(xs), max(xs)), max(1e-4, (max(ys) - min(ys)) * 0.15)
-        plt.xlim(min(xs) - px, max(xs) + 2 * px)
-        plt.ylim(min(ys) - py, max(ys) + py)
-        step = (max(xs) - min(xs) + 3 * px) / 20
-        for r, x, y in zip(rows, xs, ys):
-            plt.text(r.kv.k if r.kv.k == r.kv.v else f"{r.kv.k}/{r.kv.v}", x + step, y, alignment="left",
-                     color=colours[1] if r.current else colours[0])
+        x0, x1, y0, y1 = min(xs) - px, max(xs) + 2 * px, max(0.0, min(ys) - py), max(ys) + py
+        plt.xlim(x0, x1)
+        plt.ylim(y0, y1)  # a divergence is never below 0: no negative axis
+        cols, lines = max(20, self.size.width - 10), max(2, self.size.height - 5)  # the plot area, about
+        step, taken = (x1 - x0) / cols, []
+        for r in sorted(rows, key=lambda r: not r.current):  # the types on screen labelled first
+            label = r.kv.k if r.kv.k == r.kv.v else f"{r.kv.k}/{r.kv.v}"
+            x, y = float(r.kv_mib or 0), float(r.kld or 0)
+            line, col = (y - y0) / (y1 - y0) * lines, round((x - x0) / step)
+            if any(abs(line - t_line) < 1 and col <= t_end and t_col <= col + len(label) + 2
+                   for t_line, t_col, t_end in taken):
+                continue  # it could print over another label (a small terminal): the table names it
+            taken.append((line, col, col + len(label) + 2))
+            plt.text(label, x + 2 * step, y, alignment="left", color=colours[1] if r.current else colours[0])
 
 
 class QualityMemoryScreen(ModalScreen[None]):
