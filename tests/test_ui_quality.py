@@ -184,3 +184,21 @@ async def test_the_mtp_verdict_says_what_its_kv_costs(tiny_models: dict[str, Pat
         shown = screen.query_one("#verdict-quality")
         assert shown.display and str(shown.render()).startswith(
             f"quality of the main K/V, the same with MTP on and off: {said}")
+
+
+async def test_d_measures_with_the_real_llama_perplexity(server_bin: Path, tiny_models: dict[str, Path]) -> None:
+    """Not stubbed: the llama-perplexity beside the test server, the tiny model at the form's -c 256; the
+    line then says llama-perplexity's own figures, as the index recorded them."""
+    model = tiny_models["tiny-mtp"]
+    settings = Settings(model=str(model), ctx_size=256, threads=2, parallel=1, fit=False, fit_target=[8],
+                        cache_type_k="q8_0", cache_type_v="q4_0")
+    app = make_app(AppOptions(settings=settings, server_bin=server_bin, hardware=TINY_GPU, simulate=True,
+                              exact=False, cursor_blink=False, sample_interval_s=60.0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot, app)
+        assert line(app) == "quality q8_0/q4_0: not measured — press d"
+        await pilot.press("d")
+        assert await until(pilot, lambda: app.main.quality.running is None and "measuring" not in line(app))
+        found = index.measured_on(model) or []
+        assert [m.kv for m in found] == [KvPair("q8_0", "q4_0")] and found[0].ctx == 256
+        assert line(app) == f"quality q8_0/q4_0: {index.figures_text(found[0])} (measured, -c 256)"
