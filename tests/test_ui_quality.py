@@ -20,7 +20,7 @@ from tui.core.options.settings import Settings
 from tui.core.quality import index
 from tui.core.quality.request import KvPair
 from tui.core.server import provision
-from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.app import MtpTuneApp, in_flight, make_app
 from tui.ui.cockpit.measuring import CANCELLED
 from tui.ui.cockpit.quality_screen import QualityMemoryScreen, cells
 from tui.ui.cockpit.vram_bars import VramBars
@@ -105,6 +105,7 @@ async def test_d_measures_in_the_background_and_the_line_follows(tiny_models: di
         assert await until(pilot, lambda: "chunk 1/2" in line(app))
         assert line(app) == "quality q4_0/q4_0: measuring: chunk 1/2 (d or Esc cancels)"
         assert stub.calls == [(KvPair("q4_0", "q4_0"), [str(model), "512"])]  # the form's flags
+        assert any("quality measurement of q4_0 is stopped" in s for s in in_flight(app))  # quitting would ask
         stub.release.set()
         assert await until(pilot, lambda: "KLD" in line(app))
         assert line(app).startswith("quality q4_0/q4_0: KLD 0.0123, same top")
