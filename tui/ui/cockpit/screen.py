@@ -3,7 +3,8 @@
 It composes the layout, owns the main keys (`MainScreen.BINDINGS`, from `tui.ui.keys`: inert on any
 other screen, no guard needed) and the controllers that own the work (tui/ui/cockpit/controller.py). Workers
 post messages here; the handlers hand them to a controller and show what comes back ("attributes
-down, messages up"). Widgets only display what they are given.
+down, messages up"). Widgets only display what they are given. The quality keys and messages are its
+`QualityKeys` mixin (quality_keys.py).
 """
 
 from __future__ import annotations
