@@ -14,6 +14,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from tests.helpers import ui_samples as samples
+from tests.test_quality_index import measured
+from tui.core.quality import index
+from tui.core.quality.index import figures_text, where_text
 from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings, mtp_from_settings, settings_json
 from tui.core.probes.positions import position_key
@@ -67,6 +70,28 @@ def test_a_missing_run_or_store_is_one_sentence(tmp_path: Path) -> None:
     assert runs.compare(1, 2) == (None, "the results database /x/results.sqlite is damaged")
     assert runs.detail(1) == (None, "the results database /x/results.sqlite is damaged")
     assert runs.export((1,), "json") == (None, "the results database /x/results.sqlite is damaged")
+
+
+def test_an_opened_run_says_what_its_kv_costs_when_measured_on_its_model(tmp_path: Path,
+                                                                        tiny_models: dict[str, Path]) -> None:
+    """From the quality index by the model file's header digest; "not measured" otherwise, never guessed."""
+    model = tiny_models["tiny-mtp"]
+    m = measured(model, "q8_0")
+    index.record(m)
+    with Store(tmp_path / "r.sqlite") as store:
+        def quality(model_path: Path | str, kv: str | None) -> str:
+            run_id = store.begin_run(suite="tasks", model=str(model_path), mtp=False,
+                                     settings=settings_json(Settings(model=str(model_path), cache_type_k=kv,
+                                                                     cache_type_v=kv)))
+            store.finish_run(run_id, "ok", summary={})
+            detail, error = RunsController(lambda: store).detail(run_id)
+            assert error is None and detail is not None
+            return dict(detail.measurements)["quality of the K/V (KLD vs f16)"]
+
+        assert quality(model, "q8_0") == f"q8_0/q8_0: {figures_text(m)} ({where_text(m)})"
+        assert quality(model, "q4_0") == "q4_0/q4_0: not measured"
+        assert quality(model, None) == "f16/f16: reference"
+        assert quality(tmp_path / "gone.gguf", "q8_0") == "q8_0/q8_0: not measured"  # no file to read: not guessed
 
 
 # --- through the real app: the runs view over a store, a run opened, two compared ---------------------

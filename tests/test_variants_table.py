@@ -19,12 +19,15 @@ import pytest
 
 from tests.helpers.quant_repo import REPO, fixed_host, write_quants
 from tests.helpers.range_server import LoopbackHub
+from tests.test_quality_index import measured
 from tests.helpers.split_model import split_gguf
 from tui.cli import main
 from tui.cli._variants_table import fits_cell, gib, short_flags
 from tui.cli.variants import _settings_for, kv_list
 from tui.core.demo.tiny_model import PRESETS, write_tiny_model
 from tui.core.planning.devices import devices_now
+from tui.core.quality import index
+from tui.core.quality.request import KvSpecError
 from tui.core.planning.result import FitOutcome
 from tui.core.remote.fetch import repo_listing
 from tui.core.remote.hub import HubFile, Variant
@@ -70,25 +73,27 @@ def test_markdown_table_legend_and_json_say_the_same(hub: LoopbackHub, capsys: p
     rc, out, err = run(capsys, *FLAGS, "-fit", "off", "--md")
     assert rc == 0 and err == ""  # no progress lines in --md
     head, rows = md_table(out)
-    assert head == ["quant", "file", "GiB", "KV", "at -c", "CUDA0 need (left)", "CUDA1 need (left)", "Host need (left)",
-                    "fits", "max -c", "fit would"]
+    assert head == ["quant", "file", "GiB", "KV", "KV KLD", "at -c", "CUDA0 need (left)", "CUDA1 need (left)",
+                    "Host need (left)", "fits", "max -c", "fit would"]
     rc, js, _ = run(capsys, *FLAGS, "-fit", "off", "--json")
     data: list[dict[str, Any]] = json.loads(js)["rows"]
     assert len(rows) == len(data) == 8 and all(len(r) == len(head) for r in rows)
     for cells, r in zip(rows, data):
         assert cells[1].startswith(r["file"].rsplit("/", 1)[-1]) and cells[3] == r["kv"]
+        assert cells[4] == ("reference" if r["kv"] == "f16" else "") and r["quality"] == (  # nothing measured
+            "reference" if r["kv"] == "f16" else None)
         if r["error"]:
-            assert cells[8] == "error" and "GGUF" in cells[10]
+            assert cells[9] == "error" and "GGUF" in cells[11]
             continue
-        assert cells[2] == gib(r["size"] / 2**20) and cells[4] == str(r["ctx"])
-        assert all(CELL.match(c) for c in cells[5:8]), cells
-        assert cells[8] == r["tier"] + (" (tight)" if r["tight"] else "") and r["tier"] in ("yes", "no")  # fit off
-        assert cells[9] == ("none" if r["max_ctx"] is None else
+        assert cells[2] == gib(r["size"] / 2**20) and cells[5] == str(r["ctx"])
+        assert all(CELL.match(c) for c in cells[6:9]), cells
+        assert cells[9] == r["tier"] + (" (tight)" if r["tight"] else "") and r["tier"] in ("yes", "no")  # fit off
+        assert cells[10] == ("none" if r["max_ctx"] is None else
                             f"{r['max_ctx']} (max)" if r["max_ctx"] == r["max_ctx_limit"] else str(r["max_ctx"]))
     by_tag = {c[0] + c[3]: c for c in rows}
-    assert by_tag["Q8_0f16"][2] == "35.2" and by_tag["Q8_0f16"][8] == "no" and by_tag["Q8_0f16"][9] == "none"
-    assert by_tag["IQ4_XSq4_0"][9] == "262144 (max)" and by_tag["F16f16"][1].endswith("+2 parts")
-    assert [c[8] for c in rows][-2:] == ["error", "error"]  # the unreadable file last, named
+    assert by_tag["Q8_0f16"][2] == "35.2" and by_tag["Q8_0f16"][9] == "no" and by_tag["Q8_0f16"][10] == "none"
+    assert by_tag["IQ4_XSq4_0"][10] == "262144 (max)" and by_tag["F16f16"][1].endswith("+2 parts")
+    assert [c[9] for c in rows][-2:] == ["error", "error"]  # the unreadable file last, named
     assert out.splitlines()[0].startswith(f"**{REPO} @ 0123456789 on 2x16GiB")
     legend = [ln for ln in out.splitlines() if ln.startswith("- ")]
     assert any("max -c" in ln and "training context (262144)" in ln for ln in legend)
@@ -111,6 +116,25 @@ def test_plain_table_shows_fit_would_and_progress(hub: LoopbackHub, capsys: pyte
     assert any(ln.startswith("need (left): ") and "N mapped" in ln for ln in lines)
     assert "flags: -c 32768 --spec-type draft-mtp" in lines[0] and "host 60.0 GiB free" in lines[0]
     assert any(ln.startswith("max -c: ") for ln in lines) and any(ln.startswith("fit would: ") for ln in lines)
+
+
+def test_the_kv_kld_column_is_what_was_measured_on_that_file(hub: LoopbackHub, repo_files: dict[str, Path],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the header digest: the Hub file's header copy is the file measured on disk (the same
+    digest), for its K/V setting only; the other rows stay blank."""
+    iq4 = next(p for name, p in repo_files.items() if "IQ4_XS" in name)
+    m = measured(iq4, "q8_0/q4_0", 0.0123)
+    index.record(m)
+    rc, out, _ = run(capsys, "--gpus", "2x16GiB", "--kv", "f16,q8_0/q4_0,q4_0", "-c", "32768", "--md")
+    head, rows = md_table(out)
+    kld = {(c[0], c[3]): c[head.index("KV KLD")] for c in rows}
+    assert kld[("IQ4_XS", "q8_0/q4_0")] == f"0.0123 · {m.figures.same_top_pct.value:.1f} %"
+    assert kld[("IQ4_XS", "q4_0")] == kld[("Q8_0", "q8_0/q4_0")] == ""  # another setting, another file: blank
+    assert kld[("IQ4_XS", "f16")] == "reference"
+    assert any(ln.startswith("- KV KLD: ") and "nothing is guessed" in ln for ln in out.splitlines())
+    rc, js, _ = run(capsys, "--gpus", "2x16GiB", "--kv", "q8_0/q4_0", "-c", "32768", "--json")
+    got = {r["tag"]: r["quality"] for r in json.loads(js)["rows"]}
+    assert got["IQ4_XS"]["kld_mean"] == 0.0123 and got["IQ4_XS"]["ctx"] == m.ctx and got["Q8_0"] is None
 
 
 def test_the_command_as_installed(hub: LoopbackHub) -> None:
@@ -193,6 +217,11 @@ def test_tag_matching_is_llama_cpps() -> None:
 
 def test_small_pieces() -> None:
     assert kv_list("f16, q8_0,,f16") == ["f16", "q8_0"] and kv_list("") == [None]
+    assert kv_list("q8_0/q8_0,q8_0/q4_0") == ["q8_0", "q8_0/q4_0"]  # quality's one K/V list reader
+    with pytest.raises(KvSpecError, match="q8_0/"):
+        kv_list("q8_0/")
+    s = _settings_for(["-c", "512"], None)("model.gguf", "q8_0/q4_0")
+    assert (s.cache_type_k, s.cache_type_v) == ("q8_0", "q4_0")
     assert short_flags(["-c", "4096", "-ngl", "6", "-ts", "6,0", "-ot", "a=CPU,b=CPU"]) == "-c 4096 -ngl 6 -ts 6,0 -ot (2 overrides)"
     assert short_flags(["-ot", "blk\\.3\\.ffn_up_exps=CUDA0"]) == "-ot (1 override)"
     assert (gib(2.7), gib(0), gib(36044.8), gib(None)) == ("0.0026", "0.0", "35.2", "-")

@@ -63,16 +63,64 @@ def fits_cell(r: Any) -> str:
     return tier + (f" ({', '.join(notes)})" if notes else "")
 
 
-def rows_of(table: Any) -> tuple[list[str], list[list[str]]]:
+def measured_rows(table: Any) -> list[Any]:
+    """Per row, what the quality index knows of its K/V types on its file (found by the header digest of
+    the file read for the row; nothing is run): the newest measurement (`index.Measured`), "reference"
+    for f16/f16 (0 by definition), or None: not measured, or no header to look it up by."""
+    # lazy, as every command's core imports: --help loads none
+    from tui.core.quality.index import measured_on, newest_for
+    from tui.core.quality.request import parse_kv_list
+
+    found: dict[str, list[Any]] = {}
+    out: list[Any] = []
+    for r in table.rows:
+        kv = parse_kv_list(r.kv_types)[0] if r.kv_types != "-" else None
+        if kv is not None and kv.is_reference:
+            out.append("reference")
+            continue
+        path = str(r.fetched.path) if r.fetched is not None else ""
+        if kv is None or not path:
+            out.append(None)
+            continue
+        if path not in found:
+            found[path] = measured_on(path) or []
+        out.append(newest_for(found[path], kv))
+    return out
+
+
+def quality_cell(m: Any) -> str:
+    """`0.0081 · 94.8 %` (mean KLD, same top token), `vs FILE` when measured against another file;
+    `reference` for f16/f16; blank when not measured (never guessed)."""
+    from tui.core.quality.index import kld_text
+
+    if m is None or m == "reference":
+        return m or ""
+    vs = "" if m.self_reference else f" vs {m.reference.rsplit('/', 1)[-1]}"
+    return f"{kld_text(m.figures.kld_mean.value)} · {m.figures.same_top_pct.value:.1f} %{vs}"
+
+
+def quality_json(m: Any) -> Any:
+    """A row's `quality` in --json: null, "reference", or the figures and what they were measured on."""
+    if m is None or m == "reference":
+        return m
+    f = m.figures
+    return {"kld_mean": f.kld_mean.value, "kld_uncertainty": f.kld_mean.uncertainty, "kld_p99": f.kld_p99,
+            "same_top_pct": f.same_top_pct.value, "ctx": m.ctx, "chunks": m.chunks, "text": m.text,
+            "reference": m.reference, "measured_at": m.measured_at}
+
+
+def rows_of(table: Any, measured: Sequence[Any] = ()) -> tuple[list[str], list[list[str]]]:
     """(header, cells); device columns follow the first planned row's devices (every row plans on the same)."""
     first = next((r.shown for r in table.rows if r.shown is not None), None)
     devs = [d.key for d in first.devices] if first is not None else []
-    head = ["quant", "file", "GiB", "KV", "at -c", *[f"{k} need (left)" for k in devs], "fits", "max -c", "fit would"]
+    head = ["quant", "file", "GiB", "KV", "KV KLD", "at -c", *[f"{k} need (left)" for k in devs], "fits", "max -c",
+            "fit would"]
     out = []
-    for r in table.rows:
+    quality = list(measured) or [None] * len(table.rows)
+    for r, m in zip(table.rows, quality):
         v = r.variant
         name = v.path.rsplit("/", 1)[-1] + (f" +{counted(len(v.files) - 1, 'part')}" if len(v.files) > 1 else "")
-        cells = [v.tag or "-", name, gib(v.size / 2**20), r.kv_types]
+        cells = [v.tag or "-", name, gib(v.size / 2**20), r.kv_types, quality_cell(m)]
         p = r.shown
         if p is None or r.error:
             cells += ["-"] + ["-" for _ in devs] + ["error", "-", (r.error or "not planned").split("\n")[0][:100]]
@@ -94,6 +142,8 @@ def legend(table: Any) -> list[str]:
     mapped = any(r.mapped_mib >= MAPPED_SHOWN_MIB for r in table.rows)
     return [
         "GiB: the file's size (a split set: all its parts). KV: the main KV type (-ctk/-ctv); the draft KV is as the flags say.",
+        "KV KLD: what the row's K/V types cost in output quality on this file against f16 K/V, as `mtp-tune quality` "
+        "measured it (mean KL divergence · same top token %); blank: not measured, nothing is guessed.",
         "at -c: the context the row is planned at (the flags' -c, or what --fit would reduce it to).",
         "need (left): GiB the device needs, and what it has left (+) or lacks (-)" + (
             "; Host `N mapped`: of its need, N GiB is the model file mapped (mmap) between the host's own tensors, "
@@ -131,8 +181,10 @@ def title(table: Any, devices: Any, flags: Sequence[str] = ()) -> str:
             + f"; headers only: {table.traffic.bytes / 2**20:.1f} MiB in {counted(table.traffic.requests, 'range request')}")
 
 
-def render(table: Any, devices: Any, markdown: bool = False, flags: Sequence[str] = ()) -> str:
-    head, rows = rows_of(table)
+def render(table: Any, devices: Any, markdown: bool = False, flags: Sequence[str] = (),
+           measured: Sequence[Any] = ()) -> str:
+    """The table (`measured`: `measured_rows(table)`, the KV KLD column's figures) and its legend."""
+    head, rows = rows_of(table, measured)
     top = title(table, devices, flags)
     notes = legend(table)
     if markdown:

@@ -21,6 +21,7 @@ from textual.binding import Binding
 from tui.ui.cockpit.backend import Backend
 from tui.ui.cockpit.controller import CockpitController
 from tui.ui.cockpit.log_screen import LogScreen
+from tui.ui.cockpit.quality_screen import QualityMemoryScreen
 from tui.ui.cockpit.reconcile_screen import ReconcileScreen
 from tui.ui.cockpit.screen import MainScreen
 from tui.ui.cockpit.settings_form import SettingsForm
@@ -166,6 +167,9 @@ def in_flight(app: MtpTuneApp) -> list[str]:
     if probes.running:
         out.append(f"The probe run is cancelled at {probes.done} of {probes.total} requests "
                    "(it is kept in Runs as cancelled; the verdict needs a whole run).")
+    if app.main.quality.running is not None:
+        out.append(f"The quality measurement of {app.main.quality.running.label} is stopped (settings already "
+                   "measured stay measured).")
     if out and app.main.server.alive and not app.options.attach_url:  # said only beside a run's loss
         out.append("llama-server, which mtp-tune started, is stopped.")
     return out
@@ -182,7 +186,8 @@ def load_keymap() -> tuple[dict[str, str], tuple[KeymapProblem, ...]]:
 def known_ids() -> frozenset[str]:
     """Every binding id a `[keymap]` may name: the one table's and the other screens' own keys."""
     classes = (HelpScreen, LogScreen, ProfileDialog, ReconcileScreen, RunsScreen, SearchScreen, SweepScreen, TuneScreen,
-               VariantsScreen, VerdictScreen, SettingsForm, ConfirmStop, RestartPrompt, RunDetailScreen, RunsTable)
+               VariantsScreen, VerdictScreen, SettingsForm, ConfirmStop, RestartPrompt, RunDetailScreen, RunsTable,
+               QualityMemoryScreen)
     found = {b.id for cls in classes for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
     return keys.ids() | frozenset(found)
 

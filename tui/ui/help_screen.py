@@ -29,7 +29,9 @@ PANELS = """\
   "SIMULATED" means the device comes from a hardware profile, not from NVML.
   Each device says where its figures come from: the instant *estimate* on every keystroke, then
   *exact (llama.cpp)* once llama.cpp's own dry run of the settings returns (or one sentence on
-  why exact is unavailable).
+  why exact is unavailable). The *quality* line says what the main K/V types cost in output quality
+  once measured (mean KLD and same top token against f16, by llama-perplexity): {quality} measures
+  them in the background, {quality_memory} sets every K/V type's KV memory against its KLD.
 - **Settings**: every llama-server knob, grouped. A bad value is explained under its field; the
   plan follows every valid change.
 - **Server**: state, the explained failure, the log tail, and predicted vs reported memory.

@@ -111,6 +111,17 @@ ACTIONS: tuple[KeyAction, ...] = (
               "profiles: save TOML, write a `--models-preset` INI section, load, import a command line",
               palette=("Profiles", "save TOML, write INI section, load, import command line"),
               section="Models", rank=19),
+    KeyAction("quality", "quality", "d", "Quality",
+              "quality: measure what the main K/V types on screen cost against f16 (KL divergence by "
+              "llama-perplexity) in the background; `d` again or `Escape` cancels",
+              palette=("Measure quality", "what the K/V types on screen cost: KLD against f16, by llama-perplexity"),
+              section="Models", rank=20),
+    KeyAction("quality_cancel", "cancel_quality", "escape", "Cancel quality", "cancel the quality measurement",
+              section="Models"),
+    KeyAction("quality_memory", "quality_memory", "D", "Quality vs memory",
+              "quality vs memory: each K/V type's KV memory at this context (planned) against its measured KLD",
+              palette=("Quality vs memory", "each K/V type's KV memory at this context against its measured KLD"),
+              section="Models", rank=23),
     # Screen
     KeyAction("edit", "edit", "e", "Edit",
               "edit settings (`↑`/`↓` move between fields, `j`/`k` too outside a text field; `Escape` leaves)",

@@ -7,6 +7,7 @@ models    the measured file and its reference from their GGUF headers (digest, t
 text      what is scored: the user's workload, a file, or the built-in corpus
 budget    the context and chunks measured, within the text and a disk cap for the reference logits
 cache     reference logits (pruned to a cap) and results, keyed by model, binary, text and context
+index     what is measured per model file (by header digest), newest first, found without running anything
 measure   one measurement: the reference pass once, then one pass per K/V setting
 agreement MTP on against off with greedy sampling, token for token (speculative decoding must not
           change the output; a difference is a finding, with its first position)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import shutil
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tui.core.quality import budget as budgets
-from tui.core.quality import cache
+from tui.core.quality import cache, index
 from tui.core.quality.models import ModelId, check_reference, model_id
 from tui.core.quality.oracle import OracleError, OracleInfo, PassOutput, run_pass
 from tui.core.quality.parse import (
@@ -290,8 +291,13 @@ def _setting(report: QualityReport, req: QualityRequest, kv: KvPair, ref_key: st
             report.passes["repeated"] += 1
             if CUT_NOTE not in report.notes:
                 report.notes.append(CUT_NOTE)
-    cache.write_result(_result_key(report, ref_key, kv), {"figures": figures.to_json(), "seconds": out.seconds,
-                                                          "model": str(report.model.path), "kv": kv.label})
+    result_key = _result_key(report, ref_key, kv)
+    entry = index.Measured(report.model.digest, str(report.model.path), kv, figures, report.text.label,
+                           report.text.digest, report.reference.digest, str(report.reference.path),
+                           tuple(report.pass_args.key_args), time.time(), out.seconds, result_key)
+    cache.write_result(result_key, {"figures": figures.to_json(), "seconds": out.seconds,
+                                    "model": str(report.model.path), "kv": kv.label, "entry": entry.to_json()})
+    index.record(entry)  # what `index.lookup` finds for this model from now on, without running anything
     return SettingResult(kv, figures, out.seconds, False)
 
 

@@ -2,12 +2,14 @@
 
 It owns the backend (telemetry, the server, probes, the store) and the main screen's controllers:
 plan (settings -> validation -> estimate and exact figures), server (launch, restart, stop), probes,
-calibration, and the lab (experiments); and the controllers of the screens it opens: runs (over the
+calibration, quality (what the K/V types on screen cost), and the lab (experiments); and the controllers of the screens it opens: runs (over the
 backend's one results store) and profiles. The App builds it and hands it to the `MainScreen`, which
 attaches itself as the host their workers run on and post to.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from tui.core.gpu.types import GpuSnapshot
 from tui.core.options.settings import Settings
@@ -17,6 +19,8 @@ from tui.ui.cockpit.calibration import CalibrationController
 from tui.ui.cockpit.plan import PlanController
 from tui.ui.cockpit.planning import devices_for
 from tui.ui.cockpit.probes import ProbeController
+from tui.ui.cockpit.quality import QualityController
+from tui.ui.cockpit.quality_memory import QualityMemoryView, memory_view
 from tui.ui.cockpit.reconciling import nvml_by_device
 from tui.ui.cockpit.server import ServerController
 from tui.ui.host import Relay
@@ -36,6 +40,7 @@ class CockpitController:
         self.server = ServerController(backend, options, self.host)
         self.plan = PlanController(backend, options, self.host, self.server)
         self.calibration = CalibrationController(options, self.host)
+        self.quality = QualityController(options.server_bin, self.host, fixed=options.fixed is not None)
         self.probes = ProbeController(backend, self.host, fixed=options.fixed is not None)
         self.lab = LabController(backend, options, self.host, self.server, self.plan)
         self.runs = RunsController(backend.store)
@@ -53,8 +58,18 @@ class CockpitController:
         return VariantsController(settings, lambda: devices_for(snapshot, self.options, settings.rpc),
                                   remote.remember)
 
+    def quality_memory(self, settings: Settings, snapshot: GpuSnapshot | None
+                       ) -> QualityMemoryView | Callable[[], QualityMemoryView]:
+        """The quality-vs-memory view's maker for the settings on screen (a worker runs it), or, in a
+        fixed preview, the view that says nothing is planned there."""
+        if self.options.fixed is not None:
+            return QualityMemoryView("Quality vs memory", error="this is a fixed preview; nothing is planned")
+        return lambda: memory_view(settings, snapshot, self.options)
+
     def shutdown(self) -> None:
-        """Quitting: cancel the probe run and the lab's action (bounded wait for its server)."""
+        """Quitting: cancel the probe run, the quality measurement and the lab's action (bounded wait
+        for its server)."""
         self.probes.cancel_event.set()
         self.calibration.shutdown()
+        self.quality.shutdown()
         self.lab.shutdown()

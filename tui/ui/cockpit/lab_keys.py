@@ -47,7 +47,8 @@ def open_ab(main: MainScreen) -> None:
     """The verdict screen; starts MTP on vs off after saying how long it takes (and that the user's
     server will be stopped, when it runs) unless one runs or a verdict for these settings exists."""
     lab = main.lab
-    main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload, versus=lambda: ask_versus(main)))
+    main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload, versus=lambda: ask_versus(main),
+                                       quality=main.quality.kv_text(main.plan.settings)))
     if lab.running == "ab" or shown_verdict_is_current(main):
         return
     reason = lab.blocked()

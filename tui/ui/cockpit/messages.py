@@ -78,6 +78,35 @@ class Calibrated(Message):
         self.result = result
 
 
+class QualityLooked(Message):
+    """What is measured on `model`: (its header digest, the index's entries newest first), or one
+    sentence why its header could not be read."""
+
+    def __init__(self, model: str, result: Any) -> None:
+        super().__init__()
+        self.model, self.result = model, result
+
+
+class QualityProgressed(Message):
+    """How far quality job `job` got ("q8_0: chunk 2/4"); the newest replaces a pending one."""
+
+    def __init__(self, job: int, text: str) -> None:
+        super().__init__()
+        self.job, self.text = job, text
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, QualityProgressed) and message.job == self.job
+
+
+class QualityMeasured(Message):
+    """Quality job `job` measured `kv` on `model`: `result` is what is now measured on the model
+    (the index's entries), or one sentence why not ("cancelled" when it was stopped)."""
+
+    def __init__(self, job: int, model: str | None, kv: Any, result: Any) -> None:
+        super().__init__()
+        self.job, self.model, self.kv, self.result = job, model, kv, result
+
+
 class ServerUpdated(Message):
     """The supervisor's state, log or download changed; the App re-reads it. Bursts collapse to one."""
 

@@ -3,7 +3,7 @@
 It composes the layout, owns the main keys (`MainScreen.BINDINGS`, from `tui.ui.keys`: inert on any
 other screen, no guard needed) and the controllers that own the work (tui/ui/cockpit/controller.py). Workers
 post messages here; the handlers hand them to a controller and show what comes back ("attributes
-down, messages up"). Widgets only display what they are given.
+down, messages up"). Widgets only display what they are given. Quality keys: `QualityKeys` (quality_keys.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tui.ui.cockpit.messages import (
     ServerActionDone, ServerUpdated,
 )
 from tui.ui.cockpit.probe_panel import ProbePanel
+from tui.ui.cockpit.quality_keys import QualityKeys
 from tui.ui.cockpit.reconcile_screen import ReconcileScreen
 from tui.ui.cockpit.server_panel import ServerPanel
 from tui.ui.cockpit.settings_form import SettingsForm
@@ -69,7 +70,7 @@ class TuningWatcher(Protocol):
     def tuning_changed(self, lab: LabController) -> None: ...
 
 
-class MainScreen(Screen[None]):
+class MainScreen(QualityKeys, Screen[None]):
     """The VRAM bars, the settings form, the server and probe panels, and the tuning line."""
 
     BINDINGS = keys.bindings("main")
@@ -79,7 +80,7 @@ class MainScreen(Screen[None]):
         self.cockpit = cockpit
         self.options, self.backend, self.fixed = cockpit.options, cockpit.backend, cockpit.options.fixed
         self.server, self.plan, self.probes = cockpit.server, cockpit.plan, cockpit.probes
-        self.calibration, self.lab = cockpit.calibration, cockpit.lab
+        self.calibration, self.lab, self.quality = cockpit.calibration, cockpit.lab, cockpit.quality
         cockpit.host.attach(self)  # the controllers' workers run here and post here
 
     @property
@@ -156,6 +157,7 @@ class MainScreen(Screen[None]):
             if self.calibration.settings_changed(event.settings):
                 self.vram.status(self.calibration.status)
             self._show_plan(self.plan.replan())
+            self._show_quality()
 
     @on(Planned)
     def _planned(self, message: Planned) -> None:

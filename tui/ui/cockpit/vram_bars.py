@@ -19,15 +19,10 @@ from textual.widgets import Static
 from tui.core.config.text import safe_text
 from tui.core.gpu.types import NA, GpuDevice, GpuSnapshot
 from tui.ui.format import gib_pair, markup_safe, mib, plain
+from tui.ui.cockpit.host_bar import LABEL_W, SUFFIX_W, HostBar, host_ram_of, num
 from tui.ui.cockpit.views import EXACT_LABEL, SEGMENTS, DevicePlan, PlanView
 
 RISK_WORDS = {"ok": "● OK", "tight": "▲ TIGHT", "oom": "✖ OOM"}
-LABEL_W = 6
-SUFFIX_W = 22
-
-
-def _num(value: object) -> float | None:
-    return None if value is NA or value is None else float(value)  # type: ignore[arg-type]
 
 
 class DeviceBar(Widget):
@@ -114,7 +109,7 @@ class DeviceBar(Widget):
         if width < 100 or (self.plan is not None and width < 130):  # room for the plan's source words
             name = name.replace("NVIDIA ", "").replace("GeForce ", "")
         t.append(name, self._cstyle("title"))
-        total = self.plan.total_mib if self.plan else _num(self.live.memory_total_mib) if self.live else None
+        total = self.plan.total_mib if self.plan else num(self.live.memory_total_mib) if self.live else None
         t.append(f"  {mib(total)}", self._cstyle("dim"))
         if self.simulated:
             t.append("  [SIMULATED]", self._cstyle("simulated"))
@@ -185,12 +180,12 @@ class DeviceBar(Widget):
         if d.error:
             t.append(f"device error: {d.error}", self._cstyle("oom"))
             return t
-        total, used = _num(d.memory_total_mib), _num(d.memory_used_mib)
+        total, used = num(d.memory_total_mib), num(d.memory_used_mib)
         if not total or used is None:
             t.append("─" * bar_w, self._cstyle("free"))
             t.append("  memory N/A", self._cstyle("dim"))
             return t
-        ours = sum(_num(p.used_memory_mib) or 0.0 for p in d.processes if p.is_ours)
+        ours = sum(num(p.used_memory_mib) or 0.0 for p in d.processes if p.is_ours)
         ours_cells = min(bar_w, round(ours * bar_w / total))
         used_cells = min(bar_w, max(ours_cells, round(used * bar_w / total)))
         t.append("█" * ours_cells, self._cstyle("ours"))
@@ -200,7 +195,7 @@ class DeviceBar(Widget):
         foreign = [p for p in d.processes if not p.is_ours]
         if foreign:
             t.append(f" ⚠{len(foreign)}", self._cstyle("foreign"))
-            names = ", ".join(f"{safe_text(p.name)} {mib(_num(p.used_memory_mib))}" for p in foreign[:2])
+            names = ", ".join(f"{safe_text(p.name)} {mib(num(p.used_memory_mib))}" for p in foreign[:2])
             more = f" +{len(foreign) - 2}" if len(foreign) > 2 else ""
             note = Text(f"\n      ⚠ not ours: {names}{more}", self._cstyle("foreign"))
             note.truncate(width)
@@ -248,58 +243,6 @@ class DeviceBar(Widget):
         self.set_class(bool(new and any(not p.is_ours for p in new.processes)), "-foreign")
 
 
-class HostBar(Widget):
-    """Host RAM, the server's resident memory, and the spill warning when weights sit in host memory.
-
-    Render-only: a new sample repaints this line without a layout pass.
-    """
-
-    DEFAULT_CSS = """
-    HostBar { height: 1; color: $foreground-muted; }
-    HostBar.-spill { height: 2; }
-    """
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._text = Text("host  RAM not sampled yet")
-
-    def render(self) -> Text:
-        return self._text
-
-    def show(self, snapshot: GpuSnapshot | None, plan: PlanView | None, width: int) -> None:
-        t = Text("host  ", no_wrap=True, overflow="ellipsis")
-        if snapshot is None:
-            t.append("RAM not sampled yet")
-        else:
-            total, avail = _num(snapshot.host.ram_total_mib), _num(snapshot.host.ram_available_mib)
-            bar_w = max(10, width - LABEL_W - SUFFIX_W - 36)
-            if total and avail is not None:
-                used = total - avail
-                cells = min(bar_w, round(used * bar_w / total))
-                t.append("█" * cells)
-                t.append("─" * (bar_w - cells))
-                t.append(f"  RAM {gib_pair(used, total)}")
-            else:
-                t.append("RAM N/A")
-            if snapshot.server is not None and snapshot.server.alive:
-                t.append(f" · server RSS {mib(_num(snapshot.server.rss_mib))}")
-            if plan is not None and plan.host is not None and plan.host.needed_mib > 0:
-                t.append(f" · plan: {mib(plan.host.needed_mib)} on host")
-            if snapshot.spill is not None:
-                t.append(f"\n      ⚠ {snapshot.spill.message}")
-        self.set_class(bool(snapshot and snapshot.spill), "-spill")
-        if t.plain != self._text.plain:
-            self._text = t
-            self.refresh()
-
-
-def _host_ram(snapshot: GpuSnapshot | None) -> tuple[float, float] | None:
-    if snapshot is None:
-        return None
-    total, avail = _num(snapshot.host.ram_total_mib), _num(snapshot.host.ram_available_mib)
-    return (total - avail, total) if total and avail is not None else None
-
-
 #: Shown when there is no GPU and none is simulated (profiles: tui.core.gpu.profiles).
 NO_GPU_TEXT = "no GPU: planning for host RAM · try --gpus rtx3060-laptop-6g (rtx3090-24g, 2x16GiB…) to plan for a GPU"
 TITLE = "VRAM: live use and the plan for the settings on screen"
@@ -312,6 +255,7 @@ class VramBars(Vertical):
     VramBars { height: auto; border: round $foreground 25%; border-title-color: $foreground; padding: 0 1; }
     VramBars > #telemetry-status { color: $foreground-muted; height: 1; }
     VramBars > #telemetry-status.-simulated { color: $accent; }
+    VramBars > #quality-line { color: $foreground-muted; height: auto; display: none; }
     VramBars > #plan-notes { color: $warning; height: auto; }
     VramBars > #plan-notes.-error { color: $error; }
     VramBars > #devices { height: auto; }
@@ -328,6 +272,7 @@ class VramBars(Vertical):
         yield Static("", id="telemetry-status")
         yield Vertical(id="devices")
         yield HostBar(id="host-bar")
+        yield Static("", id="quality-line")
         yield Static("", id="plan-notes")
 
     def on_mount(self) -> None:
@@ -351,7 +296,7 @@ class VramBars(Vertical):
                 box.mount_all(added)
             self._bars = bars = bars[:count] + added
         simulated = bool(snapshot and snapshot.simulated)
-        host_ram = _host_ram(snapshot)
+        host_ram = host_ram_of(snapshot)
         gpus = iter(snapshot.devices if snapshot else ())
         gpu_index = 0
         for i, bar in enumerate(bars):
@@ -382,6 +327,10 @@ class VramBars(Vertical):
     def status(self, text: str) -> None:
         """A background job's few words after the title ("calibrating the estimate 3/21"; "": none)."""
         self.border_title = f"{TITLE} · {text}" if text else TITLE
+
+    def quality(self, text: str) -> None:
+        """What the K/V types on screen cost in output quality (cockpit/quality.py; "" hides the line)."""
+        self._set("#quality-line", text, {}, hide_empty=True)
 
     def busy(self, text: str) -> None:
         """Say what the plan is waiting for (a remote header being read); the next `show` replaces it."""

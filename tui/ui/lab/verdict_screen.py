@@ -67,6 +67,7 @@ class VerdictScreen(TuningScreen):
     VerdictScreen #verdict-break-even { height: auto; color: $foreground; }
     VerdictScreen #verdict-answer { height: auto; color: $foreground-muted; margin-top: 1; }
     VerdictScreen #verdict-passes { height: auto; color: $foreground-muted; margin-top: 1; }
+    VerdictScreen #verdict-quality { height: auto; color: $foreground-muted; }
     VerdictScreen.-short #verdict-passes { display: none; }
     VerdictScreen.-short #verdict-answer { margin-top: 0; }
     """
@@ -77,10 +78,13 @@ class VerdictScreen(TuningScreen):
     BORDER_TITLES = {"#verdict-box": "Verdict"}
 
     def __init__(self, lab: LabController, *, fixed: VerdictView | None = None, workload: tuple[int, int] = (1000, 500),
-                 fixed_verdict: Any = None, versus: Callable[[], None] | None = None) -> None:
+                 fixed_verdict: Any = None, versus: Callable[[], None] | None = None, quality: str = "") -> None:
+        """`quality`: what the main K/V cost in output quality, from the quality index (`index.kv_quality`;
+        "" when nothing could be looked up: no line then). An A/B changes speed, never the K/V's cost."""
         super().__init__(lab, fixed)
         self.fixed_verdict = fixed_verdict  # a core AbVerdict for fixed screens (re-judged like a real one)
         self.versus = versus  # asks what to A/B the settings on screen against (the cockpit's lab keys), then runs it
+        self.quality = quality
         self.workload = fixed.workload if fixed is not None else workload
         self.view: VerdictView | None = None
 
@@ -94,6 +98,10 @@ class VerdictScreen(TuningScreen):
                 yield Label("output tokens")
                 yield text_field(str(self.workload[1]), "verdict-out")
             yield Static("", id="verdict-headline")
+            quality = Static(Content(f"quality of the main K/V, the same with MTP on and off: {self.quality}"),
+                             id="verdict-quality")
+            quality.display = bool(self.quality)
+            yield quality
             yield DataTable(id="verdict-table", cursor_type="none", zebra_stripes=True)
             yield Static("", id="verdict-break-even")
             yield Static("", id="verdict-answer")

@@ -19,6 +19,8 @@ from tui.core.options.lookup import default
 from tui.core.options.settings import settings_from_json
 from tui.core.probes.draft_advice import advise
 from tui.core.probes.positions import DraftPositions
+from tui.core.quality.index import kv_quality, measured_on
+from tui.core.quality.request import REFERENCE_TYPE, KvPair
 from tui.ui.format import pct
 from tui.ui.runs.preview import RunsPreview
 from tui.ui.runs.views import CompareRow, CompareView, RunDetail, RunRow
@@ -156,12 +158,16 @@ def run_detail(r: Any) -> RunDetail:
         return fmt_summary(Summary.from_json(s.get(key)), digits)
 
     acc = _num(s, "acceptance")
+    ran = r.settings or {}
+    kv = KvPair(ran.get("cache_type_k") or REFERENCE_TYPE, ran.get("cache_type_v") or REFERENCE_TYPE)
     measurements = (
         ("TG (generation) t/s", spread("tg_tps")), ("PP (prompt) t/s", spread("pp_tps")),
         ("acceptance", pct(acc) if acc is not None else "-"),
         ("mean acceptance length (tok/step)", spread("mean_accept_len_by_pass", 2)),
         ("time to first token (ms)", spread("ttft_ms")),
         ("requests", f"{s.get('n_ok', '?')} ok of {s.get('n_requests', '?')}, {s.get('n_passes', '?')} complete passes"),
+        # what the run's main K/V cost in output quality, when measured on its model file (never guessed)
+        ("quality of the K/V (KLD vs f16)", kv_quality(measured_on(r.model), kv) if r.settings is not None else "—"),
     )
     notes = [f"label: {r.label}"] if r.label else []
     if r.error:
