@@ -16,7 +16,7 @@ from tui.core.options.settings import Settings
 from tui.core.probes import hygiene
 from tui.core.probes.compare import RunView
 from tui.core.probes.concurrency import (
-    concurrency_summary, pass_aggregate, phase_deltas, phase_wall_s, slots_memory_text, slots_problem,
+    concurrency_summary, pass_aggregate, phase_wall_s, stored_phase_deltas, slots_memory_text, slots_problem,
     stream_order, with_slots,
 )
 from tui.core.probes.positions import DraftPositions, position_key
@@ -270,7 +270,7 @@ def test_the_stored_pass_deltas_give_the_same_figures_back(tmp_path: Any) -> Non
         run = asyncio.run(ProbeRunner(Counting(2), SUITE, RunConfig(repeat=2, n_predict=8, concurrency=2),
                                       sink=store).run())
         row = store.require(run.run_id or 0)
-    deltas = phase_deltas(row.summary)
+    deltas = stored_phase_deltas(row.summary)
     assert sorted(deltas) == [0, 1]
     recs = [RequestRecord.from_json(d) for d in row.requests]
     again = summarize_run(recs, ["a", "b"], deltas)
@@ -278,7 +278,7 @@ def test_the_stored_pass_deltas_give_the_same_figures_back(tmp_path: Any) -> Non
     # The comparison of stored runs reads them too: its passes have the mean acceptance length.
     assert [p.mean_accept_len for p in RunView.from_row(row).passes] == pytest.approx([2.5, 2.5])
     assert [p.mean_accept_len for p in pass_stats(recs, ["a", "b"])] == [None, None]  # without them: unknown
-    assert phase_deltas(None) == {} and phase_deltas({"concurrency": {"n": 2, "passes": [{"repeat": 0}]}}) == {}
+    assert stored_phase_deltas(None) == {} and stored_phase_deltas({"concurrency": {"n": 2, "passes": [{"repeat": 0}]}}) == {}
 
 
 def test_a_pass_cut_short_has_no_delta_and_the_others_keep_theirs() -> None:

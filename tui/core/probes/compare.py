@@ -13,7 +13,7 @@ from typing import Any
 
 from tui.core.options.diff import SettingChange, settings_changes
 from tui.core.probes.breakeven import break_even, crossing
-from tui.core.probes.concurrency import phase_deltas
+from tui.core.probes.concurrency import stored_phase_deltas
 from tui.core.probes.hygiene import ProbeWarning, check_comparison, dedupe
 from tui.core.probes.records import PassStats, pass_stats, prompt_stats, records_from_json
 from tui.core.probes.stats import INCONCLUSIVE, SAME, Summary, Verdict, fmt_rel, fmt_summary, summarize, verdict
@@ -60,7 +60,7 @@ class RunView:
         return cls(
             id=row.id, label=run_label(row), mtp=row.mtp, status=row.status, settings=row.settings,
             config=row.config, model=row.model, suite=row.suite,
-            passes=pass_stats(recs, names, phase_deltas(row.summary)), requests=recs,
+            passes=pass_stats(recs, names, stored_phase_deltas(row.summary)), requests=recs,
         )
 
     def samples(self, metric: str) -> list[float]:

@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from tui.core.probes import hygiene
-from tui.core.probes.concurrency import concurrency_summary, stream_order
+from tui.core.probes.concurrency import run_summary, stream_order
 from tui.core.probes.hygiene import ProbeWarning
-from tui.core.probes.records import RequestRecord, summarize_run
+from tui.core.probes.records import RequestRecord
 from tui.core.options.settings import mtp_from_settings
 from tui.core.probes.run_types import (
     ProbeProgress, ProbeRun, ProgressFn, RunConfig, RunContext, RunSink,
@@ -127,8 +127,8 @@ class ProbeRunner:
         )
 
     def _finish(self, status: str, error: str | None, started: float) -> ProbeRun:
-        summary = summarize_run(self.records, [p.name for p in self.suite.prompts], self.phase_deltas)
-        summary["concurrency"] = concurrency_summary(self.records, self.config.concurrency, self.phase_deltas)
+        summary = run_summary(self.records, [p.name for p in self.suite.prompts], self.config.concurrency,
+                              self.phase_deltas)
         warnings = self._warnings()
         if self.sink is not None and self.run_id is not None:
             self.sink.finish_run(
