@@ -20,7 +20,7 @@ from textual.widgets import Header
 
 from tui.core.options.settings import Settings
 from tui.ui import keys
-from tui.ui.cockpit import lab_keys
+from tui.ui.cockpit import lab_keys, probe_start
 from tui.ui.cockpit.controller import CockpitController
 from tui.ui.cockpit.key_bar import KeyBar
 from tui.ui.cockpit.log_screen import LogScreen
@@ -249,12 +249,8 @@ class MainScreen(Screen[None]):
     # --- probes ----------------------------------------------------------------------------------
 
     def action_run_probes(self) -> None:
-        """Run the chosen probe suite against the running server."""
-        refused = self.probes.refused(self.server.status)
-        if refused is not None:
-            self._notice(refused)
-            return
-        self.probe_panel.show(self.probes.start(self.probe_panel.suite, self.plan.settings))
+        """Run the chosen probe suite against the running server, as many requests at once as asked."""
+        probe_start.run_probes(self)
 
     def action_cancel_probes(self) -> None:
         """Cancel the probe run (the request in flight finishes first)."""
