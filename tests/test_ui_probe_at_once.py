@@ -12,35 +12,17 @@ from typing import Any
 from textual.widgets import Input, Static
 
 from tests.helpers import ui_samples as samples
+from tests.helpers.ready_backend import Ready
 from tui.core.options.settings import Settings
 from tui.core.probes.positions import DraftPositions, position_key
 from tui.core.probes.records import RequestRecord
 from tui.core.probes.run_types import ProbeProgress
 from tui.ui.app import make_app
-from tui.ui.cockpit.backend import Backend
 from tui.ui.cockpit.probe_panel import load_line
 from tui.ui.cockpit.probing import _Progress, verdict_text
 from tui.ui.cockpit.views import ProbeState, ProbeSummary, ServerStatus
 from tui.ui.options import AppOptions
 from tui.ui.widgets.question import Question
-
-
-class Ready(Backend):
-    """A backend whose server is up (nothing launched) with the given settings; a probe run records
-    what it was asked for and ends at once."""
-
-    def __init__(self, options: AppOptions, running: Settings) -> None:
-        super().__init__(options)
-        self.running_settings = running
-        self.asked: list[tuple[str, int]] = []
-
-    def status(self) -> ServerStatus:
-        return ServerStatus(state="ready", url="http://127.0.0.1:9")
-
-    def _run_probes(self, suite: str, settings: Settings, previous: ProbeState, progress: Any,
-                    cancel: threading.Event, concurrency: int = 1) -> tuple[ProbeState, Any, str | None]:
-        self.asked.append((suite, concurrency))
-        return dataclasses.replace(previous, message="ok"), 1, None
 
 
 async def _press_probe(pilot: Any, app: Any, at_once: str) -> None:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from tui.core.options.settings import Settings
 from tui.core.options.settings import settings_json
 from tui.core.probes.suites import SuiteError, get_suite
+from tui.ui.cockpit import probe_start
+from tui.ui.lab import verdict_levels
 from tui.ui.lab.confirm import confirm_then, server_label
 from tui.ui.widgets.question import Answer, Question
 from tui.ui.lab.search_screen import SearchScreen
@@ -44,7 +46,10 @@ def open_ab(main: MainScreen) -> None:
     """The verdict screen; starts MTP on vs off after saying how long it takes (and that the user's
     server will be stopped, when it runs) unless one runs or a verdict for these settings exists."""
     lab = main.lab
-    current = lab.verdict is not None and lab.verdict.settings == settings_json(main.plan.settings.redacted())
+    if (n := probe_start.at_once(main, "Cannot run MTP on vs off")) is None:  # at 1 and N when N > 1
+        return
+    current = lab.verdict is not None and lab.verdict.settings == settings_json(main.plan.settings.redacted()) \
+        and verdict_levels.concurrency_of(lab.verdict) == n
     main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload))
     if lab.running == "ab" or current:
         return
@@ -54,13 +59,13 @@ def open_ab(main: MainScreen) -> None:
         return
 
     def answered(choice: str | None) -> None:
-        if choice == "start" and (reason := main.start_ab()):
+        if choice == "start" and (reason := main.start_ab(n)):
             main.app.notify(reason, title="Cannot run MTP on vs off", severity="warning")
 
-    main.app.push_screen(ab_question(main), answered)
+    main.app.push_screen(ab_question(main, n), answered)
 
 
-def ab_question(main: MainScreen) -> Question:
+def ab_question(main: MainScreen, concurrency: int = 1) -> Question:
     """What the MTP on/off run will do and how long it should take, before it starts (a 7-minute run
     used to start on one key), and that it stops the user's server when it does."""
     # lazy: the lab's engine loads the supervisor and httpx, which the first frame does not wait for
@@ -76,6 +81,10 @@ def ab_question(main: MainScreen) -> Question:
         lines.append(f"{passes} passes per side, interleaved: {size.launches} launches and {size.requests} requests "
                      f"of the {main.probe_panel.suite} suite, up to {size.tokens} generated tokens.")
         lines.append(main.lab.expected(size))
+    if concurrency > 1:
+        lines.append(f"Then the same again with {concurrency} requests at once (-np {concurrency}, each slot keeping "
+                     "its context), about as long once more: the verdicts at 1 and at "
+                     f"{concurrency} side by side.")
     if main.lab.stops_server():
         running = main.server.running_settings()
         lines.append(f"It launches its own servers, so your {server_label(running)} is stopped first; you will "

@@ -22,19 +22,26 @@ if TYPE_CHECKING:
 TITLE = "Cannot probe"
 
 
-def run_probes(main: MainScreen) -> None:
-    """Start the probe run the panel asks for, or say in one line why not (or ask about the slots)."""
+def at_once(main: MainScreen, title: str = TITLE) -> int | None:
+    """The probe panel's requests at once (the probes' and the MTP on/off run's); None, the reason
+    said under `title`, when the field is not a count."""
     # lazy: the probe statistics load with the first probe run, not before the first frame
     from tui.core.probes.concurrency import parse_concurrency
 
+    try:
+        return parse_concurrency(main.probe_panel.concurrency_text)
+    except ValueError as exc:
+        main._notice(Notice(str(exc), title))
+        return None
+
+
+def run_probes(main: MainScreen) -> None:
+    """Start the probe run the panel asks for, or say in one line why not (or ask about the slots)."""
     refused = main.probes.refused(main.server.status)
     if refused is not None:
         main._notice(refused)
         return
-    try:
-        n = parse_concurrency(main.probe_panel.concurrency_text)
-    except ValueError as exc:
-        main._notice(Notice(str(exc), TITLE))
+    if (n := at_once(main)) is None:
         return
     running = main.server.running_settings()
     managed = not main.server.status.attached  # mtp-tune launched it: a restart can give it the slots

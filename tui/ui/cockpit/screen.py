@@ -306,11 +306,13 @@ class MainScreen(Screen[None]):
             if isinstance(screen, TuningWatcher):
                 screen.tuning_changed(self.lab)
 
-    def start_ab(self) -> str | None:
+    def start_ab(self, concurrency: int = 1) -> str | None:
         """MTP on vs off with what this screen shows: its settings, the probe panel's suite, and the
-        probe options (repeats become passes per side); returns why it cannot start."""
+        probe options (repeats become passes per side), at 1 and at `concurrency` at once when more;
+        returns why it cannot start."""
         return self.lab.start_ab(self.plan.settings, suite=self.probe_panel.suite,
-                                 passes=max(1, self.options.probe_repeat), n_predict=self.options.probe_n_predict)
+                                 passes=max(1, self.options.probe_repeat), n_predict=self.options.probe_n_predict,
+                                 concurrency=concurrency)
 
     def action_sweep(self) -> None:
         """Sweep the knobs that matter from the settings on screen."""

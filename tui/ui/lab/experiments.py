@@ -22,6 +22,7 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
 from tui.ui.shared_views import ProbePoint
+from tui.ui.lab.verdict_levels import level_rows
 from tui.ui.lab.views import SWEEP_KNOBS, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView, num
 
 #: Planned memory and risk per launch key: (MiB, risk, one sentence).
@@ -252,8 +253,13 @@ def saved_as(save: Callable[[], Any]) -> tuple[str | None, str | None]:
 
 def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int = 0, eta_s: float | None = None,
                  message: str = "") -> VerdictView:
-    """A core MtpVerdict as the verdict screen shows it."""
+    """A core MtpVerdict as the verdict screen shows it; a LoadVerdict (at 1 and N requests at once,
+    `verdict_levels`) as N's verdict in full with every level's row side by side."""
     from tui.core.probes.stats import fmt_rel, fmt_summary
+
+    if hasattr(v, "levels"):
+        view = verdict_view(v.levels[-1][1], running=running, done=done, total=total, eta_s=eta_s, message=message)
+        return replace(view, answer=v.answer(), levels=level_rows(v))
 
     def pct_summary(s: Any) -> str:
         if s is None:

@@ -108,6 +108,19 @@ class VerdictRow:
 
 
 @dataclass(frozen=True)
+class LevelRow:
+    """The MTP on/off verdict at one concurrency, a row of the side-by-side table (`verdict_levels`)."""
+
+    concurrency: int
+    label: str  # mtp_wins | mtp_loses | inconclusive
+    off_s: str  # seconds per request, MTP off (median)
+    on_s: str
+    change: str  # time per request, MTP on against off
+    tg: str  # TG per request, off -> on (medians)
+    acceptance: str
+
+
+@dataclass(frozen=True)
 class VerdictView:
     """The verdict screen: progress while passes run, then the answer for the workload."""
 
@@ -123,6 +136,9 @@ class VerdictView:
     answer: str = ""
     passes: tuple[str, ...] = ()  # "off 1: TG 41.2 PP 812" per finished pass, in run order
     error: str | None = None
+    #: At N requests at once: the verdict at 1 and at N side by side (the rows above are N's); empty
+    #: for a verdict at one request at a time.
+    levels: tuple[LevelRow, ...] = ()
 
     @property
     def headline(self) -> str:
