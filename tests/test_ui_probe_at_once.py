@@ -5,14 +5,17 @@ MTP on is judged against MTP off at the same concurrency, and the panel shows th
 
 from __future__ import annotations
 
-import dataclasses
-import threading
+import time
+from pathlib import Path
 from typing import Any
 
-from textual.widgets import Input, Static
+import pytest
+from textual.widgets import Input, Select, Static
 
 from tests.helpers import ui_samples as samples
 from tests.helpers.ready_backend import Ready
+from tui.core.config.paths import config_dir
+from tui.core.gpu.profiles import PROFILES
 from tui.core.options.settings import Settings
 from tui.core.probes.positions import DraftPositions, position_key
 from tui.core.probes.records import RequestRecord
@@ -20,7 +23,7 @@ from tui.core.probes.run_types import ProbeProgress
 from tui.ui.app import make_app
 from tui.ui.cockpit.probe_panel import load_line
 from tui.ui.cockpit.probing import _Progress, verdict_text
-from tui.ui.cockpit.views import ProbeState, ProbeSummary, ServerStatus
+from tui.ui.cockpit.views import ProbeState, ProbeSummary
 from tui.ui.options import AppOptions
 from tui.ui.widgets.question import Question
 
@@ -132,3 +135,38 @@ async def test_the_run_button_runs_the_probe_action() -> None:
         await pilot.click("#probe-run")
         await pilot.pause()
         assert [n.message for n in app._notifications] == ["this is a fixed preview; nothing runs"]
+
+
+async def test_two_at_once_against_the_real_server(server_bin: Path, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """The whole path on a real llama-server launched with -np 2: the field's 2 reaches the runner, the
+    row is the ×2 series with its aggregate, and the bars come from the passes' /metrics brackets."""
+    suites = config_dir() / "suites"
+    suites.mkdir(parents=True, exist_ok=True)
+    (suites / "one.toml").write_text('name = "one"\n[[prompts]]\nname = "count"\nprompt = "Count to ten."\n')
+    settings = Settings(model=str(tiny_models["tiny-mtp"]), ctx_size=2048, parallel=2, threads=1, threads_batch=1,
+                        spec_type=["draft-mtp"], spec_draft_n_max=3)
+    options = AppOptions(settings=settings, server_bin=server_bin, hardware=PROFILES["rtx3060-laptop-6g"], simulate=True,
+                         cursor_blink=False, server_log_dir=tmp_path / "logs", probe_repeat=2, probe_n_predict=48,
+                         sample_interval_s=0.5)
+    app = make_app(options)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#probe-suite", Select).value = str(suites / "one.toml")
+        await pilot.press("l")
+        deadline = time.monotonic() + 90.0
+        while app.main.server.status.state != "ready" and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        assert app.main.server.status.state == "ready", app.main.server.status
+        await _press_probe(pilot, app, "2")
+        deadline = time.monotonic() + 90.0
+        while not app.main.probes.runs_finished and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        state = app.main.probes.state
+        assert app.main.probes.runs_finished == 1 and not state.running, [n.message for n in app._notifications]
+        (row,) = state.summaries
+        assert row.config.endswith("×2") and row.concurrency == 2 and row.n == 4  # 2 passes of 2 at once
+        assert row.aggregate_tg is not None and row.aggregate_tg[0] > 0
+        assert len(row.positions) == 3 and row.positions[0] == pytest.approx(1.0)  # the tiny draft always agrees
+        stored = DraftPositions.from_json(state.raw_summaries[row.config]["positions"])
+        assert stored is not None and stored.steps > 0
+        assert app.query_one("#probe-load", Static).display and app.query_one("#probe-positions", Static).display
+        await pilot.press("s")
