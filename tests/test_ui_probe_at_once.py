@@ -64,7 +64,7 @@ async def test_the_field_reaches_the_runner_and_too_few_slots_offers_np_in_the_f
 def test_a_watched_server_with_too_few_slots_is_one_line() -> None:
     from tui.ui.cockpit.probes import ProbeController
 
-    probes = ProbeController.__new__(ProbeController)
+    probes = ProbeController
     why = probes.too_few_slots(Settings(parallel=1), 3, "relaunch it with -np 3, or probe fewer at once")
     assert why == "-np 1 gives 1 slot, fewer than the concurrency 3: relaunch it with -np 3, or probe fewer at once."
     assert probes.too_few_slots(Settings(), 4, "x") is None  # no -np: llama-server's automatic 4 slots

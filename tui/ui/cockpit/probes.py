@@ -50,7 +50,8 @@ class ProbeController:
                              group="probe")
         return self.state
 
-    def too_few_slots(self, running: Settings | None, concurrency: int, fix: str) -> str | None:
+    @staticmethod
+    def too_few_slots(running: Settings | None, concurrency: int, fix: str) -> str | None:
         """Why the running server cannot take `concurrency` requests at once (the core's rule; `fix`
         says what to do in the caller's terms), or None. A server launched without -np has
         llama-server's automatic slots; one that only watches says its own (`running`)."""
