@@ -1,6 +1,7 @@
 """Concurrency, fast tier: the aggregation (aggregate TG over the concurrent phase, per-request TG and
-acceptance), the slots a concurrency takes (-np N, the context per slot kept), and the runner's
-concurrent send against a stand-in client that proves N requests are in flight at once."""
+acceptance), the slots a concurrency takes (-np N, the context per slot kept), the runner's
+concurrent send against a stand-in client that proves N requests are in flight at once, and the
+/metrics bracket around each pass's concurrent phase (acceptance by draft position at N > 1)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ import pytest
 
 from tui.core.options.settings import Settings
 from tui.core.probes import hygiene
+from tui.core.probes.compare import RunView
 from tui.core.probes.concurrency import (
-    concurrency_summary, pass_aggregate, phase_wall_s, slots_memory_text, slots_problem, stream_order,
-    with_slots,
+    concurrency_summary, pass_aggregate, phase_wall_s, stored_phase_deltas, slots_memory_text, slots_problem,
+    stream_order, with_slots,
 )
-from tui.core.probes.records import RequestRecord
-from tui.core.probes.run_types import RunConfig
+from tui.core.probes.positions import DraftPositions, position_key
+from tui.core.probes.records import RequestRecord, pass_stats, summarize_run
+from tui.core.probes.run_types import ProbeProgress, RunConfig
 from tui.core.probes.runner import ProbeRunner
 from tui.core.probes.suites import ProbePrompt, Suite
 from tui.core.server.client_errors import ServerGone
 from tui.core.server.metrics import Metrics
+from tui.core.results.store import Store
 from tui.core.server.replies import CompletionResult
 
 
@@ -196,6 +200,112 @@ def test_runner_keeps_n_requests_in_flight_and_reports_the_aggregate() -> None:
     assert block["request_acceptance"]["median"] == pytest.approx(0.75)
     assert run.config.to_json()["concurrency"] == 3
     assert not [w for w in run.warnings if w.code == hygiene.PARALLEL]
+
+
+class Counting(StandIn):
+    """A stand-in whose /metrics counters grow, server-wide, as each request (the warm-up too) ends:
+    `steps` drafts of `n_max` tokens, position i accepted `accepted[i]` times, as llama-server counts.
+    Between the two scrapes of a pass every request of it ends, so any bracket narrower than the
+    pass would miss or double-count its neighbours."""
+
+    STEPS, ACCEPTED = 10, (8, 5, 2)
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.counters = {"steps": 0, "drafted": 0, "pos": [0, 0, 0]}
+        self.scrapes: list[int] = []  # requests finished at each scrape
+
+    def _count(self, steps: int, accepted: tuple[int, ...]) -> None:
+        self.counters["steps"] += steps
+        self.counters["drafted"] += steps * len(accepted)
+        self.counters["pos"] = [a + b for a, b in zip(self.counters["pos"], accepted)]
+
+    async def _request(self) -> CompletionResult:
+        res = await super()._request()
+        self._count(self.STEPS, self.ACCEPTED)
+        acc = sum(self.ACCEPTED)
+        return CompletionResult(res.text, {**res.timings, "draft_n": self.STEPS * 3, "draft_n_accepted": acc},
+                                res.ttft_s, res.wall_s, {}, True)
+
+    async def complete(self, prompt: Any, **kw: Any) -> CompletionResult:
+        if kw.get("n_predict") == 8 and prompt == "Name three primary colours.":
+            self._count(3, (3, 3, 3))  # the warm-up drafts too: it must stay out of every figure
+        return await super().complete(prompt, **kw)
+
+    async def metrics(self) -> Metrics:
+        self.scrapes.append(self.sent)
+        c = self.counters
+        samples = {"llamacpp:spec_decode_num_drafts_total": float(c["steps"]),
+                   "llamacpp:spec_decode_num_draft_tokens_total": float(c["drafted"]),
+                   "llamacpp:spec_decode_num_accepted_tokens_total": float(sum(c["pos"]))}
+        per_pos = {(("position", str(i)),): float(v) for i, v in enumerate(c["pos"])}
+        return Metrics(samples, {"llamacpp:spec_decode_num_accepted_tokens_per_pos_total": per_pos})
+
+
+def test_a_concurrent_pass_is_bracketed_whole_so_positions_and_advice_exist_at_n() -> None:
+    client = Counting(2)
+    events: list[ProbeProgress] = []
+    run = asyncio.run(ProbeRunner(client, SUITE, RunConfig(repeat=2, n_predict=8, concurrency=2),
+                                  progress=events.append).run())
+    assert run.status == "ok", run.error
+    assert client.scrapes == [0, 4, 4, 8]  # once before each pass's 4 requests start, once after all ended
+    assert all(r.metrics_delta is None for r in run.requests)  # no request has a bracket of its own
+    s = run.summary
+    # Exact: 8 requests of 10 drafts each, nothing of the warm-up's, nothing counted twice.
+    pos = DraftPositions.from_json(s["positions"])
+    assert pos == DraftPositions(80, 240, (64, 40, 16))
+    assert sum(pos.accepted) == s["draft_n_accepted"] and pos.steps == s["verify_steps"] == 80
+    assert s["mean_accept_len"] == pytest.approx(1 + 120 / 80)
+    assert [p["mean_accept_len"] for p in s["passes"]] == pytest.approx([2.5, 2.5])
+    assert s["draft_advice"]["n_max"] == 3 and s["draft_advice"]["text"]
+    # Each pass keeps its delta in the concurrency block, and announced it as the pass ended.
+    c = s["concurrency"]
+    assert [DraftPositions.from_delta(p["metrics_delta"]) for p in c["passes"]] == [DraftPositions(40, 120, (32, 20, 8))] * 2
+    done = [e for e in events if e.event == "pass_done"]
+    assert [(e.repeat, e.done) for e in done] == [(0, 4), (1, 8)] and done[0].metrics_delta == c["passes"][0]["metrics_delta"]
+
+
+def test_the_stored_pass_deltas_give_the_same_figures_back(tmp_path: Any) -> None:
+    with Store(tmp_path / "r.sqlite") as store:
+        run = asyncio.run(ProbeRunner(Counting(2), SUITE, RunConfig(repeat=2, n_predict=8, concurrency=2),
+                                      sink=store).run())
+        row = store.require(run.run_id or 0)
+    deltas = stored_phase_deltas(row.summary)
+    assert sorted(deltas) == [0, 1]
+    recs = [RequestRecord.from_json(d) for d in row.requests]
+    again = summarize_run(recs, ["a", "b"], deltas)
+    assert again["positions"] == run.summary["positions"] and again["verify_steps"] == 80
+    # The comparison of stored runs reads them too: its passes have the mean acceptance length.
+    assert [p.mean_accept_len for p in RunView.from_row(row).passes] == pytest.approx([2.5, 2.5])
+    assert [p.mean_accept_len for p in pass_stats(recs, ["a", "b"])] == [None, None]  # without them: unknown
+    assert stored_phase_deltas(None) == {} and stored_phase_deltas({"concurrency": {"n": 2, "passes": [{"repeat": 0}]}}) == {}
+
+
+def test_a_pass_cut_short_has_no_delta_and_the_others_keep_theirs() -> None:
+    """A pass that did not end whole (the server went away in pass 2) has no bracket: its requests
+    count nowhere in the per-position figures, pass 1's still do."""
+    client = Counting(2)
+    client.die_on = 7  # pass 2's third request
+    run = asyncio.run(ProbeRunner(client, SUITE, RunConfig(repeat=2, n_predict=8, concurrency=2, warmup=False)).run())
+    assert run.status == "failed"
+    assert [p.get("metrics_delta") is not None for p in run.summary["concurrency"]["passes"]] == [True, False]
+    assert DraftPositions.from_json(run.summary["positions"]) == DraftPositions(40, 120, (32, 20, 8))
+
+
+def test_passes_mix_request_and_phase_deltas_by_pass() -> None:
+    """`summarize_run` takes each pass's own bracket where it has one, each request's elsewhere."""
+    def delta(steps: int, acc: tuple[int, ...]) -> dict[str, float]:
+        return {"spec_decode_num_drafts_total": float(steps), "spec_decode_num_draft_tokens_total": float(3 * steps),
+                "spec_decode_num_accepted_tokens_total": float(sum(acc)),
+                **{position_key(i): float(v) for i, v in enumerate(acc)}}
+
+    one = rec(0, 0, 0.0, 1.0, 10, 10.0, 3, 3)
+    one.metrics_delta = delta(2, (2, 1, 0))
+    two = [rec(1, 1, 5.0, 1.0, 10, 10.0, 3, 3), rec(2, 1, 5.0, 1.0, 10, 10.0, 3, 3)]
+    two[0].metrics_delta = delta(99, (99, 99, 99))  # ignored: the pass's own bracket covers it
+    s = summarize_run([one, *two], ["p0", "p1", "p2"], {1: delta(5, (4, 2, 1))})
+    assert DraftPositions.from_json(s["positions"]) == DraftPositions(7, 21, (6, 3, 1))
+    assert [p["mean_accept_len"] for p in s["passes"]] == pytest.approx([1 + 3 / 2, 1 + 7 / 5])
 
 
 def test_runner_refuses_a_server_with_fewer_slots_in_one_sentence() -> None:

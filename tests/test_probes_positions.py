@@ -9,7 +9,7 @@ from tui.cli.probe import position_lines
 from tui.core.probes.draft_advice import DEFAULT_DRAFT_COST, MIN_GAIN, advise, measured_cost
 from tui.core.probes.positions import DraftPositions, position_counters, position_key, shares_text, total
 from tui.core.probes.records import RequestRecord, summarize_run
-from tui.core.probes.transport import metric_counters
+from tui.core.probes.transport import counter_delta, metric_counters
 from tui.core.server.metrics import parse_prometheus
 
 #: What llama-server b11434 printed after one request on the tiny model (n-max 3, agreement 0.5).
@@ -26,11 +26,6 @@ llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 10
 """
 
 
-def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """As the runner takes it: every key of the later scrape, 0 for one the earlier lacked."""
-    return {k: after[k] - before.get(k, 0.0) for k in after}
-
-
 def test_a_scrape_carries_the_per_position_counters() -> None:
     c = metric_counters(parse_prometheus(SCRAPE))
     assert c[position_key(0)] == 36 and c[position_key(2)] == 10
@@ -42,13 +37,13 @@ def test_a_request_delta_gives_its_counts_even_when_the_series_appears_with_it()
     # Before the first speculative request the series is absent: its delta is the whole count.
     before = metric_counters(parse_prometheus("llamacpp:spec_decode_num_drafts_total 0\n"))
     after = metric_counters(parse_prometheus(SCRAPE))
-    pos = RequestRecord(0, "p", "tg", 0, 128, metrics_delta=_delta(before, after)).positions
+    pos = RequestRecord(0, "p", "tg", 0, 128, metrics_delta=counter_delta(before, after)).positions
     assert pos == DraftPositions(61, 181, (36, 20, 10))
     assert sum(pos.accepted) == 66  # the server's accepted total: positions add up to it
     # A second request: only its own counts.
     later = metric_counters(parse_prometheus(SCRAPE.replace(" 36", " 50").replace("total 61", "total 80")
                                              .replace(" 181", " 240")))
-    second = DraftPositions.from_delta(_delta(after, later))
+    second = DraftPositions.from_delta(counter_delta(after, later))
     assert second == DraftPositions(19, 59, (14, 0, 0))
 
 

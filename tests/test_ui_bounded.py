@@ -90,7 +90,7 @@ async def test_a_probe_run_in_the_app_starts_no_thread_of_its_own(monkeypatch) -
     from tui.ui.options import AppOptions
 
     class Quick(Backend):
-        def _run_probes(self, suite, settings, previous, progress, cancel):  # noqa: ANN001, ANN202
+        def _run_probes(self, suite, settings, previous, progress, cancel, concurrency=1):  # noqa: ANN001, ANN202
             progress(dataclasses.replace(previous, message="one request"))
             return dataclasses.replace(previous, message=f"ok: 1 request(s) on {threading.current_thread().name}"), 7, None
 

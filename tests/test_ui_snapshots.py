@@ -30,6 +30,12 @@ def test_small_terminal(snap_compare) -> None:
     assert snap_compare(make_app(samples.fixed_options("probes")), terminal_size=(80, 24))
 
 
+def test_probes_at_once(snap_compare) -> None:
+    """Probes run 4 requests at once: the aggregate TG and per-request spread under the table, the
+    verdict led by the aggregate, the per-position bars from each pass's /metrics bracket."""
+    assert snap_compare(make_app(samples.fixed_options("probes-load")), terminal_size=(120, 40))
+
+
 def test_help_screen(snap_compare) -> None:
     assert snap_compare(make_app(samples.fixed_options("idle")), press=["question_mark"], terminal_size=(120, 40))
 
@@ -59,6 +65,7 @@ def test_invalid_value_explained(snap_compare) -> None:
     [
         ("idle", None, "TIGHT"),
         ("probes", None, "MTP n-max 2"),
+        ("probes-load", None, "×4 together 97.5"),
         ("failure", None, "ran out of GPU memory"),
         ("runs", "h", "Run 6 (A) vs run 7 (B)"),
         ("idle", "question_mark", "mtp-tune keys"),

@@ -152,6 +152,22 @@ def probes_running() -> ProbeState:
     )
 
 
+def probes_at_once() -> ProbeState:
+    """Both configurations probed 4 requests at once (`×4`): what the four got together and what each
+    saw, the verdict led by the aggregate, and the bars from each pass's /metrics bracket."""
+    pts = tuple(dataclasses.replace(p, config=f"{p.config} ×4", tg_tps=(p.tg_tps or 0.0) * 0.8) for p in _points())
+    return ProbeState(
+        done=48, total=48, message="ok: 48 request(s), run 9", points=pts,
+        summaries=(
+            ProbeSummary("no MTP ×4", 12, 20.9, 20.6, 21.0, 436.0, 431.2, 440.1, None, concurrency=4,
+                         aggregate_tg=(80.2, 78.9, 81.0), request_tg=(20.9, 20.6, 21.0)),
+            ProbeSummary("MTP n-max 2 ×4", 12, 27.2, 23.8, 29.1, 143.0, 141.9, 145.0, 0.78, **_positions(),
+                         concurrency=4, aggregate_tg=(97.5, 90.3, 101.8), request_tg=(27.2, 23.8, 29.1)),
+        ),
+        verdict="MTP n-max 2 ×4 vs no MTP ×4: aggregate TG +21.6% better · TG +30.1% better · PP -67.2% worse",
+    )
+
+
 def runs() -> tuple[RunRow, ...]:
     return (
         RunRow(7, "2025-11-30 21:14", "MTP n-max 2 · ub 512 · ctkd q8_0", 34.0, 143.0, 0.78, 27),
@@ -172,11 +188,13 @@ def comparison() -> tuple[CompareRow, ...]:
 
 def fixed(which: str) -> FixedScreen:
     """The fixed main states: idle with a plan, probes running, a failure explained, runs compared, a
-    ready server with no probe run."""
+    ready server with no probe run, probes run 4 requests at once."""
     if which == "idle":
         return FixedScreen(snapshot=snapshot(), plan=plan(), server=server_idle())
     if which == "probes":
         return FixedScreen(snapshot=snapshot(5400), plan=exact_plan(), server=server_ready(), probes=probes_running())
+    if which == "probes-load":
+        return FixedScreen(snapshot=snapshot(5400), plan=exact_plan(), server=server_ready(), probes=probes_at_once())
     if which == "ready":
         return FixedScreen(snapshot=snapshot(5400), plan=exact_plan(), server=server_ready())
     if which == "failure":
@@ -187,7 +205,7 @@ def fixed(which: str) -> FixedScreen:
     raise KeyError(f"no fixed screen {which!r}; known: {', '.join(FIXED)}")
 
 
-FIXED = ("idle", "probes", "failure", "runs", "ready")
+FIXED = ("idle", "probes", "failure", "runs", "ready", "probes-load")
 
 
 def fixed_options(which: str, theme: str | None = None) -> AppOptions:

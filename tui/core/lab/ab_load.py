@@ -45,6 +45,21 @@ class LoadVerdict:
     def at(self, concurrency: int) -> AbVerdict | None:
         return next((v for n, v in self.levels if n == concurrency), None)
 
+    @property
+    def concurrency(self) -> int:
+        """The highest concurrency run (the load asked for, unless a level before it stopped)."""
+        return max((n for n, _ in self.levels), default=1)
+
+    @property
+    def workload(self) -> tuple[int, int]:
+        """The request shape every level is judged for."""
+        return self.levels[0][1].workload if self.levels else (0, 0)
+
+    @property
+    def settings(self) -> dict[str, Any] | None:
+        """The settings at one request at a time (each level launches them with its slots)."""
+        return self.levels[0][1].settings if self.levels else None
+
     def for_workload(self, prompt_tokens: int, output_tokens: int) -> LoadVerdict:
         """The same passes judged for another request shape (nothing is run)."""
         return LoadVerdict([(n, v.for_workload(prompt_tokens, output_tokens)) for n, v in self.levels])

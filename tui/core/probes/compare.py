@@ -13,6 +13,7 @@ from typing import Any
 
 from tui.core.options.diff import SettingChange, settings_changes
 from tui.core.probes.breakeven import break_even, crossing
+from tui.core.probes.concurrency import stored_phase_deltas
 from tui.core.probes.hygiene import ProbeWarning, check_comparison, dedupe
 from tui.core.probes.records import PassStats, pass_stats, prompt_stats, records_from_json
 from tui.core.probes.stats import INCONCLUSIVE, SAME, Summary, Verdict, fmt_rel, fmt_summary, summarize, verdict
@@ -50,14 +51,16 @@ class RunView:
 
     @classmethod
     def from_row(cls, row: Any) -> RunView:
-        """From a `tui.core.results.store.RunRow` loaded with its requests."""
+        """From a `tui.core.results.store.RunRow` loaded with its requests (and, for a run at
+        concurrency N > 1, each pass's /metrics delta its summary keeps)."""
         recs = records_from_json(row.requests)
         names = [p["name"] for p in ((row.config or {}).get("suite") or {}).get("prompts", [])] or list(
             dict.fromkeys(r.prompt for r in recs)
         )
         return cls(
             id=row.id, label=run_label(row), mtp=row.mtp, status=row.status, settings=row.settings,
-            config=row.config, model=row.model, suite=row.suite, passes=pass_stats(recs, names), requests=recs,
+            config=row.config, model=row.model, suite=row.suite,
+            passes=pass_stats(recs, names, stored_phase_deltas(row.summary)), requests=recs,
         )
 
     def samples(self, metric: str) -> list[float]:

@@ -14,9 +14,13 @@ What it reports (`concurrency_summary`, stored in the run's summary under `concu
 * per request: the server's own TG of each request (`predicted_per_second`: the speed one user saw
   under that load) and its draft acceptance, median and range over the run's requests.
 
-Why per-request /metrics brackets are not taken at N > 1: the counters are server-wide, so a bracket
-around one request would count its neighbours' drafts too; acceptance still comes from each
-request's own `timings`.
+The /metrics counters are server-wide, so a bracket around one request would count its neighbours'
+drafts too: at N > 1 the runner scrapes them before a pass's N streams start and after all of them
+end instead. That delta is exact for the pass as a whole (every request of it has ended before the
+second scrape, as one request has at N = 1, and nothing else runs between); it is kept as the pass's
+(`passes[i].metrics_delta`, read back by `stored_phase_deltas`), and the verification steps, the mean
+acceptance length and the acceptance by draft position come from it (`records.summarize_run`).
+Per-request acceptance comes from each request's own `timings`.
 
 The slots (`with_slots`): N concurrent requests need `-np N`; each slot keeps the context one
 request had (llama-server splits `-c` over the slots unless the KV cache is unified), so the
@@ -25,13 +29,13 @@ context, and with it the planned KV cache, grows N-fold, and a hybrid model's re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from tui.core.options import reader
 from tui.core.options.settings import Settings
-from tui.core.probes.records import RequestRecord
+from tui.core.probes.records import PhaseDeltas, RequestRecord, summarize_run
 from tui.core.probes.stats import summarize
 
 T = TypeVar("T")
@@ -62,11 +66,16 @@ def pass_aggregate(records: Sequence[RequestRecord], repeat: int) -> dict[str, A
             "aggregate_tg_tps": tokens / wall if wall and tokens else None}
 
 
-def concurrency_summary(records: Sequence[RequestRecord], concurrency: int) -> dict[str, Any]:
+def concurrency_summary(records: Sequence[RequestRecord], concurrency: int,
+                        phase_deltas: PhaseDeltas | None = None) -> dict[str, Any]:
     """The `concurrency` block of a run's summary (see the module docstring): `n`, `aggregate_tg_tps`
-    (Summary over passes), `request_tg_tps` and `request_acceptance` (Summary over requests), `passes`."""
+    (Summary over passes), `request_tg_tps` and `request_acceptance` (Summary over requests), `passes`
+    (each with its /metrics `metrics_delta` from `phase_deltas` when it has one)."""
     ok = [r for r in records if r.ok]
     passes = [pass_aggregate(records, rep) for rep in sorted({r.repeat for r in ok})]
+    for p in passes:
+        if (delta := (phase_deltas or {}).get(p["repeat"])) is not None:
+            p["metrics_delta"] = dict(delta)
     agg = summarize([p["aggregate_tg_tps"] for p in passes])
     tg = summarize([r.tg_tps for r in ok])
     acc = summarize([r.acceptance for r in ok])
@@ -79,6 +88,28 @@ def concurrency_summary(records: Sequence[RequestRecord], concurrency: int) -> d
     }
 
 
+def run_summary(records: list[RequestRecord], prompt_names: list[str], concurrency: int,
+                phase_deltas: PhaseDeltas | None = None) -> dict[str, Any]:
+    """A run's whole summary, as stored: `records.summarize_run` with its `concurrency` block (what
+    the runner stores at the end, and a UI computes while the run goes)."""
+    summary = summarize_run(records, prompt_names, phase_deltas)
+    summary["concurrency"] = concurrency_summary(records, concurrency, phase_deltas)
+    return summary
+
+
+def stored_phase_deltas(summary: Mapping[str, Any] | None) -> dict[int, dict[str, float]]:
+    """The per-pass /metrics deltas a stored summary keeps (`concurrency_summary`); {} for a run at
+    concurrency 1, one stored before passes were bracketed, or a malformed block."""
+    block = (summary or {}).get("concurrency")
+    passes = block.get("passes") if isinstance(block, Mapping) else None
+    out: dict[int, dict[str, float]] = {}
+    for p in passes if isinstance(passes, list) else ():
+        delta = p.get("metrics_delta") if isinstance(p, Mapping) else None
+        if isinstance(delta, Mapping) and isinstance(p.get("repeat"), int):
+            out[p["repeat"]] = {str(k): float(v) for k, v in delta.items() if isinstance(v, (int, float))}
+    return out
+
+
 # --------------------------------------------------------------------------- the slots it takes
 
 
@@ -87,15 +118,26 @@ def kv_unified(settings: Settings) -> bool:
     return reader.present(list(settings.extra_args), "--kv-unified") is True
 
 
-def slots_problem(parallel: int | None, concurrency: int) -> str | None:
-    """Why a server launched with `-np parallel` cannot take `concurrency` requests at once, or None."""
+def parse_concurrency(text: str, field: str = "at once") -> int:
+    """Requests at once from a form's field ("" is 1); ValueError naming `field` for anything else
+    than a whole number of 1 or more."""
+    value = text.strip() or "1"
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{field}: a whole number of requests (1 or more), not {value!r}.")
+    return int(value)
+
+
+def slots_problem(parallel: int | None, concurrency: int, fix: str | None = None) -> str | None:
+    """Why a server launched with `-np parallel` cannot take `concurrency` requests at once, or None;
+    `fix`: what to do about it, in the caller's terms (default: the command line's)."""
     if parallel is None or concurrency <= 1:
         return None
     if parallel == -1:  # auto: llama-server opens 4 slots
         parallel = 4
     if parallel < concurrency:
+        fix = fix or f"drop -np (mtp-tune then launches -np {concurrency}) or give -np {concurrency}"
         return (f"-np {parallel} gives {parallel} slot{'s' if parallel != 1 else ''}, fewer than the concurrency "
-                f"{concurrency}: drop -np (mtp-tune then launches -np {concurrency}) or give -np {concurrency}.")
+                f"{concurrency}: {fix}.")
     return None
 
 

@@ -6,11 +6,17 @@ server counts it) over its total generation time; its PP is total prompt tokens 
 (over the `pp` prompts when the suite has some, else over all). The run's numbers are the median and
 range over passes, so the spread is repeat-to-repeat noise, not the difference between a code prompt
 and a story prompt. Per prompt, the median and range over its repeats are kept as well.
+
+The /metrics figures (verification steps, mean acceptance length, acceptance by draft position) come
+from counter deltas: one per request at concurrency 1, one per pass at N > 1, where the server-wide
+counters are bracketed around the pass's whole concurrent phase (`phase_deltas`, by pass) and the
+requests have none of their own (`metric_deltas` picks whichever covers each pass).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any
@@ -29,6 +35,10 @@ METRIC_COUNTERS = (
     "spec_decode_num_accepted_tokens_total",
     "spec_decode_num_drafts_total",
 )
+STEPS, ACCEPTED = "spec_decode_num_drafts_total", "spec_decode_num_accepted_tokens_total"
+
+#: Per pass (its `repeat`), the /metrics delta over its whole concurrent phase (concurrency N > 1).
+PhaseDeltas = Mapping[int, Mapping[str, float]]
 
 
 @dataclass
@@ -98,9 +108,9 @@ class RequestRecord:
     @property
     def verify_steps(self) -> int | None:
         """Verification steps (drafts verified), from the /metrics delta; the timings don't carry it."""
-        if not self.metrics_delta or "spec_decode_num_drafts_total" not in self.metrics_delta:
+        if not self.metrics_delta or STEPS not in self.metrics_delta:
             return None
-        return int(self.metrics_delta["spec_decode_num_drafts_total"])
+        return int(self.metrics_delta[STEPS])
 
     @property
     def mean_accept_len(self) -> float | None:
@@ -108,8 +118,7 @@ class RequestRecord:
         steps = self.verify_steps
         if not steps or not self.metrics_delta:
             return None
-        acc = self.metrics_delta.get("spec_decode_num_accepted_tokens_total", 0.0)
-        return 1.0 + float(acc) / steps
+        return 1.0 + float(self.metrics_delta.get(ACCEPTED, 0.0)) / steps
 
     @property
     def positions(self) -> DraftPositions | None:
@@ -167,7 +176,23 @@ def records_from_json(items: list[dict[str, Any]]) -> list[RequestRecord]:
     return [RequestRecord.from_json(d) for d in items]
 
 
-def pass_stats(requests: list[RequestRecord], prompt_names: list[str]) -> list[PassStats]:
+def metric_deltas(requests: Sequence[RequestRecord], phase_deltas: PhaseDeltas | None = None) -> list[Mapping[str, float]]:
+    """The /metrics deltas that cover `requests`: a pass's own bracket where it has one (concurrency
+    N > 1), else each successful request's."""
+    phases = phase_deltas or {}
+    out = [phases[rep] for rep in sorted({r.repeat for r in requests} & set(phases))]
+    return out + [r.metrics_delta for r in requests
+                  if r.ok and r.repeat not in phases and r.metrics_delta is not None]
+
+
+def _steps_accepted(deltas: Sequence[Mapping[str, float]]) -> tuple[int | None, float]:
+    """Verification steps (None when no delta counts them) and accepted tokens, over `deltas`."""
+    counted = [d for d in deltas if STEPS in d]
+    return (int(sum(d[STEPS] for d in counted)) if counted else None), sum(float(d.get(ACCEPTED, 0.0)) for d in counted)
+
+
+def pass_stats(requests: list[RequestRecord], prompt_names: list[str],
+               phase_deltas: PhaseDeltas | None = None) -> list[PassStats]:
     """Per-pass TG, PP and acceptance (see the module docstring)."""
     by_pass: dict[int, list[RequestRecord]] = defaultdict(list)
     for r in requests:
@@ -187,9 +212,7 @@ def pass_stats(requests: list[RequestRecord], prompt_names: list[str]) -> list[P
         pp_ms = sum(r._t("prompt_ms") or 0.0 for r in pp_reqs)
         drafted = sum(r.draft_n for r in reqs)
         accepted = sum(r.draft_n_accepted for r in reqs)
-        with_steps = [r for r in reqs if r.verify_steps is not None]
-        steps = sum(r.verify_steps or 0 for r in with_steps)
-        acc_m = sum((r.metrics_delta or {}).get("spec_decode_num_accepted_tokens_total", 0.0) for r in with_steps)
+        steps, acc_m = _steps_accepted(metric_deltas(by_pass[rep], phase_deltas))
         ttfts = [r.ttft_ms for r in reqs if r.ttft_ms is not None]
         out.append(
             PassStats(
@@ -235,8 +258,10 @@ def prompt_stats(requests: list[RequestRecord]) -> list[PromptStats]:
     return out
 
 
-def summarize_run(requests: list[RequestRecord], prompt_names: list[str] | None = None) -> dict[str, Any]:
-    """The run summary stored with the run and printed by `probe --json`.
+def summarize_run(requests: list[RequestRecord], prompt_names: list[str] | None = None,
+                  phase_deltas: PhaseDeltas | None = None) -> dict[str, Any]:
+    """The run summary stored with the run and printed by `probe --json`; `phase_deltas`: the /metrics
+    delta of each pass run at concurrency N > 1 (see the module docstring).
 
     Keys: n_requests, n_ok, n_failed, tg_tps_median, pp_tps_median, acceptance (accepted/drafted over
     the run), mean_accept_len (1 + accepted/verification steps, from /metrics), tg_tps / pp_tps /
@@ -246,18 +271,16 @@ def summarize_run(requests: list[RequestRecord], prompt_names: list[str] | None 
     """
     if prompt_names is None:
         prompt_names = list(dict.fromkeys(r.prompt for r in requests))
-    passes = pass_stats(requests, prompt_names)
+    passes = pass_stats(requests, prompt_names, phase_deltas)
     use = [p for p in passes if p.complete] or passes
     ok = [r for r in requests if r.ok]
     drafted = sum(r.draft_n for r in ok)
     accepted = sum(r.draft_n_accepted for r in ok)
-    steps = [r.verify_steps for r in ok if r.verify_steps is not None]
-    acc_metric = [
-        (r.metrics_delta or {}).get("spec_decode_num_accepted_tokens_total", 0.0) for r in ok if r.verify_steps is not None
-    ]
+    deltas = metric_deltas(requests, phase_deltas)
+    steps, acc_metric = _steps_accepted(deltas)
     tg = summarize([p.tg_tps for p in use])
     pp = summarize([p.pp_tps for p in use])
-    positions = total(r.positions for r in ok)
+    positions = total(DraftPositions.from_delta(d) for d in deltas)
     advice = advise(positions)
     return {
         "n_requests": len(requests),
@@ -270,8 +293,8 @@ def summarize_run(requests: list[RequestRecord], prompt_names: list[str] | None 
         "acceptance": accepted / drafted if drafted else None,
         "draft_n": drafted,
         "draft_n_accepted": accepted,
-        "verify_steps": sum(steps) if steps else None,
-        "mean_accept_len": 1.0 + sum(acc_metric) / sum(steps) if steps and sum(steps) else None,
+        "verify_steps": steps,
+        "mean_accept_len": 1.0 + acc_metric / steps if steps else None,
         "tg_tps": tg.to_json() if tg else None,
         "pp_tps": pp.to_json() if pp else None,
         "acceptance_by_pass": _j(summarize([p.acceptance for p in use])),

@@ -84,7 +84,9 @@ class RunContext:
 @dataclass(frozen=True)
 class ProbeProgress:
     """A progress event for the UI. `event`: started | request_started | first_token | request_done |
-    finished. `done`/`total` count recorded requests."""
+    pass_done (concurrency N > 1: a pass's concurrent phase ended whole; `metrics_delta` is its
+    /metrics delta, the figures its requests have none of) | finished. `done`/`total` count recorded
+    requests."""
 
     event: str
     done: int
@@ -93,6 +95,7 @@ class ProbeProgress:
     prompt: str | None = None
     repeat: int | None = None
     record: RequestRecord | None = None
+    metrics_delta: dict[str, float] | None = None
     status: str | None = None
     message: str = ""
 

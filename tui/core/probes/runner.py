@@ -5,8 +5,9 @@ drift (clocks, thermals) spreads over all prompts instead of biasing one. How on
 and bracketed by `/metrics` scrapes (mean acceptance length = 1 + accepted / drafts) is `transport`.
 
 At concurrency N (`RunConfig.concurrency`) each pass is N streams at once (`concurrency`: which
-prompts each sends, what the run reports); a server with fewer slots is refused at the start, in
-one sentence.
+prompts each sends, what the run reports), and `/metrics` brackets the pass's whole concurrent phase
+instead of each request (the counters are server-wide); a server with fewer slots is refused at the
+start, in one sentence.
 
 What a run takes and returns is `run_types`. The run is recorded as it goes through a `RunSink` (the
 results store): if the server dies, the run ends `failed` with every request done so far; if it is
@@ -25,15 +26,17 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from tui.core.probes import hygiene
-from tui.core.probes.concurrency import concurrency_summary, stream_order
+from tui.core.probes.concurrency import run_summary, stream_order
 from tui.core.probes.hygiene import ProbeWarning
-from tui.core.probes.records import RequestRecord, summarize_run
+from tui.core.probes.records import RequestRecord
 from tui.core.options.settings import mtp_from_settings
 from tui.core.probes.run_types import (
     ProbeProgress, ProbeRun, ProgressFn, RunConfig, RunContext, RunSink,
 )
 from tui.core.probes.suites import ProbePrompt, Suite
-from tui.core.probes.transport import Cancelled, MetricsScraper, ProbeClient, RunFailed, cancellable, send
+from tui.core.probes.transport import (
+    Cancelled, MetricsScraper, ProbeClient, RunFailed, cancellable, counter_delta, send,
+)
 from tui.core.server.client_errors import ClientError, ClientTimeout, ServerGone, ServerHTTPError
 from tui.core.server.replies import CompletionResult
 
@@ -66,6 +69,8 @@ class ProbeRunner:
         self.progress = progress
         self.cancel = cancel
         self.records: list[RequestRecord] = []
+        #: Per pass run at concurrency N > 1, the /metrics delta over its whole concurrent phase.
+        self.phase_deltas: dict[int, dict[str, float]] = {}
         self.run_id: int | None = None
         self._metrics = MetricsScraper(client, cancel)
         self._server: dict[str, Any] = dict(self.context.server)
@@ -122,8 +127,8 @@ class ProbeRunner:
         )
 
     def _finish(self, status: str, error: str | None, started: float) -> ProbeRun:
-        summary = summarize_run(self.records, [p.name for p in self.suite.prompts])
-        summary["concurrency"] = concurrency_summary(self.records, self.config.concurrency)
+        summary = run_summary(self.records, [p.name for p in self.suite.prompts], self.config.concurrency,
+                              self.phase_deltas)
         warnings = self._warnings()
         if self.sink is not None and self.run_id is not None:
             self.sink.finish_run(
@@ -239,16 +244,23 @@ class ProbeRunner:
             pass  # a real problem shows up again, and is recorded, on the first probe request
 
     async def _passes(self) -> None:
-        """Pass after pass; within a pass, one stream (N = 1) or N streams at once (`concurrency`)."""
+        """Pass after pass; within a pass, one stream (N = 1, each request bracketed by /metrics) or N
+        streams at once (`concurrency`), the whole concurrent phase bracketed: the pass's delta is
+        kept (`phase_deltas`) and announced (`pass_done`) only when the phase ended whole."""
         broken: set[str] = set()
         seq = itertools.count()
         n = self.config.concurrency
         for rep in range(self.config.repeat):
             if n == 1:
                 await self._stream(rep, self.suite.prompts, broken, seq, scrape=True)
-            else:
-                await self._together([self._stream(rep, stream_order(self.suite.prompts, k), broken, seq, scrape=False)
-                                      for k in range(n)])
+                continue
+            before = await self._metrics.scrape()
+            await self._together([self._stream(rep, stream_order(self.suite.prompts, k), broken, seq, scrape=False)
+                                  for k in range(n)])
+            delta = counter_delta(before, await self._metrics.scrape())
+            if delta is not None:
+                self.phase_deltas[rep] = delta
+                self._emit("pass_done", repeat=rep, metrics_delta=delta)
 
     async def _stream(self, rep: int, prompts: Sequence[ProbePrompt], broken: set[str], seq: Iterator[int], *,
                       scrape: bool) -> None:
@@ -314,9 +326,7 @@ class ProbeRunner:
         rec.content_chars = len(res.text)
         pn = rec.predicted_n
         rec.finish_reason = None if pn is None else ("length" if pn >= n_predict else "stop")
-        after = await self._metrics.scrape() if scrape else None
-        if before is not None and after is not None:
-            rec.metrics_delta = {k: after[k] - before.get(k, 0.0) for k in after}
+        rec.metrics_delta = counter_delta(before, await self._metrics.scrape() if scrape else None)
         if not rec.timings:
             rec.error = "the server's response carried no timings object"
         self._record(rec)

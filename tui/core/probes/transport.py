@@ -1,8 +1,10 @@
 """One probe request on the wire: how it is sent, how `/metrics` brackets it, how a cancel abandons it.
 
 Every request uses a fixed seed, temperature 0 and `cache_prompt: false` and streams (for the
-client-side time to first token); the `/metrics` counters scraped before and after it give the
-verification steps and the accepted tokens per draft position. A set cancel event abandons the request in flight within `CANCEL_POLL_S`.
+client-side time to first token); the `/metrics` counters scraped before and after it (or, at
+concurrency N > 1, before and after the pass's whole concurrent phase) give the verification steps and
+the accepted tokens per draft position (`counter_delta`). A set cancel event abandons the request in
+flight within `CANCEL_POLL_S`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ def metric_counters(m: Metrics) -> dict[str, float]:
     return {**{name: float(m.value(name, 0.0) or 0.0) for name in METRIC_COUNTERS}, **position_counters(m)}
 
 
+def counter_delta(before: Mapping[str, float] | None, after: Mapping[str, float] | None) -> dict[str, float] | None:
+    """What the counters grew by between two scrapes (None when either is missing)."""
+    if before is None or after is None:
+        return None
+    return {k: after[k] - before.get(k, 0.0) for k in after}
+
+
 async def cancellable(aw: Any, cancel: threading.Event | None) -> Any:
     """Await `aw`, abandoning it promptly (raising `Cancelled`) when `cancel` is set."""
     if cancel is None:
@@ -91,7 +100,8 @@ async def send(client: ProbeClient, p: ProbePrompt, n_predict: int, on_first: Ca
 
 
 class MetricsScraper:
-    """Scrapes `/metrics` around each request; stops after the first refusal and remembers why."""
+    """Scrapes `/metrics` around each request (or concurrent phase); stops after the first refusal and
+    remembers why."""
 
     def __init__(self, client: ProbeClient, cancel: threading.Event | None) -> None:
         self._client = client

@@ -296,17 +296,19 @@ class Backend:
 
     def submit_probes(
         self, suite: str, settings: Settings, previous: ProbeState,
-        progress: Callable[[ProbeState], None], cancel: threading.Event,
+        progress: Callable[[ProbeState], None], cancel: threading.Event, concurrency: int = 1,
     ) -> Future[tuple[ProbeState, Any, str | None]]:
-        """Start a run on the one probe thread; the future holds (state, run id, error)."""
-        return self._probe_executor().submit(self._run_probes, suite, settings, previous, progress, cancel)
+        """Start a run (`concurrency` requests at once) on the one probe thread; the future holds
+        (state, run id, error)."""
+        return self._probe_executor().submit(self._run_probes, suite, settings, previous, progress, cancel,
+                                             concurrency)
 
     def run_probes(
         self, suite: str, settings: Settings, previous: ProbeState,
-        progress: Callable[[ProbeState], None], cancel: threading.Event,
+        progress: Callable[[ProbeState], None], cancel: threading.Event, concurrency: int = 1,
     ) -> tuple[ProbeState, Any, str | None]:
         """`submit_probes` and wait for it (for callers on a thread of their own)."""
-        return self.submit_probes(suite, settings, previous, progress, cancel).result()
+        return self.submit_probes(suite, settings, previous, progress, cancel, concurrency).result()
 
     def _probe_executor(self) -> ThreadPoolExecutor:
         """Every probe run on one long-lived thread: a fresh thread per run (each with its own event
@@ -319,7 +321,7 @@ class Backend:
 
     def _run_probes(
         self, suite: str, settings: Settings, previous: ProbeState,
-        progress: Callable[[ProbeState], None], cancel: threading.Event,
+        progress: Callable[[ProbeState], None], cancel: threading.Event, concurrency: int = 1,
     ) -> tuple[ProbeState, Any, str | None]:
         handle = self.handle
         url = self.base_url
@@ -330,7 +332,7 @@ class Backend:
                 url=url, api_key=self.api_key, running=handle.running_settings, suite=suite, settings=settings,
                 previous=previous, progress=progress, cancel=cancel, store=self.store(), hardware=self.options.hardware,
                 plan=self.latest_plan, memory=self._memory_snapshot(),
-                repeat=self.options.probe_repeat, n_predict=self.options.probe_n_predict,
+                repeat=self.options.probe_repeat, n_predict=self.options.probe_n_predict, concurrency=concurrency,
             )
         finally:
             if self._attachment is not None and not cancel.is_set():

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from tui.core.options.settings import Settings, settings_json
 from tui.core.probes.suites import SuiteError, get_suite
+from tui.ui.cockpit import probe_start
+from tui.ui.lab import verdict_levels
 from tui.ui.lab.confirm import confirm_then, server_label
 from tui.ui.widgets.question import Answer, Question
 from tui.ui.lab.search_screen import SearchScreen
@@ -47,9 +49,11 @@ def open_ab(main: MainScreen) -> None:
     """The verdict screen; starts MTP on vs off after saying how long it takes (and that the user's
     server will be stopped, when it runs) unless one runs or a verdict for these settings exists."""
     lab = main.lab
+    if (n := probe_start.at_once(main, "Cannot run MTP on vs off")) is None:  # at 1 and N when N > 1
+        return
     main.app.push_screen(VerdictScreen(lab, workload=lab.ab_workload, versus=lambda: ask_versus(main),
                                        quality=main.quality.kv_text(main.plan.settings)))
-    if lab.running == "ab" or shown_verdict_is_current(main):
+    if lab.running == "ab" or shown_verdict_is_current(main, n):
         return
     reason = lab.blocked()
     if reason:
@@ -57,31 +61,36 @@ def open_ab(main: MainScreen) -> None:
         return
 
     def answered(choice: str | None) -> None:
-        if choice == "start" and (reason := main.start_ab()):
+        if choice == "start" and (reason := main.start_ab(n)):
             main.app.notify(reason, title="Cannot run MTP on vs off", severity="warning")
 
-    main.app.push_screen(ab_question(main), answered)
+    main.app.push_screen(ab_question(main, n), answered)
 
 
-def shown_verdict_is_current(main: MainScreen) -> bool:
-    """The last verdict is MTP on vs off of the settings on screen (`a` shows it rather than asking to run)."""
+def shown_verdict_is_current(main: MainScreen, concurrency: int = 1) -> bool:
+    """The last verdict is MTP on vs off of the settings on screen at `concurrency` requests at once (at
+    N > 1 its first level is at one: the same sides), so `a` shows it rather than asking to run."""
     # lazy: the lab's engine loads the supervisor and httpx, which the first frame does not wait for
     from tui.core.lab.ab import mtp_sides
 
     v = main.lab.verdict
-    if v is None or v.pair.a != "off":
+    if v is None or verdict_levels.concurrency_of(v) != concurrency:
+        return False
+    first = v.levels[0][1] if hasattr(v, "levels") else v
+    if first.pair.a != "off":
         return False
     a, b = mtp_sides(replace(main.plan.settings, port=None))
-    return v.settings == {"a": settings_json(a.settings.redacted()), "b": settings_json(b.settings.redacted())}
+    return first.settings == {"a": settings_json(a.settings.redacted()), "b": settings_json(b.settings.redacted())}
 
 
-def ab_question(main: MainScreen) -> Question:
+def ab_question(main: MainScreen, concurrency: int = 1) -> Question:
     """What the MTP on/off run will do and how long it should take, before it starts (a 7-minute run
     used to start on one key), and that it stops the user's server when it does."""
-    return Question("Run MTP on vs off?", ab_lines(main), [Answer("start", "Start", key="y", variant="warning")])
+    return Question("Run MTP on vs off?", ab_lines(main, concurrency),
+                    [Answer("start", "Start", key="y", variant="warning")])
 
 
-def ab_lines(main: MainScreen) -> list[str]:
+def ab_lines(main: MainScreen, concurrency: int = 1) -> list[str]:
     """An A/B's size and expected duration from the probe options, and that it stops the user's server."""
     # lazy: the lab's engine loads the supervisor and httpx, which the first frame does not wait for
     from tui.core.lab.ab import ab_size
@@ -96,6 +105,10 @@ def ab_lines(main: MainScreen) -> list[str]:
         lines.append(f"{passes} passes per side, interleaved: {size.launches} launches and {size.requests} requests "
                      f"of the {main.probe_panel.suite} suite, up to {size.tokens} generated tokens.")
         lines.append(main.lab.expected(size))
+    if concurrency > 1:
+        lines.append(f"Then the same again with {concurrency} requests at once (-np {concurrency}, each slot keeping "
+                     "its context), about as long once more: the verdicts at 1 and at "
+                     f"{concurrency} side by side.")
     if main.lab.stops_server():
         running = main.server.running_settings()
         lines.append(f"It launches its own servers, so your {server_label(running)} is stopped first; you will "

@@ -39,20 +39,35 @@ class ProbeController:
             return Notice("launch the server first (l), or attach to one with --attach URL")
         return None
 
-    def start(self, suite: str, settings: Settings) -> ProbeState:
-        """Run `suite` against the server; returns the state to show at once."""
+    def start(self, suite: str, settings: Settings, concurrency: int = 1) -> ProbeState:
+        """Run `suite` against the server, `concurrency` requests at once; returns the state to show at once."""
         self.cancel_event = cancel = threading.Event()
         self.idle.clear()
-        self.state = dataclasses.replace(self.state, running=True, done=0, total=0, message=f"starting the {suite} suite…")
-        self.host.run_worker(self._run(suite, settings, cancel), exclusive=True, exit_on_error=False, group="probe")
+        at_once = f", {concurrency} requests at once" if concurrency > 1 else ""
+        self.state = dataclasses.replace(self.state, running=True, done=0, total=0,
+                                         message=f"starting the {suite} suite{at_once}…")
+        self.host.run_worker(self._run(suite, settings, cancel, concurrency), exclusive=True, exit_on_error=False,
+                             group="probe")
         return self.state
 
-    async def _run(self, suite: str, settings: Settings, cancel: threading.Event) -> None:
+    @staticmethod
+    def too_few_slots(running: Settings | None, concurrency: int, fix: str) -> str | None:
+        """Why the running server cannot take `concurrency` requests at once (the core's rule; `fix`
+        says what to do in the caller's terms), or None. A server launched without -np has
+        llama-server's automatic slots; one that only watches says its own (`running`)."""
+        # lazy: the probe statistics load with the first probe run, not before the first frame
+        from tui.core.probes.concurrency import slots_problem
+
+        if running is None:
+            return None
+        return slots_problem(running.parallel if running.parallel is not None else -1, concurrency, fix)
+
+    async def _run(self, suite: str, settings: Settings, cancel: threading.Event, concurrency: int) -> None:
         def progress(state: ProbeState) -> None:
             self.host.post_message(ProbeUpdated(state))
 
         try:
-            future = self.backend.submit_probes(suite, settings, self.state, progress, cancel)
+            future = self.backend.submit_probes(suite, settings, self.state, progress, cancel, concurrency)
         except Exception as exc:  # noqa: BLE001 - reported as a failed run, never a traceback
             self.idle.set()
             self.host.post_message(ProbeFinished(self.state, None, f"the probe run could not start: {exc}"))

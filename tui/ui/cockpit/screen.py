@@ -20,7 +20,7 @@ from textual.widgets import Header
 
 from tui.core.options.settings import Settings
 from tui.ui import keys
-from tui.ui.cockpit import lab_keys
+from tui.ui.cockpit import lab_keys, probe_start
 from tui.ui.cockpit.controller import CockpitController
 from tui.ui.cockpit.key_bar import KeyBar
 from tui.ui.cockpit.log_screen import LogScreen
@@ -251,12 +251,8 @@ class MainScreen(QualityKeys, Screen[None]):
     # --- probes ----------------------------------------------------------------------------------
 
     def action_run_probes(self) -> None:
-        """Run the chosen probe suite against the running server."""
-        refused = self.probes.refused(self.server.status)
-        if refused is not None:
-            self._notice(refused)
-            return
-        self.probe_panel.show(self.probes.start(self.probe_panel.suite, self.plan.settings))
+        """Run the chosen probe suite against the running server, as many requests at once as asked."""
+        probe_start.run_probes(self)
 
     def action_cancel_probes(self) -> None:
         """Cancel the probe run (the request in flight finishes first)."""
@@ -312,11 +308,13 @@ class MainScreen(QualityKeys, Screen[None]):
             if isinstance(screen, TuningWatcher):
                 screen.tuning_changed(self.lab)
 
-    def start_ab(self) -> str | None:
+    def start_ab(self, concurrency: int = 1) -> str | None:
         """MTP on vs off with what this screen shows: its settings, the probe panel's suite, and the
-        probe options (repeats become passes per side); returns why it cannot start."""
+        probe options (repeats become passes per side), at 1 and at `concurrency` at once when more;
+        returns why it cannot start."""
         return self.lab.start_ab(self.plan.settings, suite=self.probe_panel.suite,
-                                 passes=max(1, self.options.probe_repeat), n_predict=self.options.probe_n_predict)
+                                 passes=max(1, self.options.probe_repeat), n_predict=self.options.probe_n_predict,
+                                 concurrency=concurrency)
 
     def action_sweep(self) -> None:
         """Sweep the knobs that matter from the settings on screen."""

@@ -222,6 +222,11 @@ class ProbeSummary:
     advised_n_max: int | None = None
     advice_headline: str = ""
     advice: str = ""
+    #: Requests at once (`core.probes.concurrency`); at N > 1 the aggregate TG over each pass's
+    #: concurrent phase and each request's own TG, as (median, min, max) t/s.
+    concurrency: int = 1
+    aggregate_tg: tuple[float, float, float] | None = None
+    request_tg: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)

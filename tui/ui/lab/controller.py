@@ -28,7 +28,7 @@ from textual.message import Message
 
 from tui.core.options.settings import Settings
 from tui.ui.host import Host, Notice
-from tui.ui.lab import experiments, tune_ops
+from tui.ui.lab import experiments, tune_ops, verdict_levels
 from tui.ui.lab.messages import (
     AbFinished, AbProgressed, Finished, SearchFinished, SearchProgressed, SweepFinished, SweepProgressed, TuneFinished,
     TuneProgressed, TuningChanged,
@@ -97,7 +97,8 @@ class LabController:
         self.tune_view: TuneView | None = None
         self.tune_outcome: Any = None  # the core's TuneOutcome of the last tune that ran
         self.tune_base: Settings | None = None  # its fixed flags (the report lists them)
-        self._ab_args: tuple[str, int, int | None, Versus | None] | None = None  # the last A/B's, for `g`
+        # the last A/B's suite, passes, n_predict, what it was against and requests at once, for `g`
+        self._ab_args: tuple[str, int, int | None, Versus | None, int] | None = None
         self.offer: RestartOffer | None = None  # set when an action that stopped the user's server ends
         self._stopped: RestartOffer | None = None  # the running action stopped the user's server
         self._job: Any = None  # the running Sweep or TuneRun, and how to stop it
@@ -178,24 +179,33 @@ class LabController:
         return None
 
     def start_ab(self, settings: Settings, *, suite: str, passes: int, n_predict: int | None,
-                 versus: Versus | None = None) -> str | None:
-        """MTP on vs off with `settings`, or `settings` (A) against `versus` (B: a profile, another
-        binary); returns why it cannot start."""
+                 versus: Versus | None = None, concurrency: int = 1) -> str | None:
+        """MTP on vs off with `settings` (at N > 1 `concurrency`: at 1 and at N, `verdict_levels`), or
+        `settings` (A) against `versus` (B: a profile, another binary); returns why it cannot start."""
         if reason := self.blocked():
             return reason
-        self._ab_args = (suite, passes, n_predict, versus)
+        self._ab_args = (suite, passes, n_predict, versus, concurrency)
         workload = self.ab_workload
         self.verdict = None
         title = versus.title if versus is not None else "MTP on vs off"
-        self.verdict_view = VerdictView(running=True, total=2 * passes, workload=workload, title=title,
+        levels = verdict_levels.levels(concurrency) if concurrency > 1 and versus is None else [1]
+        at = f", at {' and '.join(map(str, levels))} at once" if len(levels) > 1 else ""
+        self.verdict_view = VerdictView(running=True, total=2 * passes * len(levels), workload=workload, title=title,
                                         names=("A", "B") if versus is not None else VerdictView().names,
-                                        message=f"{title}: {passes} passes each, interleaved")
+                                        message=f"{title}: {passes} passes each, interleaved{at}")
         server_bin = self.options.server_bin
 
+        def emit(ev: Any) -> None:
+            self.host.post_message(AbProgressed(ev))
+
         def body(cancel: threading.Event) -> Message:
+            if len(levels) > 1:
+                return AbFinished(*verdict_levels.run(settings, suite=suite, workload=workload, passes=passes,
+                                                      n_predict=n_predict, concurrency=concurrency,
+                                                      server_bin=server_bin, cancel=cancel, on_event=emit))
             return AbFinished(*experiments.run_ab(settings, versus=versus, suite=suite, workload=workload, passes=passes,
                                                   n_predict=n_predict, server_bin=server_bin, cancel=cancel,
-                                                  on_event=lambda e: self.host.post_message(AbProgressed(e))))
+                                                  on_event=emit))
 
         self._start("ab", body)
         return None
@@ -205,8 +215,9 @@ class LabController:
         screen now, the last run's suite and passes (the verdict screen's `g`)."""
         if self._ab_args is None:
             return "press a on the main screen to run MTP on vs off"
-        suite, passes, n_predict, versus = self._ab_args
-        return self.start_ab(self.plan.settings, suite=suite, passes=passes, n_predict=n_predict, versus=versus)
+        suite, passes, n_predict, versus, concurrency = self._ab_args
+        return self.start_ab(self.plan.settings, suite=suite, passes=passes, n_predict=n_predict, versus=versus,
+                             concurrency=concurrency)
 
     def start_search(self, knob: str, settings: Settings) -> str | None:
         """The largest context or the smallest fit-target; returns why it cannot start."""

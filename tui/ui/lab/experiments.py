@@ -22,6 +22,7 @@ from typing import Any
 from tui.core.options.settings import Settings
 from tui.ui.options import AppOptions
 from tui.ui.shared_views import ProbePoint
+from tui.ui.lab.verdict_levels import level_rows
 from tui.ui.lab.views import (SWEEP_KNOBS, SearchView, SweepRowView, SweepSetup, SweepView, VerdictRow, VerdictView, Versus,
                              num)
 
@@ -253,8 +254,14 @@ def saved_as(save: Callable[[], Any]) -> tuple[str | None, str | None]:
 
 def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int = 0, eta_s: float | None = None,
                  message: str = "", title: str = "MTP on vs off") -> VerdictView:
-    """A core AbVerdict as the verdict screen shows it (`title`: what was A/B'd)."""
+    """A core AbVerdict as the verdict screen shows it (`title`: what was A/B'd); a LoadVerdict (MTP on
+    vs off at 1 and N requests at once, `verdict_levels`) as N's verdict in full with every level's row
+    side by side."""
     from tui.core.probes.stats import fmt_rel, fmt_summary
+
+    if hasattr(v, "levels"):
+        view = verdict_view(v.levels[-1][1], running=running, done=done, total=total, eta_s=eta_s, message=message)
+        return replace(view, answer=v.answer(), levels=level_rows(v))
 
     def pct_summary(s: Any) -> str:
         if s is None:

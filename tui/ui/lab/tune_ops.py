@@ -115,14 +115,12 @@ def prepare(settings: Settings, setup: TuneSetup, options: Any) -> Prepared | st
     from tui.core.tune.space import SpaceError
     from tui.core.tune.args import UsageError, build_request, make_floors, parse_budget, parse_max_kld
     from tui.core.tune.workload import WorkloadError, parse_workload
+    from tui.core.probes.concurrency import parse_concurrency
 
     if options.server_bin is None:
         return "no llama-server binary: give --server-bin PATH or run `mtp-tune doctor --build`."
     try:
-        concurrency = setup.concurrency.strip() or "1"
-        if not concurrency.isdigit() or int(concurrency) < 1:
-            raise ValueError(f"at once: a whole number of requests (1 or more), not {concurrency!r}.")
-        spec = parse_workload(setup.workload, int(concurrency))
+        spec = parse_workload(setup.workload, parse_concurrency(setup.concurrency))
         budget = parse_budget(setup.budget.strip() or None)
         min_ctx = int(setup.min_ctx.strip() or 0)
         if min_ctx < 0:

@@ -20,7 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, Static
 
-from tui.ui.lab import experiments
+from tui.ui.lab import experiments, verdict_levels
 from tui.ui.lab.controller import LabController
 from tui.ui.lab.screen_base import TuningScreen, keys, progress_row, text_field
 from tui.ui.lab.tables import fill
@@ -64,6 +64,7 @@ class VerdictScreen(TuningScreen):
     VerdictScreen #verdict-headline.-loses { color: $error; }
     VerdictScreen #verdict-headline.-inconclusive { color: $warning; }
     VerdictScreen #verdict-table { height: auto; max-height: 7; margin-top: 1; }
+    VerdictScreen #verdict-levels { height: auto; max-height: 4; margin-top: 1; display: none; }
     VerdictScreen #verdict-break-even { height: auto; color: $foreground; }
     VerdictScreen #verdict-answer { height: auto; color: $foreground-muted; margin-top: 1; }
     VerdictScreen #verdict-passes { height: auto; color: $foreground-muted; margin-top: 1; }
@@ -103,6 +104,7 @@ class VerdictScreen(TuningScreen):
             quality.display = bool(self.quality)
             yield quality
             yield DataTable(id="verdict-table", cursor_type="none", zebra_stripes=True)
+            yield DataTable(id="verdict-levels", cursor_type="none")  # at 1 and N at once (`verdict_levels`)
             yield Static("", id="verdict-break-even")
             yield Static("", id="verdict-answer")
             yield Static("", id="verdict-passes")
@@ -135,6 +137,7 @@ class VerdictScreen(TuningScreen):
                 variables, VERDICT_COLOUR.get(r.verdict, "foreground"), bold=r.verdict in ("better", "worse")))]
             for r in view.rows]
         fill(self.query_one("#verdict-table", DataTable), columns(view.names), rows)
+        verdict_levels.show(self.query_one("#verdict-levels", DataTable), view.levels, variables)
         self.query_one("#verdict-break-even", Static).update(Content(view.break_even))
         self.query_one("#verdict-answer", Static).update(Content(view.error or view.answer))
         self.query_one("#verdict-passes", Static).update(Content(" · ".join(view.passes)))

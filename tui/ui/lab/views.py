@@ -119,6 +119,20 @@ class Versus:
 
 
 @dataclass(frozen=True)
+class LevelRow:
+    """The MTP on/off verdict at one concurrency, a row of the side-by-side table (`verdict_levels`)."""
+
+    concurrency: int
+    label: str  # b_wins | b_loses | same | inconclusive (B: MTP on)
+    headline: str  # the label in words ("MTP wins")
+    off_s: str  # seconds per request, MTP off (median)
+    on_s: str
+    change: str  # time per request, MTP on against off
+    tg: str  # TG per request, off -> on (medians)
+    acceptance: str
+
+
+@dataclass(frozen=True)
 class VerdictView:
     """The verdict screen: progress while passes run, then the answer for the workload."""
 
@@ -137,6 +151,9 @@ class VerdictView:
     answer: str = ""
     passes: tuple[str, ...] = ()  # "off 1: TG 41.2 PP 812" per finished pass, in run order
     error: str | None = None
+    #: At N requests at once: the verdict at 1 and at N side by side (the rows above are N's); empty
+    #: for a verdict at one request at a time.
+    levels: tuple[LevelRow, ...] = ()
 
 
 @dataclass(frozen=True)
