@@ -57,7 +57,7 @@ async def test_both_verdicts_side_by_side_and_rejudged_together() -> None:
         rows = levels_text(screen)
         assert [(r[0], r[1]) for r in rows] == [("1", "MTP WINS"), ("4", "MTP LOSES")]
         assert rows[0][2:] == ["21.65", "15.03", "-30.6%", "26.1 → 40.1", "0.80"]
-        assert "MTP LOSES" in str(screen.query_one("#verdict-headline").render())  # the main table is N's
+        assert "MTP LOSES AT 4 REQUESTS AT ONCE" in str(screen.query_one("#verdict-headline").render())  # the main table is N's
         assert screen.view is not None and screen.view.answer.startswith("At concurrency 1: ")
         assert "At concurrency 4: " in screen.view.answer
         screen.query_one("#verdict-out", Input).value = "5000"  # both levels judged for the new shape

@@ -260,8 +260,10 @@ def verdict_view(v: Any, *, running: bool = False, done: float = 0.0, total: int
     from tui.core.probes.stats import fmt_rel, fmt_summary
 
     if hasattr(v, "levels"):
-        view = verdict_view(v.levels[-1][1], running=running, done=done, total=total, eta_s=eta_s, message=message)
-        return replace(view, answer=v.answer(), levels=level_rows(v))
+        n, last = v.levels[-1]
+        view = verdict_view(last, running=running, done=done, total=total, eta_s=eta_s, message=message)
+        at = f" AT {n} REQUESTS AT ONCE" if view.headline and n > 1 else ""  # the call above is N's
+        return replace(view, answer=v.answer(), levels=level_rows(v), headline=view.headline + at)
 
     def pct_summary(s: Any) -> str:
         if s is None:
