@@ -118,4 +118,11 @@ def test_other_builds_are_offered_without_the_current_one(tmp_path: Path, monkey
     a, b = fake_server(tmp_path, "a", HELP, 1), fake_server(tmp_path, "b", HELP, 2)
     monkeypatch.setenv("MTP_TUNE_LLAMA_SERVER", str(b))
     monkeypatch.setenv("PATH", str(a.parent))
+    # The build cache is this test's own (the server tier keeps the real one, which holds real builds).
+    monkeypatch.setenv("MTP_TUNE_CACHE_DIR", str(tmp_path / "cache"))
     assert other_builds(a) == [b] and other_builds(b) == [a] and other_builds(None) == [b, a]
+    # mtp-tune's own cached builds come after $MTP_TUNE_LLAMA_SERVER and PATH.
+    key_dir = tmp_path / "cache" / "llama-server" / "old-key"
+    key_dir.mkdir(parents=True)
+    cached = fake_server(key_dir, "bin", HELP, 3)
+    assert other_builds(a) == [b, cached] and other_builds(None, limit=2) == [b, a]
