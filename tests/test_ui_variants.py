@@ -19,13 +19,16 @@ from textual.widgets import DataTable, Static
 from tests.helpers.quant_repo import QUANTS, fixed_host, write_quants
 from tests.helpers.quant_repo import REPO as QUANT_REPO
 from tests.helpers.range_server import LoopbackHub, closed_port_url
+from tests.test_quality_index import measured
 from tui.core.gpu.profiles import PROFILES, HwProfile, SimDevice
 from tui.core.options.settings import Settings
 from tui.core.planning.devices import current_snapshot, device_set
 from tui.core.planning.gguf_reader import read_gguf
 from tui.core.planning.plan import plan
+from tui.core.quality import index
 from tui.core.remote.hub import HubFile, Sidecar, Variant, variants
 from tui.ui.app import MtpTuneApp, make_app
+from tui.ui.variants.controller import VariantsController
 from tui.ui.variants.views import choice_for, sidecar_note, view_of
 from tui.ui.options import AppOptions
 from tui.ui.cockpit.screen import MainScreen
@@ -107,6 +110,7 @@ async def test_the_picker_lists_every_quant_best_fit_first_and_enter_fills_the_f
         cells = [table.get_row_at(i) for i in range(3)]
         assert [str(c[0]) for c in cells] == [t for t, _ in want]
         assert [str(c[-3]) for c in cells] == ["yes", "yes", "no"]
+        assert [str(c[view.columns.index("KV KLD")]) for c in cells] == ["reference"] * 3  # the form's f16/f16
         assert all(re.fullmatch(r"\d+( \(max\))?", str(c[-2])) for c in cells[:2])  # the largest -c that fits
         assert re.fullmatch(r"\d+( \(max\))?|none", str(cells[2][-2]))  # the CLI's words, never "-"
         detail = str(screen.query_one("#variants-detail", Static).render())
@@ -224,6 +228,24 @@ async def test_without_a_repo_v_says_how_to_give_one() -> None:
         assert any("hf-repo field" in n and "press v" in n for n in notes), notes
 
 
+def test_a_picker_row_shows_the_kld_measured_on_its_file(hub: LoopbackHub, tiny_models: dict[str, Path]) -> None:
+    """The controller's plan (what its worker runs) looks each row up in the quality index by the header
+    digest of the file read for it: the measured K/V setting on that file shows its figures, f16 is the
+    reference, every other row is blank (nothing guessed)."""
+    m = measured(tiny_models["tiny-mtp"], "q8_0", 0.0123)  # m-Q4_K_M.gguf on the Hub is this file
+    index.record(m)
+    ds = device_set(current_snapshot(GPU), ())
+    controller = VariantsController(form_settings(), lambda: ds, lambda _s, _f: None)
+    controller.next_kvs()  # f16, q8_0, q4_0
+    view = controller.plan()
+    at = view.columns.index("KV KLD")
+    assert view.columns[at - 1] == "KV"
+    kld = {(r.tag, r.kv): r.cells[at] for r in view.rows}
+    assert kld.pop(("Q4_K_M", "q8_0")) == f"0.0123 · {m.figures.same_top_pct.value:.1f} %"
+    assert {k: c for k, c in kld.items() if k[1] == "f16"} == {(t, "f16"): "reference" for t in ("F16", "Q4_K_M", "Q8_0")}
+    assert {c for k, c in kld.items() if k[1] != "f16"} == {""} and len(kld) == 8  # another file or setting: blank
+
+
 def test_a_tag_that_would_pick_another_file_is_given_as_hff() -> None:
     files = [HubFile("old/m-Q8_0.gguf", 10), HubFile("m-Q8_0.gguf", 20), HubFile("plain.gguf", 30),
              HubFile("m-Q4_K_M-00001-of-00002.gguf", 5), HubFile("m-Q4_K_M-00002-of-00002.gguf", 5)]
@@ -268,9 +290,9 @@ async def test_the_fifteen_row_table_fits_120_columns_with_the_clis_words(
             view, table = screen.controller.view, screen.query_one("#variants-table", DataTable)
             assert view.error == "" and table.row_count == rows == 15
             assert table.virtual_size.width <= table.size.width <= 120  # nothing scrolled out of view
-            assert list(view.columns) == ["quant", "GiB", "KV", "CUDA0 need (left)", "CUDA1 need (left)",
+            assert list(view.columns) == ["quant", "GiB", "KV", "KV KLD", "CUDA0 need (left)", "CUDA1 need (left)",
                                           "Host need (left)", "fits", "max -c", "fit would"]
-            assert [str(c.label) for c in table.columns.values()][3] == "CUDA0\nneed (left)"  # on two lines
+            assert [str(c.label) for c in table.columns.values()][4] == "CUDA0\nneed (left)"  # on two lines
             tiers = [r.tier for r in view.rows]
             assert {"yes", "with fit"} <= set(tiers)  # the scene: both tiers
             counts = (f"{tiers.count('yes')} fit as given, {tiers.count('with fit')} with fit, "

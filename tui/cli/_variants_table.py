@@ -13,6 +13,7 @@ from typing import Any
 from tui.cli._common import counted
 from tui.core.planning.devices import HOST
 from tui.core.config.text import safe_text
+from tui.core.quality.index import quality_cell
 
 GIB_MIB = 1024.0
 
@@ -61,52 +62,6 @@ def fits_cell(r: Any) -> str:
         return "error"
     notes = (["tight"] if r.tight else []) + (["exact"] if r.source == "exact" else [])
     return tier + (f" ({', '.join(notes)})" if notes else "")
-
-
-def measured_rows(table: Any) -> list[Any]:
-    """Per row, what the quality index knows of its K/V types on its file (found by the header digest of
-    the file read for the row; nothing is run): the newest measurement (`index.Measured`), "reference"
-    for f16/f16 (0 by definition), or None: not measured, or no header to look it up by."""
-    # lazy, as every command's core imports: --help loads none
-    from tui.core.quality.index import measured_on, newest_for
-    from tui.core.quality.request import parse_kv_list
-
-    found: dict[str, list[Any]] = {}
-    out: list[Any] = []
-    for r in table.rows:
-        kv = parse_kv_list(r.kv_types)[0] if r.kv_types != "-" else None
-        if kv is not None and kv.is_reference:
-            out.append("reference")
-            continue
-        path = str(r.fetched.path) if r.fetched is not None else ""
-        if kv is None or not path:
-            out.append(None)
-            continue
-        if path not in found:
-            found[path] = measured_on(path) or []
-        out.append(newest_for(found[path], kv))
-    return out
-
-
-def quality_cell(m: Any) -> str:
-    """`0.0081 · 94.8 %` (mean KLD, same top token), `vs FILE` when measured against another file;
-    `reference` for f16/f16; blank when not measured (never guessed)."""
-    from tui.core.quality.index import kld_text
-
-    if m is None or m == "reference":
-        return m or ""
-    vs = "" if m.self_reference else f" vs {m.reference.rsplit('/', 1)[-1]}"
-    return f"{kld_text(m.figures.kld_mean.value)} · {m.figures.same_top_pct.value:.1f} %{vs}"
-
-
-def quality_json(m: Any) -> Any:
-    """A row's `quality` in --json: null, "reference", or the figures and what they were measured on."""
-    if m is None or m == "reference":
-        return m
-    f = m.figures
-    return {"kld_mean": f.kld_mean.value, "kld_uncertainty": f.kld_mean.uncertainty, "kld_p99": f.kld_p99,
-            "same_top_pct": f.same_top_pct.value, "ctx": m.ctx, "chunks": m.chunks, "text": m.text,
-            "reference": m.reference, "measured_at": m.measured_at}
 
 
 def rows_of(table: Any, measured: Sequence[Any] = ()) -> tuple[list[str], list[list[str]]]:
@@ -183,7 +138,7 @@ def title(table: Any, devices: Any, flags: Sequence[str] = ()) -> str:
 
 def render(table: Any, devices: Any, markdown: bool = False, flags: Sequence[str] = (),
            measured: Sequence[Any] = ()) -> str:
-    """The table (`measured`: `measured_rows(table)`, the KV KLD column's figures) and its legend."""
+    """The table (`measured`: `quality.index.measured_rows(table.rows)`, the KV KLD column's figures) and its legend."""
     head, rows = rows_of(table, measured)
     top = title(table, devices, flags)
     notes = legend(table)

@@ -103,9 +103,10 @@ def run(args: argparse.Namespace) -> int:
                               refresh=args.refresh, exact=exact, progress=progress)
     except RemoteError as exc:
         return fail(str(exc))
-    from tui.cli._variants_table import measured_rows, quality_json, render
+    from tui.cli._variants_table import render
+    from tui.core.quality.index import measured_rows, quality_json
 
-    measured = measured_rows(table)  # what the quality index knows of each row's file: nothing is run
+    measured = measured_rows(table.rows)  # what the quality index knows of each row's file: nothing is run
     if args.json:
         data = table.to_dict()
         for row, m in zip(data["rows"], measured):

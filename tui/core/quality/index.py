@@ -7,8 +7,9 @@ entry per result, newest first and bounded (`MAX_ENTRIES`), written atomically u
 `measure` stores a result. Each result file carries its entry too, so a missing or damaged index is
 ignored and rebuilt from them: a lookup never fails, it finds less at worst.
 
-The screens read it (the cockpit's quality line, the runs, the verdict, `variants`), by the model's
-header digest (`models.model_id`, `planning.sparse.header_hash`): a moved file is the same model.
+The screens read it (the cockpit's quality line, the runs, the verdict, `mtp-tune variants` and the
+TUI's variants picker: `measured_rows`, `quality_cell`, `quality_json`), by the model's header digest
+(`models.model_id`, `planning.sparse.header_hash`): a moved file is the same model.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tui.core.quality import cache
 from tui.core.quality.parse import KldFigures
-from tui.core.quality.request import KvPair
+from tui.core.quality.request import KvPair, parse_kv_list
+
+if TYPE_CHECKING:
+    from tui.core.remote.variants import VariantRow
 
 FILE = "index.json"
 FORMAT = 1
@@ -145,6 +149,51 @@ def measured_on(model: str | Path | None) -> list[Measured] | None:
         return lookup(model_id(model).digest)
     except ModelError:
         return None
+
+
+#: what a variants row's K/V types cost on its file: measured, "reference" (f16/f16), or None (not measured)
+RowQuality = Measured | Literal["reference"] | None
+
+
+def measured_rows(rows: Iterable[VariantRow]) -> list[RowQuality]:
+    """Per variants row (`remote.variants.VariantRow`), what the index knows of its K/V types on its
+    file, found by the header digest of the file read for the row (nothing is run): the newest
+    measurement (`newest_for`), "reference" for f16/f16 (0 by definition), or None: not measured, or
+    no header to look it up by. Reads files (the index, each header once): a CLI command or a worker."""
+    found: dict[str, list[Measured]] = {}
+    out: list[RowQuality] = []
+    for r in rows:
+        kv = parse_kv_list(r.kv_types)[0] if r.kv_types != "-" else None
+        if kv is not None and kv.is_reference:
+            out.append("reference")
+            continue
+        where = str(r.fetched.path) if r.fetched is not None else ""
+        if kv is None or not where:
+            out.append(None)
+            continue
+        if where not in found:
+            found[where] = measured_on(where) or []
+        out.append(newest_for(found[where], kv))
+    return out
+
+
+def quality_cell(m: RowQuality) -> str:
+    """A KV KLD cell: `0.0081 · 94.8 %` (mean KLD, same top token), `vs FILE` when measured against
+    another file; `reference` for f16/f16; blank when not measured (never guessed)."""
+    if m is None or m == "reference":
+        return m or ""
+    vs = "" if m.self_reference else f" vs {Path(m.reference).name}"
+    return f"{kld_text(m.figures.kld_mean.value)} · {m.figures.same_top_pct.value:.1f} %{vs}"
+
+
+def quality_json(m: RowQuality) -> Any:
+    """A row's `quality` in JSON: null, "reference", or the figures and what they were measured on."""
+    if m is None or m == "reference":
+        return m
+    f = m.figures
+    return {"kld_mean": f.kld_mean.value, "kld_uncertainty": f.kld_mean.uncertainty, "kld_p99": f.kld_p99,
+            "same_top_pct": f.same_top_pct.value, "ctx": m.ctx, "chunks": m.chunks, "text": m.text,
+            "reference": m.reference, "measured_at": m.measured_at}
 
 
 def record(entry: Measured) -> None:

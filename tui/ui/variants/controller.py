@@ -1,6 +1,7 @@
 """The variants picker's work: every quant of the form's `hf-repo` planned side by side from the
-headers alone (`tui.core.remote.variants.plan_variants`, on a worker), and the form's settings for
-the row the user picks.
+headers alone (`tui.core.remote.variants.plan_variants`, on a worker) with what the quality index
+knows of each row's K/V types on its file (`quality.index.measured_rows`, on the same worker: it
+reads files), and the form's settings for the row the user picks.
 
 Plain state, no widgets: the worker posts `VariantsProgressed` ("listing REPO", "reading the header
 of FILE") and `VariantsPlanned` (the table as a `VariantsView`, or the one sentence why not) to the
@@ -20,6 +21,7 @@ from tui.core.options import reader
 from tui.core.options.settings import Settings
 from tui.core.options.validate import errors, validate
 from tui.core.planning.devices import DeviceSet
+from tui.core.quality.index import measured_rows
 from tui.core.remote.errors import RemoteError
 from tui.core.remote.source import local_settings, source_of
 from tui.ui.host import Host
@@ -127,7 +129,8 @@ class VariantsController:
             settings_for("model.gguf", kv)
         table = plan_variants(self.repo, settings_for, ds, list(self.kvs), token=token, progress=progress)
         _commit, files, _cached = repo_listing(self.repo, token)  # cached by plan_variants: no request
-        return view_of(table, files, self.kv_label(), self.settings, self.costs)
+        measured = measured_rows(table.rows)  # the KV KLD column: the quality index and header digests, read here
+        return view_of(table, files, self.kv_label(), self.settings, self.costs, measured)
 
     def take(self, message: VariantsProgressed | VariantsPlanned) -> VariantsView | None:
         """A worker's news: the view to show, or None when it is for an older plan."""

@@ -58,7 +58,7 @@ class VariantsScreen(ModalScreen[Settings | None]):
 
     DEFAULT_CSS = """
     VariantsScreen { align: center middle; }
-    VariantsScreen > #variants-box { width: 96%; height: auto; max-height: 90%; border: round $primary;
+    VariantsScreen > #variants-box { width: 98%; height: auto; max-height: 90%; border: round $primary;
                                      background: $surface; padding: 0 1; }
     VariantsScreen #variants-status { height: auto; color: $foreground-muted; }
     VariantsScreen #variants-error { height: auto; color: $error; text-style: bold; display: none; }

@@ -6,14 +6,18 @@ say it, each row's full file name in its `detail`. Plain data: the screen and sn
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tui.core.options import reader
 from tui.core.options.settings import Settings
+from tui.core.quality.index import RowQuality, quality_cell
 
 #: what the cells mean, under the table (the CLI's legend, short)
-LEGEND = ("GiB throughout. need (left): what the device needs, and has left (+) or lacks (-). max -c: the largest -c "
+LEGEND = ("GiB throughout. KV KLD: what the K/V types cost in quality on this file as `mtp-tune quality` measured it "
+          "(mean KL divergence · same top token %); blank: not measured, nothing is guessed. "
+          "need (left): what the device needs, and has left (+) or lacks (-). max -c: the largest -c "
           "that loads with nothing moved by fit; (max): the training context; none: not even 256.")
 #: a file cell longer than this is cut (the detail line under the table names it in full)
 FILE_CELL = 28
@@ -178,22 +182,25 @@ def _status(table: Any, lines: list[VariantLine], costs: dict[str, int]) -> str:
 
 
 def view_of(table: Any, files: list[Any], kv_label: str, settings: Settings | None = None,
-            costs: dict[str, int] | None = None) -> VariantsView:
+            costs: dict[str, int] | None = None, measured: Sequence[RowQuality] = ()) -> VariantsView:
     """A VariantsTable as the picker shows it: the CLI's columns (tui.cli._variants_table) in its
     words, device columns by key from the first planned row; a file column only when a row's file
-    says what its tag does not; the -hf sidecars as notes (`settings`: where the projector goes)."""
+    says what its tag does not; the -hf sidecars as notes (`settings`: where the projector goes).
+    `measured`: `quality.index.measured_rows(table.rows)`, the KV KLD column's figures (looked up
+    on the worker: it reads files); none given: the column is blank."""
     first = next((r.shown for r in table.rows if r.shown is not None), None)
     devs = [d.key for d in first.devices] if first is not None else []
     choices = [choice_for(table.repo, files, r.variant) for r in table.rows]
     named = [file_cell(r.variant, hff) for r, (_, hff) in zip(table.rows, choices)]
-    columns = ("quant", *(["file"] if any(named) else []), "GiB", "KV", *[f"{k} need (left)" for k in devs],
-               "fits", "max -c", "fit would")
+    columns = ("quant", *(["file"] if any(named) else []), "GiB", "KV", "KV KLD",
+               *[f"{k} need (left)" for k in devs], "fits", "max -c", "fit would")
+    quality = list(measured) or [None] * len(table.rows)
     lines: list[VariantLine] = []
     sides: dict[str, Any] = {}  # the -hf sidecars, once each
-    for r, (hf_repo, hf_file), name in zip(table.rows, choices, named):
+    for r, (hf_repo, hf_file), name, m in zip(table.rows, choices, named, quality):
         v, p = r.variant, r.shown
         kv = r.kv or kv_label
-        cells = [v.tag or "-", *([name] if any(named) else []), gib(v.size / 2**20), kv]
+        cells = [v.tag or "-", *([name] if any(named) else []), gib(v.size / 2**20), kv, quality_cell(m)]
         if p is None or r.error:
             cells += ["-"] * len(devs) + ["error", "-", ""]
         else:
