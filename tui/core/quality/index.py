@@ -177,11 +177,14 @@ def measured_rows(rows: Iterable[VariantRow]) -> list[RowQuality]:
     return out
 
 
-def quality_cell(m: RowQuality) -> str:
+def quality_cell(m: RowQuality, brief: bool = False) -> str:
     """A KV KLD cell: `0.0081 · 94.8 %` (mean KLD, same top token), `vs FILE` when measured against
-    another file; `reference` for f16/f16; blank when not measured (never guessed)."""
+    another file; `reference` for f16/f16; blank when not measured (never guessed). `brief`: the mean
+    KLD alone, for the TUI's picker, whose columns must fit 120 cells."""
     if m is None or m == "reference":
         return m or ""
+    if brief:
+        return kld_text(m.figures.kld_mean.value)
     vs = "" if m.self_reference else f" vs {Path(m.reference).name}"
     return f"{kld_text(m.figures.kld_mean.value)} · {m.figures.same_top_pct.value:.1f} %{vs}"
 

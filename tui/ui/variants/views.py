@@ -16,7 +16,7 @@ from tui.core.quality.index import RowQuality, quality_cell
 
 #: what the cells mean, under the table (the CLI's legend, short)
 LEGEND = ("GiB throughout. KV KLD: what the K/V types cost in quality on this file as `mtp-tune quality` measured it "
-          "(mean KL divergence · same top token %); blank: not measured, nothing is guessed. "
+          "(mean KL divergence; `mtp-tune variants` adds the same top token %); blank: not measured, nothing is guessed. "
           "need (left): what the device needs, and has left (+) or lacks (-). max -c: the largest -c "
           "that loads with nothing moved by fit; (max): the training context; none: not even 256.")
 #: a file cell longer than this is cut (the detail line under the table names it in full)
@@ -200,7 +200,7 @@ def view_of(table: Any, files: list[Any], kv_label: str, settings: Settings | No
     for r, (hf_repo, hf_file), name, m in zip(table.rows, choices, named, quality):
         v, p = r.variant, r.shown
         kv = r.kv or kv_label
-        cells = [v.tag or "-", *([name] if any(named) else []), gib(v.size / 2**20), kv, quality_cell(m)]
+        cells = [v.tag or "-", *([name] if any(named) else []), gib(v.size / 2**20), kv, quality_cell(m, brief=True)]
         if p is None or r.error:
             cells += ["-"] * len(devs) + ["error", "-", ""]
         else:
