@@ -67,9 +67,8 @@ class Plan:
 
 def _plan(args: argparse.Namespace) -> Plan | int:
     """Both sides read, their binaries found and asked for `--help`, every problem of both said; or an exit code."""
-    from tui.core.lab.sides import SideError, check_sides, differences, read_side, side_problems
+    from tui.core.lab.sides import SideError, read_side, vetted
     from tui.core.options.redact import redact_argv
-    from tui.core.server.binary import ServerProbeError, probe
 
     base = [a for a in args.server_args if a != "--"]
     if base and not any(text.strip() == "base" or text.strip().startswith("+") for text in (args.a, args.b)):
@@ -94,16 +93,10 @@ def _plan(args: argparse.Namespace) -> Plan | int:
             return fail(f"{side.label}: {where} names {path}, which is no file; give the path of a llama-server binary.")
         bins.append(path)
     try:
-        infos = [probe(path) for path in bins]
-    except ServerProbeError as e:
-        return fail(str(e))
-    problems = [p for side, info in zip(sides, infos) for p in side_problems(side, info)]
-    try:
-        check_sides(problems)
+        infos, differs, problems = vetted(sides, bins)
     except SideError as e:
         return fail(str(e))
-    return Plan(sides, bins, infos, differences(sides[0].settings, sides[1].settings, infos[0], infos[1]),
-                [p.message for p in problems])
+    return Plan(sides, bins, infos, differs, [p.message for p in problems])
 
 
 def _workload(text: str) -> tuple[int, int] | str:

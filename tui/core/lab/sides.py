@@ -38,7 +38,7 @@ from tui.core.options.settings import Settings, settings_json
 from tui.core.options.validate import combine, validate
 from tui.core.presets import read_preset, settings_from_section
 from tui.core.presets.profiles import ProfileError, load_profile
-from tui.core.server.binary import ServerInfo
+from tui.core.server.binary import ServerInfo, ServerProbeError, probe
 from tui.core.server.provision import ENV_SERVER, SERVER_NAME, build_root
 
 #: The side that stands for the command's own llama-server flags.
@@ -148,6 +148,20 @@ def check_sides(problems: Sequence[Problem]) -> None:
     bad = errors(list(problems))
     if bad:
         raise SideError("\n  ".join(p.message for p in bad))
+
+
+def vetted(sides: Sequence[ReadSide], bins: Sequence[Path]) -> tuple[list[ServerInfo], tuple[str, ...], list[Problem]]:
+    """Both sides before anything launches, as `mtp-tune ab` and the TUI's A/B check them: each side's
+    build asked for its `--help` and version, every error of both sides said at once (SideError, as
+    a build that cannot be asked is), then what differs. Returns (the builds, the differences, every
+    problem: the warnings are the caller's to show)."""
+    try:
+        infos = [probe(path) for path in bins]
+    except ServerProbeError as e:
+        raise SideError(str(e)) from None
+    problems = [p for side, info in zip(sides, infos) for p in side_problems(side, info)]
+    check_sides(problems)
+    return infos, differences(sides[0].settings, sides[1].settings, infos[0], infos[1]), problems
 
 
 def differences(a: Settings, b: Settings, a_info: ServerInfo | None = None,

@@ -334,20 +334,15 @@ def versus_sides(settings: Settings, versus: Versus, server_bin: Path | None) ->
     """A's settings as launched, B (a core AbSide: the profile's settings, or the same settings on another
     binary) and what differs; SideError when either side's build refuses an option, or the profile is missing."""
     from tui.core.lab.ab import AbSide
-    from tui.core.lab.sides import ReadSide, SideError, check_sides, differences, read_side, side_problems
-    from tui.core.server.binary import ServerProbeError, probe
+    from tui.core.lab.sides import ReadSide, SideError, read_side, vetted
 
     if server_bin is None:
         raise SideError("no llama-server binary is known yet for the settings on screen (mtp-tune doctor finds or builds one).")
     a = ReadSide("A", replace(settings, metrics=True), "the settings on screen")
     b = read_side("B", versus.profile) if versus.profile else replace(a, label="B")
     b_bin = Path(versus.server_bin) if versus.server_bin else server_bin
-    try:
-        infos = probe(server_bin), probe(b_bin)
-    except ServerProbeError as exc:
-        raise SideError(str(exc)) from None
-    check_sides([*side_problems(a, infos[0]), *side_problems(b, infos[1])])
-    return a.settings, AbSide(b.settings, b_bin), differences(a.settings, b.settings, *infos)
+    _, differs, _ = vetted([a, b], [server_bin, b_bin])
+    return a.settings, AbSide(b.settings, b_bin), differs
 
 
 # --------------------------------------------------------------------------- searches
