@@ -78,6 +78,7 @@ def make_floors(kv_floor: str | None, draft_kv_floor: str | None, min_ctx: int, 
     """The floors from the CLI's flags or the TUI's fields, the one place their defaults are resolved:
     None or "" is the default floor; with a KLD budget the main KV types have no floor (measured
     instead), and a main floor given beside it is refused (SpaceError)."""
+    # lazy, as this module's other core imports: `mtp-tune tune --help` loads none of the space's lab modules
     from tui.core.tune import DEFAULT_DRAFT_KV_FLOOR, DEFAULT_KV_FLOOR
     from tui.core.tune.space import Floors
 
@@ -202,6 +203,7 @@ def quality_ask(base: Settings, spec: WorkloadSpec, model: TuneModel, *, max_kld
                 files: Sequence[Path] = (), ref: Path | None = None, where: str = "-m") -> QualityAsk | None:
     """What quality must measure before the trials (`tune.kld`): with a budget, several model files or
     a reference; None otherwise. The files must be on disk and quants of one model (UsageError)."""
+    # lazy: quality's modules (the GGUF reader, llama-perplexity's runner) load when a tune is built, not for --help
     from tui.core.quality.models import ModelError
     from tui.core.quality.text import TextError, load_text
     from tui.core.tune.files import check_same_model, reference
